@@ -1,0 +1,335 @@
+// The adaptive limit: a bulkhead that finds its own concurrency limit.
+//
+// It raises the limit while the dependency's latency holds and lowers it when latency grows or
+// calls fail with a drop (a timeout, a full bulkhead), so surplus calls are rejected at once
+// instead of piling up behind slow ones. Use it when a dependency's capacity is unknown or
+// changes; use a fixed bulkhead when you know the right number, a rate limiter for calls per
+// second. See docs/adaptive-limit.md.
+//
+//   r4c::AdaptiveLimit limit("orders");
+//   std::string reply = limit.execute([&] { return backend.place(order); });   // may throw
+//
+//   if (r4c::Permit permit = limit.try_acquire()) {    // never throws, never allocates
+//     backend.place(order);
+//     permit.on_success();
+//   }
+//
+// The whole hot path is in this header: admission is one compare-and-swap on the in-flight
+// counter; completion is one decrement, a few plain stores into the calling thread's own stripe
+// and one relaxed load of the window's end. Windows are recomputed by the first call that ends
+// after its window did, out of line (AdaptiveLimit::close_window in src/adaptive_limit.cpp).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "r4c/adaptive_limit_config.hpp"
+#include "r4c/clock.hpp"
+#include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/limit_algorithms.hpp"
+#include "r4c/detail/thread_slot.hpp"
+#include "r4c/errors.hpp"
+
+namespace r4c {
+
+class AdaptiveLimit;
+
+/// A value picture of one limit. The window_* members describe the last recomputed window.
+struct AdaptiveLimitSnapshot {
+  int limit = 0;
+  int in_flight = 0;
+  int min_limit = 0;
+  int max_limit = 0;
+  LimitAlgorithm algorithm = LimitAlgorithm::gradient2;
+  bool enabled = true;
+  std::uint64_t windows = 0;  // how many windows recomputed the limit
+  std::chrono::nanoseconds window_latency{0};  // the last window's average latency
+  std::chrono::nanoseconds long_latency{0};    // gradient2's long-term average; 0 for aimd
+  int window_max_in_flight = 0;
+  bool window_dropped = false;
+  std::uint64_t window_samples = 0;  // samples in the last recomputed window
+  std::uint64_t samples = 0;         // samples in all recomputed windows
+  std::uint64_t limit_changes = 0;   // recomputed windows that changed the limit
+  std::uint64_t rejected = 0;        // exact, also under concurrency
+};
+
+/// The right to run one call under a limit, from `AdaptiveLimit::try_acquire()`. Converts to
+/// true while it holds a slot. End it with exactly one of `on_success()` (a sample),
+/// `on_drop()` (a sample marked as an overload signal) or `on_ignore()` (frees the slot only);
+/// destroying an untouched permit is `on_ignore()`. Calls after the first do nothing.
+/// Thread safety: a permit belongs to one thread at a time; it may end on another thread than
+/// the one that acquired it.
+class [[nodiscard]] Permit {
+ public:
+  /// An empty permit, as a rejection returns.
+  Permit() noexcept = default;
+  Permit(Permit&& other) noexcept
+      : limit_(std::exchange(other.limit_, nullptr)),
+        start_ns_(other.start_ns_),
+        in_flight_(other.in_flight_) {}
+  Permit& operator=(Permit&& other) noexcept {
+    if (this != &other) {
+      on_ignore();
+      limit_ = std::exchange(other.limit_, nullptr);
+      start_ns_ = other.start_ns_;
+      in_flight_ = other.in_flight_;
+    }
+    return *this;
+  }
+  Permit(const Permit&) = delete;
+  Permit& operator=(const Permit&) = delete;
+  ~Permit() { on_ignore(); }
+
+  /// Whether the call was admitted and has not ended yet.
+  explicit operator bool() const noexcept { return limit_ != nullptr; }
+
+  /// The call returned: frees the slot and adds its latency to the window.
+  void on_success() & noexcept;
+  /// The call failed with an overload signal: a sample marked as a drop.
+  void on_drop() & noexcept;
+  /// The call failed in a way that says nothing about load: frees the slot only.
+  void on_ignore() & noexcept;
+  void on_success() && = delete;  // end a permit you hold, not a temporary
+  void on_drop() && = delete;
+  void on_ignore() && = delete;
+
+ private:
+  friend class AdaptiveLimit;
+  Permit(AdaptiveLimit* limit, std::int64_t start_ns, std::int32_t in_flight) noexcept
+      : limit_(limit), start_ns_(start_ns), in_flight_(in_flight) {}
+
+  AdaptiveLimit* limit_ = nullptr;
+  std::int64_t start_ns_ = 0;
+  std::int32_t in_flight_ = 0;  // calls in flight when admitted, itself included; 0 = disabled
+};
+
+/// A cheap, copyable view of a limit for operators and tests. Valid while the limit lives.
+class AdaptiveLimitHandle {
+ public:
+  explicit AdaptiveLimitHandle(const AdaptiveLimit& limit) noexcept : limit_(&limit) {}
+  /// How many calls may run at once now.
+  int limit() const noexcept;
+  /// How many calls hold a slot right now.
+  int in_flight() const noexcept;
+  AdaptiveLimitSnapshot snapshot() const;
+  const std::string& instance_id() const noexcept;
+
+ private:
+  const AdaptiveLimit* limit_;
+};
+
+/// A concurrency limit that moves once per window with the dependency's latency and drops.
+/// Thread safety: every member may be called from any number of threads.
+/// Allocation: none per call, on both APIs, window ends included.
+class AdaptiveLimit {
+ public:
+  /// Builds a limit; validates `config` (throws ConfigException). A null clock means a
+  /// SystemClock. The first window starts now.
+  explicit AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config = {},
+                         std::shared_ptr<Clock> clock = nullptr);
+  AdaptiveLimit(const AdaptiveLimit&) = delete;
+  AdaptiveLimit& operator=(const AdaptiveLimit&) = delete;
+  ~AdaptiveLimit();
+
+  /// Takes a slot, or returns an empty permit when the limit is full (counted in `rejected`).
+  /// Never waits, never throws, never allocates; reads the clock only when admitted.
+  Permit try_acquire() noexcept;
+
+  /// Runs `f` under the limit and returns its result. When full, throws this limit's
+  /// LimitExceededException (one preallocated object, rethrown) without calling `f`. What `f`
+  /// throws is classified (a `drop_on` type is a drop, anything else frees the slot only) and
+  /// rethrown unchanged.
+  template <class F>
+  decltype(auto) execute(F&& f);
+
+  AdaptiveLimitHandle handle() const noexcept { return AdaptiveLimitHandle(*this); }
+  const std::string& instance_id() const noexcept { return instance_id_; }
+  const AdaptiveLimitConfig& config() const noexcept { return config_; }
+  int limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
+  int in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
+  /// A consistent picture of the limit and the last recomputed window.
+  AdaptiveLimitSnapshot snapshot() const;
+
+ private:
+  friend class Permit;
+  enum class Outcome { kSuccess, kDrop, kIgnore };
+
+  // One thread's running totals. Cumulative, never reset: the thread that closes a window
+  // subtracts what it saw at the previous close, so stripes never need a writer other than
+  // their thread.
+  struct alignas(detail::kCacheLine) Stripe {
+    std::atomic<std::uint64_t> samples{0};
+    std::atomic<std::uint64_t> latency_sum_ns{0};
+    std::atomic<std::uint64_t> drops{0};
+    std::atomic<std::uint64_t> rejected{0};
+  };
+
+  void complete(Permit& permit, Outcome outcome) noexcept;
+  void count_rejection() noexcept;
+  void record_sample(std::int64_t latency_ns, bool drop) noexcept;
+  bool is_drop_current() const noexcept;
+  [[noreturn]] void throw_rejected() const;
+  // Cold: the call that ends after the window did recomputes the limit or extends the window.
+  void close_window(std::int64_t now_ns) noexcept;
+
+  // Read on every call, written once per window.
+  alignas(detail::kCacheLine) std::atomic<std::int32_t> limit_;
+  const bool enabled_;
+  std::atomic<std::int64_t> window_end_ns_;
+  detail::ClockReader clock_;
+
+  // Written on every admitted call.
+  alignas(detail::kCacheLine) std::atomic<std::int32_t> in_flight_{0};
+  std::atomic<std::int32_t> window_max_in_flight_{0};
+
+  std::array<Stripe, detail::kThreadSlots> stripes_;
+
+  // Cold from here on.
+  alignas(detail::kCacheLine) std::atomic<std::uint64_t> shared_slot_rejected_{0};
+  const std::string instance_id_;
+  const AdaptiveLimitConfig config_;
+  const std::shared_ptr<Clock> clock_owner_;
+  const std::exception_ptr rejection_;
+  const std::int64_t window_ns_;
+
+  // Touched only by the thread that won the window close (ordered by window_end_ns_).
+  struct StripeTotals {
+    std::uint64_t samples = 0;
+    std::uint64_t latency_sum_ns = 0;
+    std::uint64_t drops = 0;
+  };
+  std::array<StripeTotals, detail::kThreadSlots> consumed_{};
+  detail::LimitEstimator estimator_;
+
+  // What snapshot() reports of the last window, published under a sequence lock.
+  std::atomic<std::uint64_t> stats_sequence_{0};
+  std::atomic<std::uint64_t> windows_{0};
+  std::atomic<std::int64_t> window_latency_ns_{0};
+  std::atomic<std::int64_t> long_latency_ns_{0};
+  std::atomic<std::int32_t> last_window_max_in_flight_{0};
+  std::atomic<bool> last_window_dropped_{false};
+  std::atomic<std::uint64_t> last_window_samples_{0};
+  std::atomic<std::uint64_t> samples_{0};
+  std::atomic<std::uint64_t> limit_changes_{0};
+};
+
+// ---- the hot path ------------------------------------------------------------------------
+
+inline Permit AdaptiveLimit::try_acquire() noexcept {
+  if (!enabled_) [[unlikely]]
+    return Permit(this, 0, 0);
+  // relaxed: a slot guards no data; the count itself is all that is shared.
+  std::int32_t running = in_flight_.load(std::memory_order_relaxed);
+  do {
+    if (running >= limit_.load(std::memory_order_relaxed)) [[unlikely]] {
+      count_rejection();
+      return Permit();
+    }
+  } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
+                                             std::memory_order_relaxed));
+  const std::int32_t admitted = running + 1;
+  // A new maximum is rare once a window is under way: one load, and a CAS only when it grows.
+  std::int32_t seen = window_max_in_flight_.load(std::memory_order_relaxed);
+  while (admitted > seen && !window_max_in_flight_.compare_exchange_weak(
+                                seen, admitted, std::memory_order_relaxed)) {
+  }
+  return Permit(this, clock_.now_ns(), admitted);
+}
+
+inline void AdaptiveLimit::count_rejection() noexcept {
+  const detail::ThreadSlot slot = detail::thread_slot();
+  if (slot.exclusive) [[likely]] {
+    std::atomic<std::uint64_t>& rejected = stripes_[slot.index].rejected;
+    rejected.store(rejected.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  } else {
+    shared_slot_rejected_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+inline void AdaptiveLimit::record_sample(std::int64_t latency_ns, bool drop) noexcept {
+  Stripe& stripe = stripes_[detail::thread_slot().index];
+  // Plain load and store: the stripe has one writer (see detail/thread_slot.hpp).
+  stripe.latency_sum_ns.store(
+      stripe.latency_sum_ns.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(latency_ns),
+      std::memory_order_relaxed);
+  if (drop) stripe.drops.store(stripe.drops.load(std::memory_order_relaxed) + 1,
+                               std::memory_order_relaxed);
+  // release: whoever sees this sample counted also sees its latency and drop.
+  stripe.samples.store(stripe.samples.load(std::memory_order_relaxed) + 1,
+                       std::memory_order_release);
+}
+
+inline void AdaptiveLimit::complete(Permit& permit, Outcome outcome) noexcept {
+  if (permit.in_flight_ == 0) return;  // disabled: nothing was counted
+  if (outcome == Outcome::kIgnore) {
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
+  const std::int64_t now = clock_.now_ns();
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  const std::int64_t latency = now - permit.start_ns_;
+  record_sample(latency > 0 ? latency : 0, outcome == Outcome::kDrop);
+  if (now >= window_end_ns_.load(std::memory_order_relaxed)) [[unlikely]]
+    close_window(now);
+}
+
+inline void Permit::on_success() & noexcept {
+  if (AdaptiveLimit* limit = std::exchange(limit_, nullptr))
+    limit->complete(*this, AdaptiveLimit::Outcome::kSuccess);
+}
+
+inline void Permit::on_drop() & noexcept {
+  if (AdaptiveLimit* limit = std::exchange(limit_, nullptr))
+    limit->complete(*this, AdaptiveLimit::Outcome::kDrop);
+}
+
+inline void Permit::on_ignore() & noexcept {
+  if (AdaptiveLimit* limit = std::exchange(limit_, nullptr))
+    limit->complete(*this, AdaptiveLimit::Outcome::kIgnore);
+}
+
+template <class F>
+decltype(auto) AdaptiveLimit::execute(F&& f) {
+  Permit permit = try_acquire();
+  if (!permit) [[unlikely]]
+    throw_rejected();
+  using Result = std::invoke_result_t<F>;
+  try {
+    if constexpr (std::is_void_v<Result>) {
+      std::invoke(std::forward<F>(f));
+      permit.on_success();
+    } else {
+      Result result = std::invoke(std::forward<F>(f));
+      permit.on_success();
+      if constexpr (std::is_reference_v<Result>) {
+        return static_cast<Result>(result);
+      } else {
+        return result;
+      }
+    }
+  } catch (...) {
+    if (is_drop_current()) {
+      permit.on_drop();
+    } else {
+      permit.on_ignore();
+    }
+    throw;
+  }
+}
+
+inline int AdaptiveLimitHandle::limit() const noexcept { return limit_->limit(); }
+inline int AdaptiveLimitHandle::in_flight() const noexcept { return limit_->in_flight(); }
+inline AdaptiveLimitSnapshot AdaptiveLimitHandle::snapshot() const { return limit_->snapshot(); }
+inline const std::string& AdaptiveLimitHandle::instance_id() const noexcept {
+  return limit_->instance_id();
+}
+
+}  // namespace r4c

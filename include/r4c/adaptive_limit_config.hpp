@@ -1,0 +1,157 @@
+// Settings of an adaptive limit: a value, built with fluent setters and validated.
+//
+//   r4c::AdaptiveLimitConfig config;
+//   config.algorithm(r4c::LimitAlgorithm::aimd).initial_limit(10).max_limit(100)
+//         .drop_on<SocketTimeout, r4c::CallTimeoutException>();
+//
+// A setter rejects a value that is invalid on its own at once (the config keeps its old value);
+// `validate()` then checks the settings against each other. `AdaptiveLimit` validates its config
+// when it is built, so an invalid combination never reaches a running limit.
+#pragma once
+
+#include <chrono>
+#include <string_view>
+#include <typeindex>
+#include <typeinfo>
+#include <vector>
+
+#include "r4c/errors.hpp"
+
+namespace r4c {
+
+/// How the limit moves once per window. Netflix concurrency-limits 0.5.4's Gradient2Limit and
+/// AIMDLimit, exactly (see docs/adaptive-limit.md). Room is left for `vegas`.
+enum class LimitAlgorithm { gradient2, aimd };
+
+/// "gradient2" or "aimd".
+std::string_view to_string(LimitAlgorithm algorithm) noexcept;
+
+/// An exception type that a failure may match by dynamic type (derived classes included).
+class ExceptionType {
+ public:
+  template <class E>
+  static ExceptionType of() noexcept {
+    return ExceptionType(typeid(E), &matches_current<E>);
+  }
+  std::type_index type() const noexcept { return type_; }
+  /// Whether the exception being handled right now (inside a `catch`) is an `E` or derives
+  /// from it. Only valid while an exception is being handled.
+  bool matches_current() const noexcept { return matches_(); }
+  friend bool operator==(const ExceptionType& a, const ExceptionType& b) noexcept {
+    return a.type_ == b.type_;
+  }
+
+ private:
+  using Matcher = bool (*)() noexcept;
+  ExceptionType(const std::type_info& type, Matcher matches) noexcept
+      : type_(type), matches_(matches) {}
+
+  template <class E>
+  static bool matches_current() noexcept {
+    try {
+      throw;  // rethrows the exception being handled; no allocation
+    } catch (const E&) {
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+
+  std::type_index type_;
+  Matcher matches_;
+};
+
+/// The settings of one adaptive limit. Defaults are those of the product document.
+class AdaptiveLimitConfig {
+ public:
+  static constexpr LimitAlgorithm kDefaultAlgorithm = LimitAlgorithm::gradient2;
+  static constexpr int kDefaultInitialLimit = 20;
+  static constexpr int kDefaultMinLimit = 1;
+  static constexpr int kDefaultMaxLimit = 200;
+  static constexpr std::chrono::nanoseconds kDefaultWindow = std::chrono::seconds(1);
+  static constexpr std::chrono::nanoseconds kMinWindow = std::chrono::milliseconds(1);
+  static constexpr std::chrono::nanoseconds kMaxWindow = std::chrono::hours(1);
+  static constexpr int kDefaultMinWindowSamples = 10;
+  static constexpr double kDefaultSmoothing = 0.2;
+  static constexpr double kDefaultRttTolerance = 1.5;
+  static constexpr int kDefaultLongWindow = 600;
+  static constexpr int kDefaultQueueSize = 4;
+  static constexpr double kDefaultBackoffRatio = 0.9;
+
+  /// Defaults everywhere; `drop_on` is {CallTimeoutException, BulkheadFullException}.
+  AdaptiveLimitConfig();
+
+  /// gradient2 (default) or aimd. Throws R4C-REG-001 for a value outside the enum.
+  AdaptiveLimitConfig& algorithm(LimitAlgorithm value);
+  /// Where the limit starts (20). Throws R4C-ATR-003 below 1.
+  AdaptiveLimitConfig& initial_limit(int value);
+  /// The limit never goes below this (1). Throws R4C-ATR-003 below 1.
+  AdaptiveLimitConfig& min_limit(int value);
+  /// The limit never goes above this (200). Throws R4C-ATR-003 below 1.
+  AdaptiveLimitConfig& max_limit(int value);
+  /// Shortest duration of a window (1 s). Throws R4C-ATR-009 outside 1 ms .. 1 h.
+  AdaptiveLimitConfig& window(std::chrono::nanoseconds value);
+  /// Fewest samples a window needs before it recomputes the limit (10). R4C-REG-001 below 1.
+  AdaptiveLimitConfig& min_window_samples(int value);
+  /// Gradient2: share of the new estimate taken per window (0.2). R4C-REG-001 outside (0, 1].
+  AdaptiveLimitConfig& smoothing(double value);
+  /// Gradient2: how many times the long-term latency a window may take and still grow (1.5).
+  /// R4C-REG-001 below 1.
+  AdaptiveLimitConfig& rtt_tolerance(double value);
+  /// Gradient2: windows in the long-term latency average (600). R4C-REG-001 below 1.
+  AdaptiveLimitConfig& long_window(int value);
+  /// Gradient2: headroom added per window (4). R4C-REG-001 below 0.
+  AdaptiveLimitConfig& queue_size(int value);
+  /// AIMD: factor applied to the limit after a window with a drop (0.9). R4C-REG-001 outside
+  /// (0, 1).
+  AdaptiveLimitConfig& backoff_ratio(double value);
+  /// false: every call passes and nothing is measured (true).
+  AdaptiveLimitConfig& enabled(bool value) noexcept;
+  /// The failures that are drops (overload signals), matched by dynamic type, derived classes
+  /// included. Replaces the list; `drop_on<>()` makes no failure a drop.
+  template <class... Exceptions>
+  AdaptiveLimitConfig& drop_on() {
+    drop_on_ = {ExceptionType::of<Exceptions>()...};
+    return *this;
+  }
+  /// Same as `drop_on<...>()` with types known at run time (the registry uses it).
+  AdaptiveLimitConfig& drop_on(std::vector<ExceptionType> types);
+
+  LimitAlgorithm algorithm() const noexcept { return algorithm_; }
+  int initial_limit() const noexcept { return initial_limit_; }
+  int min_limit() const noexcept { return min_limit_; }
+  int max_limit() const noexcept { return max_limit_; }
+  std::chrono::nanoseconds window() const noexcept { return window_; }
+  int min_window_samples() const noexcept { return min_window_samples_; }
+  double smoothing() const noexcept { return smoothing_; }
+  double rtt_tolerance() const noexcept { return rtt_tolerance_; }
+  int long_window() const noexcept { return long_window_; }
+  int queue_size() const noexcept { return queue_size_; }
+  double backoff_ratio() const noexcept { return backoff_ratio_; }
+  bool enabled() const noexcept { return enabled_; }
+  /// The drop types (named apart from the setter: `drop_on()` on a non-const config is
+  /// `drop_on<>()`, which clears the list).
+  const std::vector<ExceptionType>& drop_on_types() const noexcept { return drop_on_; }
+
+  /// Checks every setting, each on its own first, then against each other: R4C-ATR-009 when
+  /// min_limit > max_limit, min_limit > initial_limit or initial_limit > max_limit.
+  /// Throws ConfigException; does nothing when the config is valid.
+  void validate() const;
+
+ private:
+  LimitAlgorithm algorithm_ = kDefaultAlgorithm;
+  int initial_limit_ = kDefaultInitialLimit;
+  int min_limit_ = kDefaultMinLimit;
+  int max_limit_ = kDefaultMaxLimit;
+  std::chrono::nanoseconds window_ = kDefaultWindow;
+  int min_window_samples_ = kDefaultMinWindowSamples;
+  double smoothing_ = kDefaultSmoothing;
+  double rtt_tolerance_ = kDefaultRttTolerance;
+  int long_window_ = kDefaultLongWindow;
+  int queue_size_ = kDefaultQueueSize;
+  double backoff_ratio_ = kDefaultBackoffRatio;
+  bool enabled_ = true;
+  std::vector<ExceptionType> drop_on_;
+};
+
+}  // namespace r4c

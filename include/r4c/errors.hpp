@@ -1,0 +1,60 @@
+// r4c's exception types.
+//
+// Every r4c failure a caller can catch is one of these. Each has a public constructor taking a
+// message, so users can derive their own (for example a `SlowReply` that is a
+// `CallTimeoutException` and therefore counts as a drop by default):
+//
+//   struct SlowReply : r4c::CallTimeoutException {
+//     using CallTimeoutException::CallTimeoutException;
+//   };
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace r4c {
+
+/// Thrown by `AdaptiveLimit::execute` (and policies around it) when the limit is full.
+/// The limit rethrows one preallocated object per instance, so catch it by reference.
+class LimitExceededException : public std::runtime_error {
+ public:
+  explicit LimitExceededException(const std::string& message);
+  LimitExceededException(std::string instance_id, const std::string& message);
+
+  /// The id of the limit that rejected the call ("" when built from a message only).
+  const std::string& instance_id() const noexcept { return instance_id_; }
+
+ private:
+  std::string instance_id_;
+};
+
+/// A call that ran past its deadline. Thrown by the timeout policy; a drop by default.
+class CallTimeoutException : public std::runtime_error {
+ public:
+  explicit CallTimeoutException(const std::string& message);
+};
+
+/// A full bulkhead rejected the call. Thrown by the bulkhead policy; a drop by default.
+class BulkheadFullException : public std::runtime_error {
+ public:
+  explicit BulkheadFullException(const std::string& message);
+};
+
+/// A configuration mistake. `what()` starts with the documented code, e.g.
+/// "R4C-ATR-009: min_limit (30) is greater than initial_limit (20); valid: ...".
+class ConfigException : public std::invalid_argument {
+ public:
+  /// `message` should start with an R4C code followed by ':'; `code()` extracts it.
+  explicit ConfigException(const std::string& message);
+  /// Builds the message "<code>: <detail>".
+  ConfigException(std::string_view code, std::string_view detail);
+
+  /// The code the message starts with, e.g. "R4C-ATR-009"; "" when the message carries none.
+  const std::string& code() const noexcept { return code_; }
+
+ private:
+  std::string code_;
+};
+
+}  // namespace r4c

@@ -1,0 +1,156 @@
+// The adaptive limit's cold paths: construction, the window close, snapshots.
+// The hot path is inline in include/r4c/adaptive_limit.hpp.
+#include "r4c/adaptive_limit.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace r4c {
+namespace {
+
+// window_end_ns_ while one thread closes the window: later than any now, so no other thread
+// tries to close it too.
+constexpr std::int64_t kClosing = std::numeric_limits<std::int64_t>::max();
+
+const AdaptiveLimitConfig& validated(const AdaptiveLimitConfig& config) {
+  config.validate();
+  return config;
+}
+
+const Clock* or_system_clock(std::shared_ptr<Clock>& clock) {
+  if (!clock) clock = std::make_shared<SystemClock>();
+  return clock.get();
+}
+
+// Totals only grow on a stripe with one writer. On a shared stripe a racing writer can store a
+// stale total, so what was consumed is a high-water mark and a dip counts as nothing: a
+// sample may be lost that way, never counted twice.
+std::uint64_t growth(std::uint64_t consumed, std::uint64_t seen) {
+  return seen > consumed ? seen - consumed : 0;
+}
+
+}  // namespace
+
+AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config,
+                             std::shared_ptr<Clock> clock)
+    : limit_(validated(config).initial_limit()),
+      enabled_(config.enabled()),
+      window_end_ns_(0),
+      clock_(or_system_clock(clock)),
+      instance_id_(std::move(instance_id)),
+      config_(std::move(config)),
+      clock_owner_(std::move(clock)),
+      rejection_(std::make_exception_ptr(LimitExceededException(
+          instance_id_, "adaptive limit '" + instance_id_ +
+                            "' is full: the call was rejected without running"))),
+      window_ns_(config_.window().count()),
+      estimator_(config_) {
+  window_end_ns_.store(clock_.now_ns() + window_ns_, std::memory_order_relaxed);
+}
+
+AdaptiveLimit::~AdaptiveLimit() = default;
+
+void AdaptiveLimit::throw_rejected() const { std::rethrow_exception(rejection_); }
+
+bool AdaptiveLimit::is_drop_current() const noexcept {
+  for (const ExceptionType& type : config_.drop_on_types()) {
+    if (type.matches_current()) return true;
+  }
+  return false;
+}
+
+void AdaptiveLimit::close_window(std::int64_t now) noexcept {
+  std::int64_t end = window_end_ns_.load(std::memory_order_relaxed);
+  if (now < end) return;
+  // acquire: the previous close's estimator state and consumed totals happen before this one.
+  if (!window_end_ns_.compare_exchange_strong(end, kClosing, std::memory_order_acquire,
+                                              std::memory_order_relaxed)) {
+    return;  // another thread is closing it
+  }
+
+  std::array<StripeTotals, detail::kThreadSlots> seen;
+  StripeTotals window;
+  for (std::size_t i = 0; i < stripes_.size(); ++i) {
+    // acquire pairs with record_sample's release: a counted sample brings its latency along.
+    seen[i].samples = stripes_[i].samples.load(std::memory_order_acquire);
+    seen[i].latency_sum_ns = stripes_[i].latency_sum_ns.load(std::memory_order_relaxed);
+    seen[i].drops = stripes_[i].drops.load(std::memory_order_relaxed);
+    window.samples += growth(consumed_[i].samples, seen[i].samples);
+    window.latency_sum_ns += growth(consumed_[i].latency_sum_ns, seen[i].latency_sum_ns);
+    window.drops += growth(consumed_[i].drops, seen[i].drops);
+  }
+
+  if (window.samples < static_cast<std::uint64_t>(config_.min_window_samples())) {
+    // Too few samples: keep them, and move the end forward by whole windows past now.
+    // release: the next closer sees this one's state.
+    const std::int64_t next_end = now - (now - end) % window_ns_ + window_ns_;
+    window_end_ns_.store(next_end, std::memory_order_release);
+    return;
+  }
+
+  for (std::size_t i = 0; i < stripes_.size(); ++i) {
+    consumed_[i].samples = std::max(consumed_[i].samples, seen[i].samples);
+    consumed_[i].latency_sum_ns = std::max(consumed_[i].latency_sum_ns, seen[i].latency_sum_ns);
+    consumed_[i].drops = std::max(consumed_[i].drops, seen[i].drops);
+  }
+  // The calls in flight now are in flight during the next window too.
+  const std::int32_t max_in_flight = window_max_in_flight_.exchange(
+      in_flight_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  const detail::WindowAggregate aggregate{
+      static_cast<std::int64_t>(window.latency_sum_ns / window.samples), max_in_flight,
+      window.drops > 0};
+  const std::int32_t previous = limit_.load(std::memory_order_relaxed);
+  const std::int32_t next = estimator_.update(aggregate);
+
+  // Sequence lock: snapshot() retries while a close is under way, so it never mixes windows.
+  const std::uint64_t sequence = stats_sequence_.load(std::memory_order_relaxed);
+  stats_sequence_.store(sequence + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  limit_.store(next, std::memory_order_relaxed);
+  windows_.store(windows_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  window_latency_ns_.store(aggregate.avg_latency_ns, std::memory_order_relaxed);
+  long_latency_ns_.store(estimator_.long_latency_ns(), std::memory_order_relaxed);
+  last_window_max_in_flight_.store(max_in_flight, std::memory_order_relaxed);
+  last_window_dropped_.store(aggregate.dropped, std::memory_order_relaxed);
+  last_window_samples_.store(window.samples, std::memory_order_relaxed);
+  samples_.store(samples_.load(std::memory_order_relaxed) + window.samples,
+                 std::memory_order_relaxed);
+  if (next != previous) {
+    limit_changes_.store(limit_changes_.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
+  }
+  stats_sequence_.store(sequence + 2, std::memory_order_release);
+
+  // release: publishes this close to the next closer; the new window starts now.
+  window_end_ns_.store(now + window_ns_, std::memory_order_release);
+}
+
+AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
+  AdaptiveLimitSnapshot snap;
+  snap.min_limit = config_.min_limit();
+  snap.max_limit = config_.max_limit();
+  snap.algorithm = config_.algorithm();
+  snap.enabled = enabled_;
+  snap.in_flight = in_flight_.load(std::memory_order_relaxed);
+  for (;;) {
+    const std::uint64_t before = stats_sequence_.load(std::memory_order_acquire);
+    if (before & 1) continue;  // a close is writing; it is short
+    snap.limit = limit_.load(std::memory_order_relaxed);
+    snap.windows = windows_.load(std::memory_order_relaxed);
+    snap.window_latency = std::chrono::nanoseconds(window_latency_ns_.load(std::memory_order_relaxed));
+    snap.long_latency = std::chrono::nanoseconds(long_latency_ns_.load(std::memory_order_relaxed));
+    snap.window_max_in_flight = last_window_max_in_flight_.load(std::memory_order_relaxed);
+    snap.window_dropped = last_window_dropped_.load(std::memory_order_relaxed);
+    snap.window_samples = last_window_samples_.load(std::memory_order_relaxed);
+    snap.samples = samples_.load(std::memory_order_relaxed);
+    snap.limit_changes = limit_changes_.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (stats_sequence_.load(std::memory_order_relaxed) == before) break;
+  }
+  std::uint64_t rejected = shared_slot_rejected_.load(std::memory_order_relaxed);
+  for (const Stripe& stripe : stripes_) rejected += stripe.rejected.load(std::memory_order_relaxed);
+  snap.rejected = rejected;
+  return snap;
+}
+
+}  // namespace r4c

@@ -1,0 +1,200 @@
+#include "r4c/adaptive_limit_config.hpp"
+
+#include <cmath>
+#include <charconv>
+#include <cstdint>
+#include <string>
+
+namespace r4c {
+namespace {
+
+constexpr std::string_view kLimitBelowOne = "R4C-ATR-003";
+constexpr std::string_view kBoundsOrRange = "R4C-ATR-009";
+constexpr std::string_view kInvalidValue = "R4C-REG-001";
+
+std::string show(std::int64_t value) { return std::to_string(value); }
+std::string show(int value) { return std::to_string(value); }
+
+// The shortest text that reads back as the same double: 0.99, not 0.98999999999999999.
+std::string show(double value) {
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof text, value);
+  return std::string(text, result.ptr);
+}
+
+std::string show_duration(std::chrono::nanoseconds value) { return show(value.count()) + " ns"; }
+
+[[noreturn]] void fail(std::string_view code, std::string_view setting, const std::string& value,
+                       std::string_view valid) {
+  throw ConfigException(code, std::string(setting) + " is " + value + "; valid: " +
+                                  std::string(valid));
+}
+
+void check_limit(std::string_view setting, int value) {
+  if (value < 1) fail(kLimitBelowOne, setting, show(value), "an integer >= 1");
+}
+
+void check_window(std::chrono::nanoseconds value) {
+  if (value < AdaptiveLimitConfig::kMinWindow || value > AdaptiveLimitConfig::kMaxWindow) {
+    fail(kBoundsOrRange, "window", show_duration(value), "1 ms .. 1 h (1000000 .. 3600000000000 ns)");
+  }
+}
+
+void check_algorithm(LimitAlgorithm value) {
+  if (value != LimitAlgorithm::gradient2 && value != LimitAlgorithm::aimd) {
+    fail(kInvalidValue, "algorithm", show(static_cast<int>(value)), "gradient2, aimd");
+  }
+}
+
+void check_min_window_samples(int value) {
+  if (value < 1) fail(kInvalidValue, "min_window_samples", show(value), "an integer >= 1");
+}
+
+void check_smoothing(double value) {
+  // Written so that NaN fails too.
+  if (!(value > 0.0 && value <= 1.0)) fail(kInvalidValue, "smoothing", show(value), "(0, 1]");
+}
+
+void check_rtt_tolerance(double value) {
+  if (!(value >= 1.0 && std::isfinite(value))) {
+    fail(kInvalidValue, "rtt_tolerance", show(value), "a finite number >= 1");
+  }
+}
+
+void check_long_window(int value) {
+  if (value < 1) fail(kInvalidValue, "long_window", show(value), "an integer >= 1");
+}
+
+void check_queue_size(int value) {
+  if (value < 0) fail(kInvalidValue, "queue_size", show(value), "an integer >= 0");
+}
+
+void check_backoff_ratio(double value) {
+  if (!(value > 0.0 && value < 1.0)) fail(kInvalidValue, "backoff_ratio", show(value), "(0, 1)");
+}
+
+}  // namespace
+
+std::string_view to_string(LimitAlgorithm algorithm) noexcept {
+  switch (algorithm) {
+    case LimitAlgorithm::gradient2:
+      return "gradient2";
+    case LimitAlgorithm::aimd:
+      return "aimd";
+  }
+  return "unknown";
+}
+
+AdaptiveLimitConfig::AdaptiveLimitConfig()
+    : drop_on_{ExceptionType::of<CallTimeoutException>(),
+               ExceptionType::of<BulkheadFullException>()} {}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::algorithm(LimitAlgorithm value) {
+  check_algorithm(value);
+  algorithm_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::initial_limit(int value) {
+  check_limit("initial_limit", value);
+  initial_limit_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::min_limit(int value) {
+  check_limit("min_limit", value);
+  min_limit_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::max_limit(int value) {
+  check_limit("max_limit", value);
+  max_limit_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::window(std::chrono::nanoseconds value) {
+  check_window(value);
+  window_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::min_window_samples(int value) {
+  check_min_window_samples(value);
+  min_window_samples_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::smoothing(double value) {
+  check_smoothing(value);
+  smoothing_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::rtt_tolerance(double value) {
+  check_rtt_tolerance(value);
+  rtt_tolerance_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::long_window(int value) {
+  check_long_window(value);
+  long_window_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::queue_size(int value) {
+  check_queue_size(value);
+  queue_size_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::backoff_ratio(double value) {
+  check_backoff_ratio(value);
+  backoff_ratio_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::enabled(bool value) noexcept {
+  enabled_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::drop_on(std::vector<ExceptionType> types) {
+  drop_on_ = std::move(types);
+  return *this;
+}
+
+void AdaptiveLimitConfig::validate() const {
+  check_algorithm(algorithm_);
+  check_limit("initial_limit", initial_limit_);
+  check_limit("min_limit", min_limit_);
+  check_limit("max_limit", max_limit_);
+  check_window(window_);
+  check_min_window_samples(min_window_samples_);
+  check_smoothing(smoothing_);
+  check_rtt_tolerance(rtt_tolerance_);
+  check_long_window(long_window_);
+  check_queue_size(queue_size_);
+  check_backoff_ratio(backoff_ratio_);
+
+  if (min_limit_ > max_limit_) {
+    throw ConfigException(kBoundsOrRange, "min_limit (" + show(min_limit_) +
+                                              ") is greater than max_limit (" + show(max_limit_) +
+                                              "); valid: min_limit <= initial_limit <= max_limit");
+  }
+  if (min_limit_ > initial_limit_) {
+    throw ConfigException(kBoundsOrRange,
+                          "min_limit (" + show(min_limit_) + ") is greater than initial_limit (" +
+                              show(initial_limit_) +
+                              "); valid: min_limit <= initial_limit <= max_limit");
+  }
+  if (initial_limit_ > max_limit_) {
+    throw ConfigException(kBoundsOrRange,
+                          "initial_limit (" + show(initial_limit_) +
+                              ") is greater than max_limit (" + show(max_limit_) +
+                              "); valid: min_limit <= initial_limit <= max_limit");
+  }
+}
+
+}  // namespace r4c

@@ -1,0 +1,43 @@
+#include "r4c/errors.hpp"
+
+#include <cctype>
+
+namespace r4c {
+namespace {
+
+// A code looks like "R4C-ABC-123": the prefix, a group of capitals, a dash, digits.
+std::string code_prefix(const std::string& message) {
+  constexpr std::string_view kPrefix = "R4C-";
+  if (message.compare(0, kPrefix.size(), kPrefix) != 0) return {};
+  std::size_t i = kPrefix.size();
+  const std::size_t group = i;
+  while (i < message.size() && std::isupper(static_cast<unsigned char>(message[i]))) ++i;
+  if (i == group || i >= message.size() || message[i] != '-') return {};
+  const std::size_t digits = ++i;
+  while (i < message.size() && std::isdigit(static_cast<unsigned char>(message[i]))) ++i;
+  if (i == digits) return {};
+  return message.substr(0, i);
+}
+
+}  // namespace
+
+LimitExceededException::LimitExceededException(const std::string& message)
+    : std::runtime_error(message) {}
+
+LimitExceededException::LimitExceededException(std::string instance_id,
+                                               const std::string& message)
+    : std::runtime_error(message), instance_id_(std::move(instance_id)) {}
+
+CallTimeoutException::CallTimeoutException(const std::string& message)
+    : std::runtime_error(message) {}
+
+BulkheadFullException::BulkheadFullException(const std::string& message)
+    : std::runtime_error(message) {}
+
+ConfigException::ConfigException(const std::string& message)
+    : std::invalid_argument(message), code_(code_prefix(message)) {}
+
+ConfigException::ConfigException(std::string_view code, std::string_view detail)
+    : ConfigException(std::string(code) + ": " + std::string(detail)) {}
+
+}  // namespace r4c

@@ -1,0 +1,88 @@
+#include "r4c/clock.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(ManualClockTest, StartsAtZeroOrAtTheGivenTime) {
+  EXPECT_EQ(r4c::ManualClock().now(), 0ns);
+  EXPECT_EQ(r4c::ManualClock(5s).now(), 5s);
+}
+
+TEST(ManualClockTest, MovesOnlyWhenAdvanced) {
+  r4c::ManualClock clock;
+  EXPECT_EQ(clock.now(), clock.now());
+  clock.advance(1500ms);
+  EXPECT_EQ(clock.now(), 1500ms);
+  clock.advance(0ns);
+  EXPECT_EQ(clock.now(), 1500ms);
+}
+
+TEST(ManualClockTest, RefusesToGoBackAndKeepsItsTime) {
+  r4c::ManualClock clock(1s);
+  EXPECT_THROW(clock.advance(-1ns), std::invalid_argument);
+  EXPECT_EQ(clock.now(), 1s);
+}
+
+TEST(ClockReaderTest, ReadsAManualClockThroughItsInterface) {
+  r4c::ManualClock clock;
+  const r4c::detail::ClockReader reader(&clock);
+  clock.advance(42ns);
+  EXPECT_EQ(reader.now_ns(), 42);
+}
+
+TEST(SystemClockTest, NeverGoesBack) {
+  const r4c::SystemClock clock;
+  auto previous = clock.now();
+  for (int i = 0; i < 200000; ++i) {
+    const auto now = clock.now();
+    ASSERT_GE(now, previous);
+    previous = now;
+  }
+}
+
+TEST(SystemClockTest, SharesSteadyClocksEpoch) {
+  const r4c::SystemClock clock;
+  const auto steady = std::chrono::steady_clock::now().time_since_epoch();
+  EXPECT_LT(std::chrono::abs(clock.now() - steady), 1ms);
+}
+
+TEST(SystemClockTest, TheLimitsReaderAgreesWithTheClock) {
+  const r4c::SystemClock clock;
+  const r4c::detail::ClockReader reader(&clock);
+  const auto before = clock.now().count();
+  const auto read = reader.now_ns();
+  const auto after = clock.now().count();
+  EXPECT_LE(before, read);
+  EXPECT_LE(read, after);
+}
+
+// Real time on purpose: the property is agreement with steady_clock over a real second.
+TEST(SystemClockTest, AgreesWithSteadyClockWithinATenthOfAPercentOverASecond) {
+  const r4c::SystemClock clock;
+  const auto steady_start = std::chrono::steady_clock::now();
+  const auto start = clock.now();
+  std::this_thread::sleep_for(1s);
+  const auto elapsed = clock.now() - start;
+  const auto steady_elapsed = std::chrono::steady_clock::now() - steady_start;
+  const double error = std::abs(static_cast<double>(elapsed.count() - steady_elapsed.count())) /
+                       static_cast<double>(steady_elapsed.count());
+  EXPECT_LT(error, 0.001) << "uses_tsc=" << clock.uses_tsc() << " elapsed=" << elapsed.count()
+                          << " steady=" << steady_elapsed.count();
+}
+
+TEST(SystemClockTest, UsesTheTimeStampCounterWhereTheKernelDoes) {
+  const r4c::SystemClock clock;
+  EXPECT_EQ(clock.uses_tsc(), r4c::detail::tsc_conversion() != nullptr);
+  if (!clock.uses_tsc()) GTEST_SKIP() << "the TSC is not usable here; SystemClock reads steady_clock";
+  const auto* conversion = r4c::detail::tsc_conversion();
+  EXPECT_GT(conversion->mult, 0u);
+}
+
+}  // namespace
