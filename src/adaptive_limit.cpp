@@ -41,8 +41,8 @@ AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config
       config_(std::move(config)),
       clock_owner_(std::move(clock)),
       rejection_(std::make_exception_ptr(LimitExceededException(
-          instance_id_, "adaptive limit '" + instance_id_ +
-                            "' is full: the call was rejected without running"))),
+          instance_id_,
+          "adaptive limit '" + instance_id_ + "' is full: the call was rejected without running"))),
       window_ns_(config_.window().count()),
       estimator_(config_) {
   window_end_ns_.store(clock_.now_ns() + window_ns_, std::memory_order_relaxed);
@@ -105,19 +105,20 @@ void AdaptiveLimit::close_window(std::int64_t now) noexcept {
   // Sequence lock: snapshot() retries while a close is under way, so it never mixes windows.
   const std::uint64_t sequence = stats_sequence_.load(std::memory_order_relaxed);
   stats_sequence_.store(sequence + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  limit_.store(next, std::memory_order_relaxed);
-  windows_.store(windows_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  window_latency_ns_.store(aggregate.avg_latency_ns, std::memory_order_relaxed);
-  long_latency_ns_.store(estimator_.long_latency_ns(), std::memory_order_relaxed);
-  last_window_max_in_flight_.store(max_in_flight, std::memory_order_relaxed);
-  last_window_dropped_.store(aggregate.dropped, std::memory_order_relaxed);
-  last_window_samples_.store(window.samples, std::memory_order_relaxed);
+  // Each store is release so that a reader that sees it also sees the odd sequence and retries
+  // (a fence would do the same, but ThreadSanitizer does not understand fences).
+  limit_.store(next, std::memory_order_release);
+  windows_.store(windows_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  window_latency_ns_.store(aggregate.avg_latency_ns, std::memory_order_release);
+  long_latency_ns_.store(estimator_.long_latency_ns(), std::memory_order_release);
+  last_window_max_in_flight_.store(max_in_flight, std::memory_order_release);
+  last_window_dropped_.store(aggregate.dropped, std::memory_order_release);
+  last_window_samples_.store(window.samples, std::memory_order_release);
   samples_.store(samples_.load(std::memory_order_relaxed) + window.samples,
-                 std::memory_order_relaxed);
+                 std::memory_order_release);
   if (next != previous) {
     limit_changes_.store(limit_changes_.load(std::memory_order_relaxed) + 1,
-                         std::memory_order_relaxed);
+                         std::memory_order_release);
   }
   stats_sequence_.store(sequence + 2, std::memory_order_release);
 
@@ -135,16 +136,17 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
   for (;;) {
     const std::uint64_t before = stats_sequence_.load(std::memory_order_acquire);
     if (before & 1) continue;  // a close is writing; it is short
-    snap.limit = limit_.load(std::memory_order_relaxed);
-    snap.windows = windows_.load(std::memory_order_relaxed);
-    snap.window_latency = std::chrono::nanoseconds(window_latency_ns_.load(std::memory_order_relaxed));
-    snap.long_latency = std::chrono::nanoseconds(long_latency_ns_.load(std::memory_order_relaxed));
-    snap.window_max_in_flight = last_window_max_in_flight_.load(std::memory_order_relaxed);
-    snap.window_dropped = last_window_dropped_.load(std::memory_order_relaxed);
-    snap.window_samples = last_window_samples_.load(std::memory_order_relaxed);
-    snap.samples = samples_.load(std::memory_order_relaxed);
-    snap.limit_changes = limit_changes_.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
+    // acquire: a value from a close under way brings its odd sequence along, so we retry.
+    snap.limit = limit_.load(std::memory_order_acquire);
+    snap.windows = windows_.load(std::memory_order_acquire);
+    snap.window_latency =
+        std::chrono::nanoseconds(window_latency_ns_.load(std::memory_order_acquire));
+    snap.long_latency = std::chrono::nanoseconds(long_latency_ns_.load(std::memory_order_acquire));
+    snap.window_max_in_flight = last_window_max_in_flight_.load(std::memory_order_acquire);
+    snap.window_dropped = last_window_dropped_.load(std::memory_order_acquire);
+    snap.window_samples = last_window_samples_.load(std::memory_order_acquire);
+    snap.samples = samples_.load(std::memory_order_acquire);
+    snap.limit_changes = limit_changes_.load(std::memory_order_acquire);
     if (stats_sequence_.load(std::memory_order_relaxed) == before) break;
   }
   std::uint64_t rejected = shared_slot_rejected_.load(std::memory_order_relaxed);

@@ -1,7 +1,7 @@
 #include "r4c/adaptive_limit_config.hpp"
 
-#include <cmath>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -26,8 +26,8 @@ std::string show_duration(std::chrono::nanoseconds value) { return show(value.co
 
 [[noreturn]] void fail(std::string_view code, std::string_view setting, const std::string& value,
                        std::string_view valid) {
-  throw ConfigException(code, std::string(setting) + " is " + value + "; valid: " +
-                                  std::string(valid));
+  throw ConfigException(code,
+                        std::string(setting) + " is " + value + "; valid: " + std::string(valid));
 }
 
 void check_limit(std::string_view setting, int value) {
@@ -36,7 +36,8 @@ void check_limit(std::string_view setting, int value) {
 
 void check_window(std::chrono::nanoseconds value) {
   if (value < AdaptiveLimitConfig::kMinWindow || value > AdaptiveLimitConfig::kMaxWindow) {
-    fail(kBoundsOrRange, "window", show_duration(value), "1 ms .. 1 h (1000000 .. 3600000000000 ns)");
+    fail(kBoundsOrRange, "window", show_duration(value),
+         "1 ms .. 1 h (1000000 .. 3600000000000 ns)");
   }
 }
 
@@ -184,16 +185,15 @@ void AdaptiveLimitConfig::validate() const {
                                               "); valid: min_limit <= initial_limit <= max_limit");
   }
   if (min_limit_ > initial_limit_) {
-    throw ConfigException(kBoundsOrRange,
-                          "min_limit (" + show(min_limit_) + ") is greater than initial_limit (" +
-                              show(initial_limit_) +
-                              "); valid: min_limit <= initial_limit <= max_limit");
+    throw ConfigException(kBoundsOrRange, "min_limit (" + show(min_limit_) +
+                                              ") is greater than initial_limit (" +
+                                              show(initial_limit_) +
+                                              "); valid: min_limit <= initial_limit <= max_limit");
   }
   if (initial_limit_ > max_limit_) {
-    throw ConfigException(kBoundsOrRange,
-                          "initial_limit (" + show(initial_limit_) +
-                              ") is greater than max_limit (" + show(max_limit_) +
-                              "); valid: min_limit <= initial_limit <= max_limit");
+    throw ConfigException(kBoundsOrRange, "initial_limit (" + show(initial_limit_) +
+                                              ") is greater than max_limit (" + show(max_limit_) +
+                                              "); valid: min_limit <= initial_limit <= max_limit");
   }
 }
 

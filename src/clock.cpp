@@ -97,8 +97,7 @@ SystemClock::SystemClock() noexcept {
 
 void ManualClock::advance(std::chrono::nanoseconds by) {
   if (by.count() < 0) {
-    throw std::invalid_argument("ManualClock::advance: duration is " +
-                                std::to_string(by.count()) +
+    throw std::invalid_argument("ManualClock::advance: duration is " + std::to_string(by.count()) +
                                 " ns; valid: >= 0 (a monotonic clock never goes back)");
   }
   now_.fetch_add(by.count(), std::memory_order_relaxed);

@@ -24,8 +24,7 @@ std::string code_prefix(const std::string& message) {
 LimitExceededException::LimitExceededException(const std::string& message)
     : std::runtime_error(message) {}
 
-LimitExceededException::LimitExceededException(std::string instance_id,
-                                               const std::string& message)
+LimitExceededException::LimitExceededException(std::string instance_id, const std::string& message)
     : std::runtime_error(message), instance_id_(std::move(instance_id)) {}
 
 CallTimeoutException::CallTimeoutException(const std::string& message)

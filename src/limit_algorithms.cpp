@@ -40,8 +40,7 @@ int Gradient2::update(const WindowAggregate& window) noexcept {
   // Under half the slots in use, latency says nothing about the limit.
   if (static_cast<double>(window.max_in_flight) < previous / 2.0) return limit();
 
-  const double gradient =
-      std::max(0.5, std::min(1.0, (rtt_tolerance_ * long_latency) / latency));
+  const double gradient = std::max(0.5, std::min(1.0, (rtt_tolerance_ * long_latency) / latency));
   const double target = previous * gradient + queue_size_;
   const double smoothed = previous * (1.0 - smoothing_) + target * smoothing_;
   estimate_ = std::max(min_limit_, std::min(max_limit_, smoothed));

@@ -86,8 +86,8 @@ TEST(AdaptiveLimitConfigTest, ALimitBelowOneIsAtr003NamingSettingValueAndRange) 
       if (name == "max_limit") config.max_limit(0);
     });
     EXPECT_EQ(e.code(), "R4C-ATR-003") << setting;
-    EXPECT_THAT(e.what(), AllOf(StartsWith("R4C-ATR-003: "), HasSubstr(setting),
-                                HasSubstr(">= 1")));
+    EXPECT_THAT(e.what(),
+                AllOf(StartsWith("R4C-ATR-003: "), HasSubstr(setting), HasSubstr(">= 1")));
   }
   EXPECT_THAT(config_error([] { r4c::AdaptiveLimitConfig().initial_limit(0); }).what(),
               HasSubstr("initial_limit is 0"));

@@ -21,9 +21,11 @@ struct SocketTimeout : std::runtime_error {
 
 // A permit ends only as an lvalue: `limit.try_acquire().on_success()` must not compile.
 template <class P>
-concept EndsAsRvalue = requires(P p) { std::move(p).on_success(); } ||
-                       requires(P p) { std::move(p).on_drop(); } ||
-                       requires(P p) { std::move(p).on_ignore(); };
+concept EndsAsRvalue = requires(P p) {
+  std::move(p).on_success();
+}
+|| requires(P p) { std::move(p).on_drop(); }
+|| requires(P p) { std::move(p).on_ignore(); };
 
 // A clock that counts its reads.
 class CountingClock final : public r4c::Clock {
@@ -182,8 +184,7 @@ TEST_F(AdaptiveLimitTest, BulkheadFullIsADropByDefault) {
 }
 
 TEST_F(AdaptiveLimitTest, DropOnNamesTheDropTypes) {
-  auto limit = make(
-      r4c::AdaptiveLimitConfig().min_window_samples(1).drop_on<SocketTimeout>());
+  auto limit = make(r4c::AdaptiveLimitConfig().min_window_samples(1).drop_on<SocketTimeout>());
   clock_->advance(1s);
   EXPECT_THROW(limit->execute([] { throw r4c::CallTimeoutException("not a drop here"); }),
                r4c::CallTimeoutException);
@@ -256,7 +257,7 @@ TEST_F(AdaptiveLimitTest, MovingAPermitMovesItsSlot) {
 
 // 4. Windows.
 TEST_F(AdaptiveLimitTest, TheFirstCallToEndAfterTheWindowRecomputesTheLimit) {
-  auto limit = make();  // 1 s windows, 10 samples
+  auto limit = make();      // 1 s windows, 10 samples
   calls(*limit, 10, 10ms);  // 100 ms: the window is not over
   EXPECT_EQ(limit->snapshot().windows, 0u);
   clock_->advance(900ms);
@@ -277,7 +278,7 @@ TEST_F(AdaptiveLimitTest, AShortWindowKeepsItsSamplesAndExtendsByWholeWindows) {
   clock_->advance(1500ms);  // now 1.505 s: the window ended with 5 samples
   calls(*limit, 1, 1ms);    // too few: the end moves to 2 s, samples kept
   EXPECT_EQ(limit->snapshot().windows, 0u);
-  calls(*limit, 4, 1ms);    // 10 samples, but the window now ends at 2 s
+  calls(*limit, 4, 1ms);  // 10 samples, but the window now ends at 2 s
   EXPECT_EQ(limit->snapshot().windows, 0u);
   clock_->advance(2s - clock_->now());
   calls(*limit, 1, 0ms);  // ends exactly at 2 s

@@ -38,7 +38,9 @@ std::uint64_t allocations_during(F&& f) {
 
 class AllocationTest : public ::testing::Test {
  protected:
-  void SetUp() override { limit_.execute([] {}); }  // this thread's stripe is set up
+  void SetUp() override {
+    limit_.execute([] {});
+  }  // this thread's stripe is set up
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
   r4c::AdaptiveLimit limit_{"alloc", r4c::AdaptiveLimitConfig().window(1ms).min_window_samples(1),
                             clock_};

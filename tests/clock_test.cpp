@@ -80,7 +80,8 @@ TEST(SystemClockTest, AgreesWithSteadyClockWithinATenthOfAPercentOverASecond) {
 TEST(SystemClockTest, UsesTheTimeStampCounterWhereTheKernelDoes) {
   const r4c::SystemClock clock;
   EXPECT_EQ(clock.uses_tsc(), r4c::detail::tsc_conversion() != nullptr);
-  if (!clock.uses_tsc()) GTEST_SKIP() << "the TSC is not usable here; SystemClock reads steady_clock";
+  if (!clock.uses_tsc())
+    GTEST_SKIP() << "the TSC is not usable here; SystemClock reads steady_clock";
   const auto* conversion = r4c::detail::tsc_conversion();
   EXPECT_GT(conversion->mult, 0u);
 }

@@ -197,7 +197,7 @@ TEST(Gradient2Test, StaysWithinItsBounds) {
   EXPECT_EQ(up.limit(), 21);
   r4c::detail::Gradient2 down(gradient2(20).min_limit(15).queue_size(0));
   std::int64_t latency = 1'000'000;
-  for (int i = 0; i < 100; ++i) down.update({latency *= 2, 20, false});
+  for (int i = 0; i < 40; ++i) down.update({latency *= 2, 20, false});
   EXPECT_EQ(down.limit(), 15);
 }
 

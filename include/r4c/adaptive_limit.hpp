@@ -50,7 +50,7 @@ struct AdaptiveLimitSnapshot {
   int max_limit = 0;
   LimitAlgorithm algorithm = LimitAlgorithm::gradient2;
   bool enabled = true;
-  std::uint64_t windows = 0;  // how many windows recomputed the limit
+  std::uint64_t windows = 0;                   // how many windows recomputed the limit
   std::chrono::nanoseconds window_latency{0};  // the last window's average latency
   std::chrono::nanoseconds long_latency{0};    // gradient2's long-term average; 0 for aimd
   int window_max_in_flight = 0;
@@ -238,8 +238,8 @@ inline Permit AdaptiveLimit::try_acquire() noexcept {
   const std::int32_t admitted = running + 1;
   // A new maximum is rare once a window is under way: one load, and a CAS only when it grows.
   std::int32_t seen = window_max_in_flight_.load(std::memory_order_relaxed);
-  while (admitted > seen && !window_max_in_flight_.compare_exchange_weak(
-                                seen, admitted, std::memory_order_relaxed)) {
+  while (admitted > seen &&
+         !window_max_in_flight_.compare_exchange_weak(seen, admitted, std::memory_order_relaxed)) {
   }
   return Permit(this, clock_.now_ns(), admitted);
 }
@@ -257,11 +257,11 @@ inline void AdaptiveLimit::count_rejection() noexcept {
 inline void AdaptiveLimit::record_sample(std::int64_t latency_ns, bool drop) noexcept {
   Stripe& stripe = stripes_[detail::thread_slot().index];
   // Plain load and store: the stripe has one writer (see detail/thread_slot.hpp).
-  stripe.latency_sum_ns.store(
-      stripe.latency_sum_ns.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(latency_ns),
-      std::memory_order_relaxed);
-  if (drop) stripe.drops.store(stripe.drops.load(std::memory_order_relaxed) + 1,
-                               std::memory_order_relaxed);
+  stripe.latency_sum_ns.store(stripe.latency_sum_ns.load(std::memory_order_relaxed) +
+                                  static_cast<std::uint64_t>(latency_ns),
+                              std::memory_order_relaxed);
+  if (drop)
+    stripe.drops.store(stripe.drops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   // release: whoever sees this sample counted also sees its latency and drop.
   stripe.samples.store(stripe.samples.load(std::memory_order_relaxed) + 1,
                        std::memory_order_release);

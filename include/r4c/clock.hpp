@@ -117,7 +117,8 @@ class ClockReader {
  public:
   explicit ClockReader(const Clock* clock) noexcept;
   std::int64_t now_ns() const noexcept {
-    if (mode_ == Mode::kTsc) [[likely]] return tsc_.to_ns(read_tsc());
+    if (mode_ == Mode::kTsc) [[likely]]
+      return tsc_.to_ns(read_tsc());
     if (mode_ == Mode::kSteady) return steady_now_ns();
     return clock_->now().count();
   }

@@ -1,0 +1,28 @@
+# Configures, builds and runs tests/consumer/project against r4c in MODE find_package (after
+# installing r4c into a fresh prefix) or add_subdirectory.
+file(REMOVE_RECURSE ${WORK_DIR})
+set(args -DR4C_SOURCE_DIR=${R4C_SOURCE_DIR} -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
+         "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}")
+if(MODE STREQUAL "find_package")
+  execute_process(COMMAND ${CMAKE_COMMAND} --install ${R4C_BINARY_DIR} --prefix ${WORK_DIR}/prefix
+                  RESULT_VARIABLE failed)
+  if(failed)
+    message(FATAL_ERROR "cmake --install failed")
+  endif()
+  list(APPEND args -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DR4C_CONSUMER_MODE=find_package)
+else()
+  list(APPEND args -DR4C_CONSUMER_MODE=add_subdirectory)
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${R4C_SOURCE_DIR}/tests/consumer/project
+                        -B ${WORK_DIR}/build ${args} RESULT_VARIABLE failed)
+if(failed)
+  message(FATAL_ERROR "configuring the consumer project failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIABLE failed)
+if(failed)
+  message(FATAL_ERROR "building the consumer project failed")
+endif()
+execute_process(COMMAND ${WORK_DIR}/build/consumer_quickstart RESULT_VARIABLE failed)
+if(failed)
+  message(FATAL_ERROR "the consumer's quickstart failed: ${failed}")
+endif()
