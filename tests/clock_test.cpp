@@ -37,6 +37,14 @@ TEST(ClockReaderTest, ReadsAManualClockThroughItsInterface) {
   EXPECT_EQ(reader.now_ns(), 42);
 }
 
+TEST(TscConversionTest, ConvertsTicksOnEitherSideOfTheCalibrationPoint) {
+  // 0.5 ns per tick.
+  const r4c::detail::TscConversion conversion{1'000'000, 5'000'000'000, 1ull << 31};
+  EXPECT_EQ(conversion.to_ns(1'000'000), 5'000'000'000);
+  EXPECT_EQ(conversion.to_ns(1'000'100), 5'000'000'050);
+  EXPECT_EQ(conversion.to_ns(999'900), 4'999'999'950);  // a lagging core reads a bit earlier
+}
+
 TEST(SystemClockTest, NeverGoesBack) {
   const r4c::SystemClock clock;
   auto previous = clock.now();

@@ -38,9 +38,9 @@ struct TscConversion {
   std::uint64_t mult = 0;
 
   std::int64_t to_ns(std::uint64_t ticks) const noexcept {
-    const unsigned __int128 scaled =
-        static_cast<unsigned __int128>(ticks - base_ticks) * mult;  // 128 bits: no overflow
-    return base_ns + static_cast<std::int64_t>(scaled >> 32);
+    // Signed: a core whose counter lags slightly may read just before the calibration point.
+    const auto delta = static_cast<__int128>(static_cast<std::int64_t>(ticks - base_ticks));
+    return base_ns + static_cast<std::int64_t>((delta * static_cast<__int128>(mult)) >> 32);
   }
 };
 

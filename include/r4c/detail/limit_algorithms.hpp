@@ -12,9 +12,9 @@ namespace r4c::detail {
 
 /// One window's aggregate, the input of an update.
 struct WindowAggregate {
-  std::int64_t avg_latency_ns;  // trunc(sum / count)
-  int max_in_flight;
-  bool dropped;
+  std::int64_t avg_latency_ns = 0;  // trunc(sum / count)
+  int max_in_flight = 0;
+  bool dropped = false;
 };
 
 /// GRADIENT2: grows while the window's latency stays within rtt_tolerance of the long-term
@@ -58,7 +58,8 @@ class Aimd {
   double backoff_ratio_;
 };
 
-/// The algorithm a config selects.
+/// The algorithm a config selects. The config must have passed AdaptiveLimitConfig::validate()
+/// (AdaptiveLimit and r4c-sim validate before they build one).
 class LimitEstimator {
  public:
   explicit LimitEstimator(const AdaptiveLimitConfig& config) noexcept;

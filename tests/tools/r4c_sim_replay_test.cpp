@@ -1,0 +1,496 @@
+// r4c-sim replay: the reference traces and the mistakes run through the real binary, as a user
+// runs it; the CSV parsing is also tested directly.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "replay.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// ---- running the binary --------------------------------------------------------------------
+
+// A folder of its own for each test, removed when the test ends.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() /
+            ("r4c_sim_replay_test_" + std::to_string(::getpid()) + "_" + test->name());
+    fs::create_directories(path_);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+
+  const fs::path& path() const { return path_; }
+
+  fs::path write(const std::string& name, const std::string& content) const {
+    const fs::path file = path_ / name;
+    std::ofstream(file) << content;
+    return file;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Single quotes for sh: nothing inside is special except the quote itself.
+std::string shell_quote(std::string_view text) {
+  std::string quoted = "'";
+  for (const char c : text) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+struct ToolRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `r4c-sim replay <args>` with `stdin_file` (or /dev/null) as standard input.
+ToolRun run_replay_binary(const std::vector<std::string>& args, const fs::path& stdin_file = {}) {
+  const ScratchDir scratch;
+  const fs::path out = scratch.path() / "stdout";
+  const fs::path err = scratch.path() / "stderr";
+  std::string command = shell_quote(R4C_SIM_PATH) + " replay";
+  for (const std::string& arg : args) command += " " + shell_quote(arg);
+  command += " < " + shell_quote(stdin_file.empty() ? "/dev/null" : stdin_file.string());
+  command += " > " + shell_quote(out.string()) + " 2> " + shell_quote(err.string());
+  const int status = std::system(command.c_str());
+  ToolRun run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.out = read_text(out);
+  run.err = read_text(err);
+  return run;
+}
+
+std::vector<std::string> split(std::string_view text, char separator) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t end; (end = text.find(separator, start)) != std::string_view::npos;
+       start = end + 1) {
+    parts.emplace_back(text.substr(start, end - start));
+  }
+  parts.emplace_back(text.substr(start));
+  return parts;
+}
+
+// ---- the conformance traces ----------------------------------------------------------------
+
+// A reference trace: the r4c-sim options its comment line names, and its limit_after column.
+struct Trace {
+  std::vector<std::string> options;
+  std::vector<int> limits;
+};
+
+Trace read_trace(const fs::path& file) {
+  static const std::map<std::string, std::string> kOptionOfKey = {
+      {"algorithm", "--algorithm"},       {"initialLimit", "--initial-limit"},
+      {"minLimit", "--min-limit"},        {"maxLimit", "--max-limit"},
+      {"smoothing", "--smoothing"},       {"rttTolerance", "--rtt-tolerance"},
+      {"longWindow", "--long-window"},    {"queueSize", "--queue-size"},
+      {"backoffRatio", "--backoff-ratio"}};
+  Trace trace;
+  std::ifstream in(file);
+  std::string line;
+  std::size_t limit_column = std::string::npos;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.front() == '#') {
+      std::istringstream words(line.substr(1));
+      for (std::string word; words >> word;) {
+        const std::size_t equals = word.find('=');
+        if (equals == std::string::npos) continue;
+        const auto option = kOptionOfKey.find(word.substr(0, equals));
+        if (option == kOptionOfKey.end()) continue;  // name, seed, windows
+        trace.options.push_back(option->second);
+        trace.options.push_back(word.substr(equals + 1));
+      }
+    } else if (limit_column == std::string::npos) {
+      const std::vector<std::string> header = split(line, ',');
+      limit_column = static_cast<std::size_t>(
+          std::find(header.begin(), header.end(), "limit_after") - header.begin());
+    } else {
+      trace.limits.push_back(std::stoi(split(line, ',').at(limit_column)));
+    }
+  }
+  return trace;
+}
+
+std::vector<fs::path> conformance_traces() {
+  std::vector<fs::path> traces;
+  for (const fs::directory_entry& entry : fs::directory_iterator(R4C_CONFORMANCE_DIR)) {
+    if (entry.path().extension() == ".csv") traces.push_back(entry.path());
+  }
+  std::sort(traces.begin(), traces.end());
+  return traces;
+}
+
+// Checks that `out` is the header, then rows numbered from 1 with the reference limits.
+void expect_limits(const std::string& out, const std::vector<int>& reference) {
+  std::vector<std::string> lines = split(out, '\n');
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back(), "") << "the output should end with a newline";
+  lines.pop_back();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.front(), "window,limit");
+  ASSERT_EQ(lines.size() - 1, reference.size()) << "one row per window";
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    const std::string expected = std::to_string(i + 1) + "," + std::to_string(reference[i]);
+    if (lines[i + 1] != expected) {
+      ADD_FAILURE() << "row " << i + 1 << " is \"" << lines[i + 1] << "\"; the reference is \""
+                    << expected << "\" (later rows not compared)";
+      return;
+    }
+  }
+}
+
+TEST(ReplayConformanceTest, ReproducesTheReferenceLimitsOfEveryTrace) {
+  if (!fs::is_directory(R4C_CONFORMANCE_DIR)) {
+    GTEST_SKIP() << "the conformance folder " << R4C_CONFORMANCE_DIR << " is missing";
+  }
+  const std::vector<fs::path> traces = conformance_traces();
+  if (traces.empty()) GTEST_SKIP() << "no *.csv traces in " << R4C_CONFORMANCE_DIR;
+  for (const fs::path& file : traces) {
+    SCOPED_TRACE(file.string());
+    const Trace trace = read_trace(file);
+    ASSERT_FALSE(trace.limits.empty());
+    std::vector<std::string> args = {"--input", file.string()};
+    args.insert(args.end(), trace.options.begin(), trace.options.end());
+    const ToolRun run = run_replay_binary(args);
+    EXPECT_EQ(run.exit_code, 0);
+    EXPECT_EQ(run.err, "");
+    expect_limits(run.out, trace.limits);
+  }
+}
+
+TEST(ReplayConformanceTest, ReadsATraceFromStandardInput) {
+  if (!fs::is_directory(R4C_CONFORMANCE_DIR)) {
+    GTEST_SKIP() << "the conformance folder " << R4C_CONFORMANCE_DIR << " is missing";
+  }
+  const std::vector<fs::path> traces = conformance_traces();
+  if (traces.empty()) GTEST_SKIP() << "no *.csv traces in " << R4C_CONFORMANCE_DIR;
+  const fs::path& file = traces.back();
+  SCOPED_TRACE(file.string());
+  const Trace trace = read_trace(file);
+  const ToolRun run = run_replay_binary(trace.options, file);
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_EQ(run.err, "");
+  expect_limits(run.out, trace.limits);
+}
+
+// ---- mistakes, through the binary ----------------------------------------------------------
+
+constexpr std::string_view kHeader = "avg_rtt_ns,max_in_flight,dropped\n";
+
+TEST(ReplayErrorTest, RejectsAHeaderWithoutTheDroppedColumn) {
+  const ScratchDir scratch;
+  const fs::path input = scratch.write("in.csv", "avg_rtt_ns,max_in_flight\n1000,5\n");
+  const ToolRun run = run_replay_binary({"--input", input.string()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.out, "");
+  EXPECT_THAT(run.err, StartsWith("r4c-sim replay: line 1: the header has no dropped column; "
+                                  "expected at least avg_rtt_ns,max_in_flight,dropped"));
+}
+
+TEST(ReplayErrorTest, RejectsALatencyThatIsNotANumberNamingLineColumnValueAndWhatIsValid) {
+  const ScratchDir scratch;
+  std::string csv(kHeader);
+  for (int i = 0; i < 5; ++i) csv += "1000,5,0\n";
+  csv += "12x,5,0\n";  // line 7
+  const ToolRun run = run_replay_binary({"--input", scratch.write("in.csv", csv).string()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err,
+            "r4c-sim replay: line 7: avg_rtt_ns is \"12x\"; expected a non-negative integer "
+            "(nanoseconds)\n");
+}
+
+TEST(ReplayErrorTest, RejectsANegativeLatency) {
+  const ScratchDir scratch;
+  const fs::path input = scratch.write("in.csv", std::string(kHeader) + "-5,5,0\n");
+  const ToolRun run = run_replay_binary({"--input", input.string()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "r4c-sim replay: line 2: avg_rtt_ns is \"-5\"; expected a non-negative integer "
+            "(nanoseconds)\n");
+}
+
+TEST(ReplayErrorTest, CountsCommentAndBlankLinesInTheLineNumberOfABadRow) {
+  const ScratchDir scratch;
+  const std::string csv = "# recorded on host a\n\n# settings: defaults\n" + std::string(kHeader) +
+                          "1000,5,0\n\n1000,five,0\n";  // the bad row is line 7
+  const ToolRun run = run_replay_binary({"--input", scratch.write("in.csv", csv).string()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "r4c-sim replay: line 7: max_in_flight is \"five\"; expected a non-negative integer "
+            "(calls in flight)\n");
+}
+
+TEST(ReplayErrorTest, RejectsSmoothingZeroWithTheLibrarysCode) {
+  const ToolRun run = run_replay_binary({"--smoothing", "0"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.out, "");
+  EXPECT_THAT(run.err, StartsWith("r4c-sim replay: R4C-REG-001: smoothing"));
+}
+
+TEST(ReplayErrorTest, RejectsAnInitialLimitOfZeroWithTheLibrarysCode) {
+  const ToolRun run = run_replay_binary({"--initial-limit", "0"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, StartsWith("r4c-sim replay: R4C-ATR-003: initial_limit"));
+}
+
+TEST(ReplayErrorTest, RejectsAMinimumLimitAboveTheInitialLimitWithTheLibrarysCode) {
+  const ToolRun run = run_replay_binary({"--min-limit", "30"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, StartsWith("r4c-sim replay: R4C-ATR-009: min_limit"));
+  EXPECT_THAT(run.err, HasSubstr("initial_limit"));
+}
+
+TEST(ReplayErrorTest, RejectsAnUnknownAlgorithm) {
+  const ToolRun run = run_replay_binary({"--algorithm", "vegas"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, "r4c-sim replay: --algorithm is \"vegas\"; expected gradient2 or aimd\n");
+}
+
+TEST(ReplayErrorTest, RejectsAnOptionValueThatIsNotANumber) {
+  const ToolRun run = run_replay_binary({"--queue-size", "4x"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, "r4c-sim replay: --queue-size is \"4x\"; expected an integer\n");
+}
+
+TEST(ReplayErrorTest, RejectsANegativeQueueSizeWithTheLibrarysCode) {
+  const ToolRun run = run_replay_binary({"--queue-size", "-1"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, StartsWith("r4c-sim replay: R4C-REG-001: queue_size"));
+}
+
+TEST(ReplayErrorTest, ReportsAMissingInputFileWithItsPath) {
+  const ScratchDir scratch;
+  const fs::path missing = scratch.path() / "no-such-trace.csv";
+  const ToolRun run = run_replay_binary({"--input", missing.string()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err, "r4c-sim replay: cannot open --input \"" + missing.string() +
+                         "\": No such file or directory\n");
+}
+
+TEST(ReplayErrorTest, RejectsAnUnknownOptionWithExitCodeTwo) {
+  const ToolRun run = run_replay_binary({"--speed", "3"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--speed"));
+}
+
+// ---- the parsing, directly -----------------------------------------------------------------
+
+std::vector<r4c::detail::WindowAggregate> parse(const std::string& csv) {
+  std::istringstream in(csv);
+  return r4c::sim::parse_windows(in);
+}
+
+// The message of the InputError that parsing `csv` throws, or "" when it throws none.
+std::string parse_error(const std::string& csv) {
+  try {
+    parse(csv);
+  } catch (const r4c::sim::InputError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+void expect_window(const r4c::detail::WindowAggregate& window, std::int64_t latency_ns,
+                   int in_flight, bool dropped) {
+  EXPECT_EQ(window.avg_latency_ns, latency_ns);
+  EXPECT_EQ(window.max_in_flight, in_flight);
+  EXPECT_EQ(window.dropped, dropped);
+}
+
+TEST(ParseWindowsTest, FindsTheColumnsInAnyOrder) {
+  const auto windows = parse("dropped,max_in_flight,avg_rtt_ns\n1,7,1500\n0,9,2500\n");
+  ASSERT_EQ(windows.size(), 2u);
+  expect_window(windows[0], 1500, 7, true);
+  expect_window(windows[1], 2500, 9, false);
+}
+
+TEST(ParseWindowsTest, IgnoresExtraColumnsWhateverTheyHold) {
+  const auto windows =
+      parse("window,avg_rtt_ns,note,max_in_flight,dropped,limit_after\n0,1500,slow?,7,0,x\n");
+  ASSERT_EQ(windows.size(), 1u);
+  expect_window(windows[0], 1500, 7, false);
+}
+
+TEST(ParseWindowsTest, SkipsCommentAndBlankLinesBeforeAndAfterTheHeader) {
+  const auto windows = parse(
+      "# algorithm=aimd\n\n   \n# more\navg_rtt_ns,max_in_flight,dropped\n# mid\n\n"
+      "1500,7,0\n  # indented comment\n\t\n2500,9,1\n\n");
+  ASSERT_EQ(windows.size(), 2u);
+  expect_window(windows[0], 1500, 7, false);
+  expect_window(windows[1], 2500, 9, true);
+}
+
+TEST(ParseWindowsTest, AcceptsTrueAndFalseForDropped) {
+  const auto windows = parse(std::string(kHeader) + "1500,7,true\n1500,7,false\n");
+  ASSERT_EQ(windows.size(), 2u);
+  EXPECT_TRUE(windows[0].dropped);
+  EXPECT_FALSE(windows[1].dropped);
+}
+
+TEST(ParseWindowsTest, AcceptsCarriageReturnLineEndings) {
+  const auto windows = parse("avg_rtt_ns,max_in_flight,dropped\r\n1500,7,1\r\n");
+  ASSERT_EQ(windows.size(), 1u);
+  expect_window(windows[0], 1500, 7, true);
+}
+
+TEST(ParseWindowsTest, AcceptsAZeroLatency) {
+  const auto windows = parse(std::string(kHeader) + "0,7,0\n");
+  ASSERT_EQ(windows.size(), 1u);
+  expect_window(windows[0], 0, 7, false);
+}
+
+TEST(ParseWindowsTest, ReadsAHeaderWithoutRowsAsNoWindows) {
+  EXPECT_TRUE(parse(std::string(kHeader)).empty());
+}
+
+TEST(ParseWindowsTest, RejectsAnEmptyField) {
+  EXPECT_EQ(parse_error(std::string(kHeader) + ",7,0\n"),
+            "line 2: avg_rtt_ns is empty; expected a non-negative integer (nanoseconds)");
+}
+
+TEST(ParseWindowsTest, RejectsAnythingAfterTheNumber) {
+  EXPECT_EQ(parse_error(std::string(kHeader) + "1500 ,7,0\n"),
+            "line 2: avg_rtt_ns is \"1500 \"; expected a non-negative integer (nanoseconds)");
+  EXPECT_EQ(parse_error(std::string(kHeader) + "1500.5,7,0\n"),
+            "line 2: avg_rtt_ns is \"1500.5\"; expected a non-negative integer (nanoseconds)");
+  EXPECT_EQ(parse_error(std::string(kHeader) + "1500,7e1,0\n"),
+            "line 2: max_in_flight is \"7e1\"; expected a non-negative integer (calls in flight)");
+}
+
+TEST(ParseWindowsTest, RejectsANegativeMaxInFlight) {
+  EXPECT_EQ(parse_error(std::string(kHeader) + "1500,-1,0\n"),
+            "line 2: max_in_flight is \"-1\"; expected a non-negative integer (calls in flight)");
+}
+
+TEST(ParseWindowsTest, RejectsALatencyBeyondSixtyFourBits) {
+  EXPECT_EQ(parse_error(std::string(kHeader) + "9223372036854775808,7,0\n"),
+            "line 2: avg_rtt_ns is \"9223372036854775808\"; expected a non-negative integer "
+            "(nanoseconds) no greater than 9223372036854775807");
+}
+
+TEST(ParseWindowsTest, RejectsADroppedValueOtherThanZeroOneFalseOrTrue) {
+  EXPECT_EQ(parse_error(std::string(kHeader) + "1500,7,2\n"),
+            "line 2: dropped is \"2\"; expected 0, 1, false or true");
+  EXPECT_EQ(parse_error(std::string(kHeader) + "1500,7,yes\n"),
+            "line 2: dropped is \"yes\"; expected 0, 1, false or true");
+}
+
+TEST(ParseWindowsTest, RejectsARowWithTooFewFields) {
+  EXPECT_EQ(parse_error(std::string(kHeader) + "1500,7\n"),
+            "line 2: the row has 2 fields; expected 3, one per header column");
+}
+
+TEST(ParseWindowsTest, RejectsAnInputWithoutAHeader) {
+  EXPECT_EQ(parse_error("# only a comment\n\n"),
+            "the input has no header row; expected a line naming at least "
+            "avg_rtt_ns,max_in_flight,dropped");
+}
+
+TEST(ParseWindowsTest, RejectsAColumnNamedTwice) {
+  EXPECT_EQ(parse_error("avg_rtt_ns,max_in_flight,dropped,avg_rtt_ns\n"),
+            "line 1: the header names avg_rtt_ns twice; expected each column once");
+}
+
+TEST(ParseWindowsTest, HintsAtSpacesAroundAHeaderName) {
+  EXPECT_THAT(parse_error("avg_rtt_ns, max_in_flight,dropped\n"),
+              HasSubstr("found \" max_in_flight\", but fields must not have spaces around them"));
+}
+
+// ---- the whole replay, directly ------------------------------------------------------------
+
+TEST(RunReplayTest, NumbersWindowsFromOneAndPrintsTheLimitAfterEach) {
+  r4c::sim::ReplayOptions options;
+  options.settings.algorithm = "aimd";
+  // AIMD from 20: busy window +1 -> 21; drop -> trunc(21 * 0.9) = 18; idle window -> 18.
+  std::istringstream in(std::string(kHeader) + "1000,20,0\n1000,21,1\n1000,1,0\n");
+  std::ostringstream out;
+  std::ostringstream err;
+  EXPECT_EQ(r4c::sim::run_replay(options, in, out, err), r4c::sim::kExitOk);
+  EXPECT_EQ(out.str(), "window,limit\n1,21\n2,18\n3,18\n");
+  EXPECT_EQ(err.str(), "");
+}
+
+TEST(RunReplayTest, WritesNothingToStandardOutputWhenALaterRowIsBad) {
+  r4c::sim::ReplayOptions options;
+  std::istringstream in(std::string(kHeader) + "1000,20,0\n1000,20,0\n1000,20,maybe\n");
+  std::ostringstream out;
+  std::ostringstream err;
+  EXPECT_EQ(r4c::sim::run_replay(options, in, out, err), r4c::sim::kExitBadInput);
+  EXPECT_EQ(out.str(), "");
+  EXPECT_THAT(err.str(), StartsWith("r4c-sim replay: line 4: dropped is \"maybe\""));
+}
+
+TEST(RunReplayTest, RejectsInvalidSettingsBeforeReadingTheInput) {
+  r4c::sim::ReplayOptions options;
+  options.settings.backoff_ratio = "1";
+  std::istringstream in(std::string(kHeader) + "1000,20,0\n");
+  std::ostringstream out;
+  std::ostringstream err;
+  EXPECT_EQ(r4c::sim::run_replay(options, in, out, err), r4c::sim::kExitBadInput);
+  EXPECT_THAT(err.str(), StartsWith("r4c-sim replay: R4C-REG-001: backoff_ratio"));
+  EXPECT_EQ(static_cast<std::streamoff>(in.tellg()), 0) << "the input should not have been read";
+}
+
+TEST(RunReplayTest, PrintsOnlyTheHeaderForAnInputWithoutWindows) {
+  r4c::sim::ReplayOptions options;
+  std::istringstream in{std::string(kHeader)};
+  std::ostringstream out;
+  std::ostringstream err;
+  EXPECT_EQ(r4c::sim::run_replay(options, in, out, err), r4c::sim::kExitOk);
+  EXPECT_EQ(out.str(), "window,limit\n");
+}
+
+TEST(LimitSettingsTest, DefaultsToTheLibrarysDefaults) {
+  const r4c::sim::LimitSettings settings;
+  EXPECT_EQ(settings.algorithm, "gradient2");
+  EXPECT_EQ(settings.initial_limit, "20");
+  EXPECT_EQ(settings.min_limit, "1");
+  EXPECT_EQ(settings.max_limit, "200");
+  EXPECT_EQ(settings.smoothing, "0.2");
+  EXPECT_EQ(settings.rtt_tolerance, "1.5");
+  EXPECT_EQ(settings.long_window, "600");
+  EXPECT_EQ(settings.queue_size, "4");
+  EXPECT_EQ(settings.backoff_ratio, "0.9");
+}
+
+}  // namespace

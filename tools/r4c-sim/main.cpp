@@ -1,0 +1,92 @@
+// r4c-sim: runs r4c's adaptive limit outside a service. This file only declares the command line
+// with CLI11; each subcommand's work lives in its own file (replay.cpp), where tests reach it.
+//
+// To add a subcommand: write add_<name>(app, action) beside add_replay and call it from main.
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <iostream>
+#include <memory>
+
+#include "common.hpp"
+#include "replay.hpp"
+
+namespace {
+
+// The chosen subcommand's work. Its CLI11 callback sets it once the whole command line has
+// parsed, so main runs nothing for a command line that turns out to be wrong.
+using Action = std::function<int()>;
+
+// Options are kept as text; make_config() checks them, so every subcommand reports a bad value
+// the same way and invalid settings get the library's R4C codes.
+void add_limit_options(CLI::App& command, r4c::sim::LimitSettings& settings) {
+  command.add_option("--algorithm", settings.algorithm, "gradient2 or aimd")
+      ->type_name("NAME")
+      ->capture_default_str();
+  command.add_option("--initial-limit", settings.initial_limit, "Where the limit starts")
+      ->type_name("INT")
+      ->capture_default_str();
+  command.add_option("--min-limit", settings.min_limit, "The limit never goes below this")
+      ->type_name("INT")
+      ->capture_default_str();
+  command.add_option("--max-limit", settings.max_limit, "The limit never goes above this")
+      ->type_name("INT")
+      ->capture_default_str();
+  command
+      .add_option("--smoothing", settings.smoothing,
+                  "gradient2: share of the new estimate taken per window, in (0, 1]")
+      ->type_name("REAL")
+      ->capture_default_str();
+  command
+      .add_option("--rtt-tolerance", settings.rtt_tolerance,
+                  "gradient2: how many times the long-term latency a window may take and still "
+                  "grow, >= 1")
+      ->type_name("REAL")
+      ->capture_default_str();
+  command
+      .add_option("--long-window", settings.long_window,
+                  "gradient2: windows in the long-term latency average, >= 1")
+      ->type_name("INT")
+      ->capture_default_str();
+  command
+      .add_option("--queue-size", settings.queue_size, "gradient2: headroom added per window, >= 0")
+      ->type_name("INT")
+      ->capture_default_str();
+  command
+      .add_option("--backoff-ratio", settings.backoff_ratio,
+                  "aimd: factor applied to the limit after a window with a drop, in (0, 1)")
+      ->type_name("REAL")
+      ->capture_default_str();
+}
+
+void add_replay(CLI::App& app, Action& action) {
+  // Shared with the callback, which outlives this function.
+  auto options = std::make_shared<r4c::sim::ReplayOptions>();
+  CLI::App* replay = app.add_subcommand(
+      "replay",
+      "Replay recorded windows (CSV with avg_rtt_ns,max_in_flight,dropped) through the limit "
+      "algorithm and print window,limit");
+  replay->add_option("--input", options->input, "CSV file to read; stdin when absent or -")
+      ->type_name("FILE");
+  add_limit_options(*replay, options->settings);
+  replay->callback([options, &action] {
+    action = [options] { return r4c::sim::run_replay(*options, std::cin, std::cout, std::cerr); };
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
+  CLI::App app("Runs r4c's adaptive limit outside a service.", "r4c-sim");
+  app.require_subcommand(1);
+  Action action;
+  add_replay(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // CLI11 gives each kind of mistake its own code (100 and up); r4c-sim uses 2 for all of them.
+    return app.exit(error) == 0 ? r4c::sim::kExitOk : r4c::sim::kExitBadInput;
+  }
+  return action();
+}
