@@ -1,8 +1,12 @@
 #include "r4c/adaptive_limit_config.hpp"
 
+#include <cxxabi.h>
 #include <charconv>
+
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <string>
 
 namespace r4c {
@@ -22,7 +26,18 @@ std::string show(double value) {
   return std::string(text, result.ptr);
 }
 
+std::string show(bool value) { return value ? "true" : "false"; }
+
 std::string show_duration(std::chrono::nanoseconds value) { return show(value.count()) + " ns"; }
+
+std::string show(const std::vector<ExceptionType>& types) {
+  std::string text = "{";
+  for (const ExceptionType& type : types) {
+    if (text.size() > 1) text += ", ";
+    text += type.name();
+  }
+  return text + "}";
+}
 
 [[noreturn]] void fail(std::string_view code, std::string_view setting, const std::string& value,
                        std::string_view valid) {
@@ -164,6 +179,37 @@ AdaptiveLimitConfig& AdaptiveLimitConfig::enabled(bool value) noexcept {
 AdaptiveLimitConfig& AdaptiveLimitConfig::drop_on(std::vector<ExceptionType> types) {
   drop_on_ = std::move(types);
   return *this;
+}
+
+std::string ExceptionType::name() const {
+  int status = 0;
+  const std::unique_ptr<char, void (*)(void*)> demangled(
+      abi::__cxa_demangle(type_.name(), nullptr, nullptr, &status), std::free);
+  return status == 0 && demangled ? std::string(demangled.get()) : std::string(type_.name());
+}
+
+std::optional<SettingDifference> first_difference(const AdaptiveLimitConfig& first,
+                                                  const AdaptiveLimitConfig& second) {
+  std::optional<SettingDifference> difference;
+  auto compare = [&](const char* setting, const auto& a, const auto& b, auto&& text) {
+    if (!difference && !(a == b)) difference = SettingDifference{setting, text(a), text(b)};
+  };
+  auto plain = [](const auto& value) { return show(value); };
+  auto algorithm = [](LimitAlgorithm value) { return std::string(to_string(value)); };
+  compare("algorithm", first.algorithm(), second.algorithm(), algorithm);
+  compare("initial_limit", first.initial_limit(), second.initial_limit(), plain);
+  compare("min_limit", first.min_limit(), second.min_limit(), plain);
+  compare("max_limit", first.max_limit(), second.max_limit(), plain);
+  compare("window", first.window(), second.window(), show_duration);
+  compare("min_window_samples", first.min_window_samples(), second.min_window_samples(), plain);
+  compare("smoothing", first.smoothing(), second.smoothing(), plain);
+  compare("rtt_tolerance", first.rtt_tolerance(), second.rtt_tolerance(), plain);
+  compare("long_window", first.long_window(), second.long_window(), plain);
+  compare("queue_size", first.queue_size(), second.queue_size(), plain);
+  compare("backoff_ratio", first.backoff_ratio(), second.backoff_ratio(), plain);
+  compare("enabled", first.enabled(), second.enabled(), plain);
+  compare("drop_on", first.drop_on_types(), second.drop_on_types(), plain);
+  return difference;
 }
 
 void AdaptiveLimitConfig::validate() const {

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <typeindex>
 #include <typeinfo>
@@ -34,6 +36,8 @@ class ExceptionType {
     return ExceptionType(typeid(E), &matches_current<E>);
   }
   std::type_index type() const noexcept { return type_; }
+  /// The type's name as C++ spells it, e.g. "r4c::CallTimeoutException".
+  std::string name() const;
   /// Whether the exception being handled right now (inside a `catch`) is an `E` or derives
   /// from it. Only valid while an exception is being handled.
   bool matches_current() const noexcept { return matches_(); }
@@ -153,5 +157,16 @@ class AdaptiveLimitConfig {
   bool enabled_ = true;
   std::vector<ExceptionType> drop_on_;
 };
+
+/// The first setting, in declaration order, in which two configs differ.
+struct SettingDifference {
+  std::string setting;  // e.g. "max_limit"
+  std::string first;    // its value in the first config, as text
+  std::string second;   // its value in the second config
+};
+
+/// Compares two configs setting by setting; nullopt when they are equal.
+std::optional<SettingDifference> first_difference(const AdaptiveLimitConfig& first,
+                                                  const AdaptiveLimitConfig& second);
 
 }  // namespace r4c

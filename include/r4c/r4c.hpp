@@ -6,3 +6,4 @@
 #include "r4c/adaptive_limit_config.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/registry.hpp"

@@ -1,0 +1,60 @@
+// The external configuration's text format: one `key=value` per line, `#` and `!` comments,
+// blank lines, spaces around the key, the `=` and the value ignored. Keys are
+//   defaults.<kind>.<key>=...            every instance of a policy kind
+//   configs.<name>.<kind>.<key>=...      a named config
+//   instances.<id>.<kind>.<key>=...      one instance (an id may contain dots: the last two
+//                                        segments are always the kind and the key)
+// The registry parses and applies it; the values' meaning lives with each policy's keys.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace r4c::detail {
+
+enum class ConfigScope { defaults, named, instance };
+
+/// One `key=value` line.
+struct ConfigEntry {
+  ConfigScope scope = ConfigScope::defaults;
+  std::string scope_name;  // the named config or instance id; "" for defaults
+  std::string kind;        // e.g. "adaptiveLimit"
+  std::string key;         // e.g. "maxLimit"
+  std::string value;       // trimmed
+  std::string origin;      // the file's path, or "config text"
+  int line = 0;
+  /// "r4c.properties:3: key defaults.adaptiveLimit.maxLimit", for messages.
+  std::string where() const;
+};
+
+/// A policy kind's name in the file and the keys it accepts.
+struct KindKeys {
+  std::string_view kind;
+  std::span<const std::string_view> keys;
+};
+
+/// Parses the text; checks every line's shape, kind and key (R4C-CFG-002 for a malformed
+/// line, R4C-CFG-003 for an unknown kind or key, naming the closest valid one). Values are
+/// checked later, by the kind that applies them.
+std::vector<ConfigEntry> parse_config(std::string_view text, std::string_view origin,
+                                      std::span<const KindKeys> kinds);
+
+/// Reads a whole file; R4C-CFG-001 naming the path when it is missing or unreadable.
+std::string read_config_file(const std::filesystem::path& path);
+
+/// The candidate closest to `word` by edit distance (for "did you mean" hints).
+std::string_view closest(std::string_view word, std::span<const std::string_view> candidates);
+
+/// Strict value parsers; each throws ConfigException naming `where`, the value and the type
+/// expected (R4C-CFG-004), or R4C-ATR-001 for a malformed duration.
+int parse_int(std::string_view value, const std::string& where);
+double parse_double(std::string_view value, const std::string& where);
+bool parse_bool(std::string_view value, const std::string& where);
+/// An integer with a unit: ns, us, ms, s, m or h ("500ms", "2s").
+std::chrono::nanoseconds parse_duration(std::string_view value, const std::string& where);
+
+}  // namespace r4c::detail

@@ -1,0 +1,251 @@
+#include "r4c/detail/config_file.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "r4c/errors.hpp"
+
+namespace r4c::detail {
+namespace {
+
+constexpr std::string_view kUnreadable = "R4C-CFG-001";
+constexpr std::string_view kMalformedLine = "R4C-CFG-002";
+constexpr std::string_view kUnknownName = "R4C-CFG-003";
+constexpr std::string_view kWrongType = "R4C-CFG-004";
+constexpr std::string_view kDurationSyntax = "R4C-ATR-001";
+
+std::string_view trim(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r\f\v");
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(" \t\r\f\v") - first + 1);
+}
+
+std::string in_quotes(std::string_view text) { return "'" + std::string(text) + "'"; }
+
+std::string joined(std::span<const std::string_view> names) {
+  std::string text;
+  for (std::string_view name : names) {
+    if (!text.empty()) text += ", ";
+    text += name;
+  }
+  return text;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                        std::tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+[[noreturn]] void wrong_type(const std::string& where, std::string_view value,
+                             std::string_view expected) {
+  throw ConfigException(kWrongType,
+                        where + " is " + in_quotes(value) + "; expected " + std::string(expected));
+}
+
+// Splits "<scope>.<...>.<kind>.<key>" into an entry; the caller has checked it has a dot.
+ConfigEntry split_key(std::string_view key, const std::string& where) {
+  ConfigEntry entry;
+  const auto key_dot = key.rfind('.');
+  const auto kind_dot = key_dot == 0 ? std::string_view::npos : key.rfind('.', key_dot - 1);
+  auto malformed = [&](std::string_view what) {
+    throw ConfigException(kMalformedLine,
+                          where + ": " + std::string(what) +
+                              "; expected defaults.<kind>.<key>, configs.<name>.<kind>.<key> or "
+                              "instances.<id>.<kind>.<key>");
+  };
+  if (key_dot == std::string_view::npos || kind_dot == std::string_view::npos) {
+    malformed("too few parts");
+  }
+  entry.key = std::string(key.substr(key_dot + 1));
+  entry.kind = std::string(key.substr(kind_dot + 1, key_dot - kind_dot - 1));
+  const std::string_view head = key.substr(0, kind_dot);
+  if (head == "defaults") {
+    entry.scope = ConfigScope::defaults;
+  } else if (head.starts_with("configs.") || head.starts_with("instances.")) {
+    const bool named = head.starts_with("configs.");
+    entry.scope = named ? ConfigScope::named : ConfigScope::instance;
+    entry.scope_name = std::string(head.substr(head.find('.') + 1));
+  } else {
+    const std::array<std::string_view, 3> scopes = {"defaults", "configs", "instances"};
+    const std::string_view first = head.substr(0, head.find('.'));
+    throw ConfigException(kUnknownName, where + ": unknown scope " + in_quotes(first) +
+                                            "; did you mean " + in_quotes(closest(first, scopes)) +
+                                            "? valid: defaults, configs.<name>, instances.<id>");
+  }
+  if (entry.key.empty() || entry.kind.empty() ||
+      (entry.scope != ConfigScope::defaults && entry.scope_name.empty())) {
+    malformed("an empty part");
+  }
+  return entry;
+}
+
+}  // namespace
+
+std::string ConfigEntry::where() const {
+  std::string scope_key;
+  switch (scope) {
+    case ConfigScope::defaults:
+      scope_key = "defaults";
+      break;
+    case ConfigScope::named:
+      scope_key = "configs." + scope_name;
+      break;
+    case ConfigScope::instance:
+      scope_key = "instances." + scope_name;
+      break;
+  }
+  return origin + ":" + std::to_string(line) + ": key " + scope_key + "." + kind + "." + key;
+}
+
+std::string_view closest(std::string_view word, std::span<const std::string_view> candidates) {
+  std::string_view best;
+  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  for (std::string_view candidate : candidates) {
+    const std::size_t distance = edit_distance(word, candidate);
+    if (distance < best_distance) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+std::vector<ConfigEntry> parse_config(std::string_view text, std::string_view origin,
+                                      std::span<const KindKeys> kinds) {
+  std::vector<ConfigEntry> entries;
+  std::vector<std::string_view> kind_names;
+  for (const KindKeys& kind : kinds) kind_names.push_back(kind.kind);
+  int line_number = 0;
+  while (!text.empty()) {
+    const auto end = text.find('\n');
+    const std::string_view raw = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    ++line_number;
+    const std::string_view line = trim(raw);
+    if (line.empty() || line.front() == '#' || line.front() == '!') continue;
+    const std::string where = std::string(origin) + ":" + std::to_string(line_number);
+    const auto eq = line.find('=');
+    if (eq == std::string_view::npos) {
+      throw ConfigException(kMalformedLine,
+                            where + ": " + in_quotes(line) + " has no '='; expected key=value");
+    }
+    const std::string_view key = trim(line.substr(0, eq));
+    if (key.empty()) {
+      throw ConfigException(kMalformedLine, where + ": the key is empty; expected key=value");
+    }
+    ConfigEntry entry = split_key(key, where);
+    entry.value = std::string(trim(line.substr(eq + 1)));
+    entry.origin = std::string(origin);
+    entry.line = line_number;
+
+    const auto kind = std::find_if(kinds.begin(), kinds.end(),
+                                   [&](const KindKeys& k) { return k.kind == entry.kind; });
+    if (kind == kinds.end()) {
+      throw ConfigException(kUnknownName, where + ": unknown policy kind " + in_quotes(entry.kind) +
+                                              " in " + in_quotes(key) + "; did you mean " +
+                                              in_quotes(closest(entry.kind, kind_names)) +
+                                              "? valid: " + joined(kind_names));
+    }
+    if (std::find(kind->keys.begin(), kind->keys.end(), entry.key) == kind->keys.end()) {
+      throw ConfigException(kUnknownName, where + ": unknown key " + in_quotes(entry.key) + " for " +
+                                              entry.kind + " in " + in_quotes(key) +
+                                              "; did you mean " +
+                                              in_quotes(closest(entry.key, kind->keys)) +
+                                              "? valid: " + joined(kind->keys));
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+std::string read_config_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::error_code error;
+    const bool exists = std::filesystem::exists(path, error);
+    throw ConfigException(kUnreadable, "config file " + in_quotes(path.string()) +
+                                           (exists ? " cannot be read" : " does not exist") +
+                                           "; give .config_file() a readable file");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    throw ConfigException(kUnreadable,
+                          "config file " + in_quotes(path.string()) + " could not be read to the end");
+  }
+  return text.str();
+}
+
+int parse_int(std::string_view value, const std::string& where) {
+  int result = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), result);
+  if (value.empty() || error != std::errc() || end != value.data() + value.size()) {
+    wrong_type(where, value, "an integer");
+  }
+  return result;
+}
+
+double parse_double(std::string_view value, const std::string& where) {
+  double result = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), result);
+  if (value.empty() || error != std::errc() || end != value.data() + value.size()) {
+    wrong_type(where, value, "a number");
+  }
+  return result;
+}
+
+bool parse_bool(std::string_view value, const std::string& where) {
+  std::string lower(value);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "true") return true;
+  if (lower == "false") return false;
+  wrong_type(where, value, "true or false");
+}
+
+std::chrono::nanoseconds parse_duration(std::string_view value, const std::string& where) {
+  std::int64_t amount = 0;
+  const char* const first = value.data();
+  const char* const last = value.data() + value.size();
+  const auto [end, error] = std::from_chars(first, last, amount);
+  const std::string_view unit(end, static_cast<std::size_t>(last - end));
+  struct Unit {
+    std::string_view name;
+    std::int64_t ns;
+  };
+  constexpr Unit kUnits[] = {{"ns", 1},
+                             {"us", 1'000},
+                             {"ms", 1'000'000},
+                             {"s", 1'000'000'000},
+                             {"m", 60'000'000'000},
+                             {"h", 3'600'000'000'000}};
+  const auto* found = std::find_if(std::begin(kUnits), std::end(kUnits),
+                                   [&](const Unit& u) { return u.name == unit; });
+  if (error != std::errc() || end == first || amount < 0 || found == std::end(kUnits) ||
+      amount > std::numeric_limits<std::int64_t>::max() / found->ns) {
+    throw ConfigException(kDurationSyntax,
+                          where + " is " + in_quotes(value) +
+                              "; expected a duration: a non-negative integer followed by ns, us, "
+                              "ms, s, m or h, e.g. 500ms or 2s");
+  }
+  return std::chrono::nanoseconds(amount * found->ns);
+}
+
+}  // namespace r4c::detail

@@ -1,0 +1,431 @@
+#include "r4c/registry.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using namespace std::chrono_literals;
+
+struct SocketTimeout : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+r4c::ConfigException config_error(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const r4c::ConfigException& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no ConfigException was thrown";
+  return r4c::ConfigException("none");
+}
+
+r4c::ConfigException build_error(const std::string& text) {
+  return config_error([&] { r4c::ResilienceRegistry::builder().config_text(text).build(); });
+}
+
+constexpr std::string_view kPlace = "shop::Orders#place(std::string)";
+constexpr std::string_view kCancel = "shop::Orders#cancel(std::string)";
+
+TEST(RegistryTest, TheInstanceIdIsTheNameOrElseTheMethodId) {
+  auto registry = r4c::ResilienceRegistry::builder().build();
+  r4c::AdaptiveLimit& unnamed = registry.adaptive_limit_policy(kPlace);
+  r4c::AdaptiveLimit& named = registry.adaptive_limit_policy(kCancel, "orders");
+  EXPECT_EQ(unnamed.instance_id(), kPlace);
+  EXPECT_EQ(named.instance_id(), "orders");
+  EXPECT_EQ(registry.adaptive_limit(kPlace).instance_id(), kPlace);
+  EXPECT_EQ(registry.adaptive_limit("orders").instance_id(), "orders");
+}
+
+TEST(RegistryTest, AskingTwiceForAnIdReturnsTheSameLimit) {
+  auto registry = r4c::ResilienceRegistry::builder().build();
+  r4c::AdaptiveLimit& first = registry.adaptive_limit_policy(kPlace, "orders");
+  r4c::AdaptiveLimit& second = registry.adaptive_limit_policy(kCancel, "orders");
+  EXPECT_EQ(&first, &second);
+  EXPECT_EQ(&registry.adaptive_limit_policy(kPlace), &registry.adaptive_limit_policy(kPlace));
+}
+
+TEST(RegistryTest, ASharedNameWithDifferentSettingsIsReg008NamingBothMethodsAndTheSetting) {
+  auto registry = r4c::ResilienceRegistry::builder().build();
+  registry.adaptive_limit_policy(kPlace, "orders", "", {.max_limit = 100});
+  const auto e = config_error(
+      [&] { registry.adaptive_limit_policy(kCancel, "orders", "", {.max_limit = 50}); });
+  EXPECT_EQ(e.code(), "R4C-REG-008");
+  EXPECT_THAT(e.what(), AllOf(StartsWith("R4C-REG-008: "), HasSubstr(std::string(kPlace)),
+                              HasSubstr(std::string(kCancel)),
+                              HasSubstr("max_limit is 100 for the first and 50 for the second")));
+  EXPECT_EQ(registry.adaptive_limit("orders").snapshot().max_limit, 100);
+}
+
+TEST(RegistryTest, AnUnknownNamedConfigIsReg004WithTheClosestName) {
+  auto registry = r4c::ResilienceRegistry::builder()
+                      .adaptive_limit("backend", [](r4c::AdaptiveLimitConfig&) {})
+                      .build();
+  const auto e = config_error([&] { registry.adaptive_limit_policy(kPlace, "", "backnd"); });
+  EXPECT_EQ(e.code(), "R4C-REG-004");
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("'backnd'"), HasSubstr("did you mean 'backend'?"),
+                              HasSubstr(std::string(kPlace))));
+}
+
+TEST(RegistryTest, ANamedConfigMayComeFromTheFileAlone) {
+  auto registry = r4c::ResilienceRegistry::builder()
+                      .config_text("configs.backend.adaptiveLimit.maxLimit=30")
+                      .build();
+  EXPECT_EQ(registry.adaptive_limit_policy(kPlace, "", "backend").config().max_limit(), 30);
+}
+
+TEST(RegistryTest, AnUnknownIdIsReg009) {
+  auto registry = r4c::ResilienceRegistry::builder().build();
+  registry.adaptive_limit_policy(kPlace, "orders");
+  const auto e = config_error([&] { registry.adaptive_limit("ordres"); });
+  EXPECT_EQ(e.code(), "R4C-REG-009");
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("'ordres'"), HasSubstr("did you mean 'orders'?")));
+}
+
+// The worked example of docs/configuration.md: each level overrides the one below, and the
+// file overrides the code at each level.
+TEST(RegistryTest, SettingsResolveFromBuiltInDefaultsUpToInstanceSettings) {
+  auto registry =
+      r4c::ResilienceRegistry::builder()
+          .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) {
+            a.max_limit(100).min_window_samples(5).queue_size(2).long_window(50);
+          })
+          .adaptive_limit(
+              "backend",
+              [](r4c::AdaptiveLimitConfig& a) {
+                a.algorithm(r4c::LimitAlgorithm::aimd).backoff_ratio(0.8).initial_limit(15);
+              })
+          .config_text(R"(
+            defaults.adaptiveLimit.maxLimit = 120
+            defaults.adaptiveLimit.queueSize = 3
+            configs.backend.adaptiveLimit.backoffRatio = 0.7
+            instances.orders.adaptiveLimit.initialLimit = 12
+          )")
+          .build();
+  r4c::AdaptiveLimitAttributes site;
+  site.initial_limit = 10;
+  site.min_limit = 2;
+  const r4c::AdaptiveLimitConfig& config =
+      registry.adaptive_limit_policy(kPlace, "orders", "backend", site).config();
+  EXPECT_EQ(config.smoothing(), 0.2);                        // built-in default
+  EXPECT_EQ(config.long_window(), 50);                       // registry defaults (code)
+  EXPECT_EQ(config.min_window_samples(), 5);                 // registry defaults (code)
+  EXPECT_EQ(config.max_limit(), 120);                        // registry defaults (file)
+  EXPECT_EQ(config.queue_size(), 3);                         // registry defaults (file)
+  EXPECT_EQ(config.algorithm(), r4c::LimitAlgorithm::aimd);  // named config (code)
+  EXPECT_EQ(config.backoff_ratio(), 0.7);                    // named config (file)
+  EXPECT_EQ(config.min_limit(), 2);                          // call site
+  EXPECT_EQ(config.initial_limit(), 12);                     // instance (file)
+}
+
+TEST(RegistryTest, InstanceSettingsFromCodeSitAboveTheCallSiteAndBelowTheFile) {
+  auto registry = r4c::ResilienceRegistry::builder()
+                      .config_text("instances.search.adaptiveLimit.maxLimit=90")
+                      .build();
+  const r4c::AdaptiveLimitConfig& config =
+      registry
+          .adaptive_limit_policy(
+              "search", "search", "", {.initial_limit = 5},
+              [](r4c::AdaptiveLimitConfig& a) { a.initial_limit(7).max_limit(80); })
+          .config();
+  EXPECT_EQ(config.initial_limit(), 7);
+  EXPECT_EQ(config.max_limit(), 90);
+}
+
+TEST(RegistryTest, InstanceIdsMayContainDots) {
+  auto registry = r4c::ResilienceRegistry::builder()
+                      .config_text("instances.com.shop.Orders#place.adaptiveLimit.maxLimit=40")
+                      .build();
+  EXPECT_EQ(registry.adaptive_limit_policy("com.shop.Orders#place").config().max_limit(), 40);
+}
+
+TEST(RegistryTest, CommentsBlankLinesAndSpacesAreIgnored) {
+  auto registry = r4c::ResilienceRegistry::builder()
+                      .config_text(
+                          "# a comment\n! another\n\n   \n"
+                          "  defaults.adaptiveLimit.maxLimit   =   70  \r\n")
+                      .build();
+  EXPECT_EQ(registry.adaptive_limit_policy(kPlace).config().max_limit(), 70);
+}
+
+TEST(RegistryTest, EveryKeyOfTheFileSetsItsSetting) {
+  auto registry = r4c::ResilienceRegistry::builder()
+                      .exception_type<SocketTimeout>("SocketTimeout")
+                      .config_text(R"(
+                        defaults.adaptiveLimit.enabled=FALSE
+                        defaults.adaptiveLimit.algorithm=AIMD
+                        defaults.adaptiveLimit.initialLimit=9
+                        defaults.adaptiveLimit.minLimit=3
+                        defaults.adaptiveLimit.maxLimit=99
+                        defaults.adaptiveLimit.window=250ms
+                        defaults.adaptiveLimit.minWindowSamples=4
+                        defaults.adaptiveLimit.smoothing=0.5
+                        defaults.adaptiveLimit.rttTolerance=2
+                        defaults.adaptiveLimit.longWindow=30
+                        defaults.adaptiveLimit.queueSize=0
+                        defaults.adaptiveLimit.backoffRatio=0.75
+                        defaults.adaptiveLimit.dropOn=SocketTimeout, r4c::CallTimeoutException
+                      )")
+                      .build();
+  const r4c::AdaptiveLimitConfig& c = registry.adaptive_limit_policy(kPlace).config();
+  EXPECT_FALSE(c.enabled());
+  EXPECT_EQ(c.algorithm(), r4c::LimitAlgorithm::aimd);
+  EXPECT_EQ(c.initial_limit(), 9);
+  EXPECT_EQ(c.min_limit(), 3);
+  EXPECT_EQ(c.max_limit(), 99);
+  EXPECT_EQ(c.window(), 250ms);
+  EXPECT_EQ(c.min_window_samples(), 4);
+  EXPECT_EQ(c.smoothing(), 0.5);
+  EXPECT_EQ(c.rtt_tolerance(), 2.0);
+  EXPECT_EQ(c.long_window(), 30);
+  EXPECT_EQ(c.queue_size(), 0);
+  EXPECT_EQ(c.backoff_ratio(), 0.75);
+  EXPECT_EQ(c.drop_on_types(),
+            (std::vector<r4c::ExceptionType>{r4c::ExceptionType::of<SocketTimeout>(),
+                                             r4c::ExceptionType::of<r4c::CallTimeoutException>()}));
+}
+
+TEST(RegistryTest, DropOnAcceptsTheBuiltInClassNames) {
+  auto registry =
+      r4c::ResilienceRegistry::builder()
+          .config_text("defaults.adaptiveLimit.dropOn=BulkheadFullException,LimitExceededException")
+          .build();
+  EXPECT_EQ(
+      registry.adaptive_limit_policy(kPlace).config().drop_on_types(),
+      (std::vector<r4c::ExceptionType>{r4c::ExceptionType::of<r4c::BulkheadFullException>(),
+                                       r4c::ExceptionType::of<r4c::LimitExceededException>()}));
+}
+
+TEST(RegistryTest, DurationsTakeEveryUnit) {
+  const std::vector<std::pair<std::string, std::chrono::nanoseconds>> cases = {
+      {"1000000ns", 1ms}, {"1500us", 1500us}, {"500ms", 500ms},
+      {"2s", 2s},         {"1m", 1min},       {"1h", 1h}};
+  for (const auto& [text, expected] : cases) {
+    auto registry = r4c::ResilienceRegistry::builder()
+                        .config_text("defaults.adaptiveLimit.window=" + text)
+                        .build();
+    EXPECT_EQ(registry.adaptive_limit_policy(kPlace).config().window(), expected) << text;
+  }
+}
+
+// ---- errors of the file --------------------------------------------------------------------
+
+TEST(RegistryFileErrorTest, AMalformedDurationIsAtr001) {
+  for (const char* bad : {"500", "500 ms", "1.5s", "-1s", "2d", "ms", "99999999999999999h"}) {
+    const auto e = build_error(std::string("defaults.adaptiveLimit.window=") + bad);
+    EXPECT_EQ(e.code(), "R4C-ATR-001") << bad;
+    EXPECT_THAT(e.what(),
+                AllOf(HasSubstr("config text:1: key defaults.adaptiveLimit.window"),
+                      HasSubstr(std::string("'") + bad + "'"), HasSubstr("ns, us, ms, s, m or h")));
+  }
+}
+
+TEST(RegistryFileErrorTest, ALimitBelowOneIsAtr003WithLineAndKey) {
+  const auto e = build_error("\n# comment\nconfigs.backend.adaptiveLimit.minLimit=0");
+  EXPECT_EQ(e.code(), "R4C-ATR-003");
+  EXPECT_THAT(e.what(),
+              AllOf(HasSubstr("config text:3: key configs.backend.adaptiveLimit.minLimit"),
+                    HasSubstr("min_limit is 0"), HasSubstr(">= 1")));
+}
+
+TEST(RegistryFileErrorTest, BoundsOutOfOrderAreAtr009AtBuild) {
+  const auto defaults = build_error("defaults.adaptiveLimit.minLimit=50");
+  EXPECT_EQ(defaults.code(), "R4C-ATR-009");
+  EXPECT_THAT(defaults.what(), AllOf(HasSubstr("adaptive limit defaults"),
+                                     HasSubstr("min_limit (50)"), HasSubstr("initial_limit (20)")));
+  const auto named = build_error("configs.small.adaptiveLimit.maxLimit=10");
+  EXPECT_EQ(named.code(), "R4C-ATR-009");
+  EXPECT_THAT(named.what(), HasSubstr("named config 'small'"));
+  EXPECT_EQ(build_error("defaults.adaptiveLimit.window=2h").code(), "R4C-ATR-009");
+}
+
+TEST(RegistryFileErrorTest, BoundsOutOfOrderForOneInstanceAreAtr009WhenItIsCreated) {
+  auto registry = r4c::ResilienceRegistry::builder()
+                      .config_text("instances.orders.adaptiveLimit.maxLimit=5")
+                      .build();
+  const auto e = config_error([&] { registry.adaptive_limit_policy(kPlace, "orders"); });
+  EXPECT_EQ(e.code(), "R4C-ATR-009");
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("adaptive limit 'orders'"), HasSubstr("max_limit (5)")));
+  EXPECT_THROW(registry.adaptive_limit("orders"), r4c::ConfigException);  // nothing was created
+}
+
+TEST(RegistryFileErrorTest, AnOutOfRangeValueIsReg001WithLineAndKey) {
+  const auto e = build_error("defaults.adaptiveLimit.smoothing=0");
+  EXPECT_EQ(e.code(), "R4C-REG-001");
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("config text:1: key defaults.adaptiveLimit.smoothing"),
+                              HasSubstr("smoothing is 0"), HasSubstr("(0, 1]")));
+}
+
+TEST(RegistryFileErrorTest, AValueOfTheWrongTypeSaysWhichTypeIsExpected) {
+  EXPECT_THAT(build_error("defaults.adaptiveLimit.maxLimit=lots").what(),
+              AllOf(StartsWith("R4C-CFG-004: "), HasSubstr("'lots'"), HasSubstr("an integer")));
+  EXPECT_THAT(build_error("defaults.adaptiveLimit.smoothing=half").what(),
+              HasSubstr("expected a number"));
+  EXPECT_THAT(build_error("defaults.adaptiveLimit.enabled=yes").what(),
+              HasSubstr("expected true or false"));
+  EXPECT_THAT(build_error("defaults.adaptiveLimit.algorithm=vegas").what(),
+              HasSubstr("expected gradient2 or aimd"));
+}
+
+TEST(RegistryFileErrorTest, AnUnknownKeyNamesItsLineAndTheClosestValidKey) {
+  const auto e =
+      build_error("defaults.adaptiveLimit.maxLimit=10\n\ndefaults.adaptiveLimit.maxLimt=5");
+  EXPECT_EQ(e.code(), "R4C-CFG-003");
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("config text:3"), HasSubstr("'maxLimt'"),
+                              HasSubstr("did you mean 'maxLimit'?")));
+}
+
+TEST(RegistryFileErrorTest, AnUnknownPolicyKindNamesTheClosestValidKind) {
+  const auto e = build_error("configs.backend.adaptiveLimt.maxLimit=5");
+  EXPECT_EQ(e.code(), "R4C-CFG-003");
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("unknown policy kind 'adaptiveLimt'"),
+                              HasSubstr("did you mean 'adaptiveLimit'?")));
+}
+
+TEST(RegistryFileErrorTest, AnUnknownScopeOrMalformedLineSaysWhatIsExpected) {
+  EXPECT_THAT(build_error("default.adaptiveLimit.maxLimit=5").what(),
+              AllOf(StartsWith("R4C-CFG-003"), HasSubstr("did you mean 'defaults'?")));
+  EXPECT_THAT(build_error("defaults.adaptiveLimit.maxLimit 5").what(),
+              AllOf(StartsWith("R4C-CFG-002"), HasSubstr("has no '='")));
+  EXPECT_THAT(build_error("maxLimit=5").what(), StartsWith("R4C-CFG-002"));
+  EXPECT_THAT(build_error("=5").what(), StartsWith("R4C-CFG-002"));
+  EXPECT_THAT(build_error("configs..adaptiveLimit.maxLimit=5").what(), StartsWith("R4C-CFG-002"));
+}
+
+TEST(RegistryFileErrorTest, AnUnknownExceptionNameSuggestsARegisteredOne) {
+  const auto e = build_error("defaults.adaptiveLimit.dropOn=CallTimeoutExeption");
+  EXPECT_EQ(e.code(), "R4C-CFG-003");
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("'CallTimeoutExeption'"),
+                              HasSubstr("did you mean 'CallTimeoutException'?"),
+                              HasSubstr("exception_type<T>")));
+}
+
+TEST(RegistryFileErrorTest, AMissingFileSaysSoWithItsPath) {
+  const auto e = config_error([] {
+    r4c::ResilienceRegistry::builder().config_file("/nonexistent/r4c.properties").build();
+  });
+  EXPECT_EQ(e.code(), "R4C-CFG-001");
+  EXPECT_THAT(e.what(),
+              AllOf(HasSubstr("'/nonexistent/r4c.properties'"), HasSubstr("does not exist")));
+}
+
+TEST(RegistryFileErrorTest, AFileIsReadAtBuildAndNamedInMessages) {
+  const auto path = std::filesystem::temp_directory_path() / "r4c_registry_test.properties";
+  {
+    std::ofstream out(path);
+    out << "defaults.adaptiveLimit.maxLimit=77\n"
+        << "defaults.adaptiveLimit.minLimit=x\n";
+  }
+  const auto e =
+      config_error([&] { r4c::ResilienceRegistry::builder().config_file(path).build(); });
+  EXPECT_THAT(e.what(), HasSubstr(path.string() + ":2: key defaults.adaptiveLimit.minLimit"));
+  {
+    std::ofstream out(path);
+    out << "defaults.adaptiveLimit.maxLimit=77\n";
+  }
+  auto registry = r4c::ResilienceRegistry::builder().config_file(path).build();
+  EXPECT_EQ(registry.adaptive_limit_policy(kPlace).config().max_limit(), 77);
+  std::filesystem::remove(path);
+}
+
+// ---- errors in code --------------------------------------------------------------------------
+
+TEST(RegistryCodeErrorTest, AnInvalidValueInCodeFailsTheBuildWithReg001) {
+  const auto e = config_error([] {
+    r4c::ResilienceRegistry::builder()
+        .adaptive_limit("backend", [](r4c::AdaptiveLimitConfig& a) { a.smoothing(0); })
+        .build();
+  });
+  EXPECT_EQ(e.code(), "R4C-REG-001");
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("named config 'backend'"), HasSubstr("smoothing is 0")));
+}
+
+TEST(RegistryCodeErrorTest, DefaultsOutOfOrderInCodeFailTheBuild) {
+  const auto e = config_error([] {
+    r4c::ResilienceRegistry::builder()
+        .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) { a.max_limit(10); })
+        .build();
+  });
+  EXPECT_EQ(e.code(), "R4C-ATR-009");
+}
+
+TEST(RegistryCodeErrorTest, ABadCallSiteAttributeFailsItsLimitOnly) {
+  auto registry = r4c::ResilienceRegistry::builder().build();
+  const auto e = config_error(
+      [&] { registry.adaptive_limit_policy(kPlace, "orders", "", {.initial_limit = 0}); });
+  EXPECT_EQ(e.code(), "R4C-ATR-003");
+  EXPECT_THAT(e.what(), HasSubstr("adaptive limit 'orders', call-site attributes"));
+  EXPECT_NO_THROW(registry.adaptive_limit_policy(kCancel, "orders"));
+}
+
+// ---- snapshots, clock, threads ---------------------------------------------------------------
+
+TEST(RegistryTest, ASnapshotListsEveryLimitAndIsAValue) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  auto registry = r4c::testing::registry(clock).build();
+  registry.adaptive_limit_policy(kPlace, "orders");
+  r4c::AdaptiveLimit& search = registry.adaptive_limit_policy("search");
+  const r4c::RegistrySnapshot all = registry.snapshot();
+  r4c::Permit permit = search.try_acquire();
+  ASSERT_EQ(all.adaptive_limits().size(), 2u);
+  std::vector<std::string> ids;
+  for (const auto& [id, snap] : all.adaptive_limits()) {
+    ids.push_back(id);
+    EXPECT_EQ(snap.in_flight, 0);  // taken before the permit
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"orders", "search"}));
+  EXPECT_EQ(registry.snapshot().adaptive_limits().at("search").in_flight, 1);
+}
+
+// The product document's "Probarlo con ManualClock", through a test registry.
+TEST(RegistryTest, ATestRegistryRunsItsLimitsOnTheManualClock) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  auto registry = r4c::testing::registry(clock)
+                      .adaptive_limit_defaults([](auto& a) { a.min_window_samples(1); })
+                      .build();
+  EXPECT_EQ(registry.clock(), clock);
+  r4c::AdaptiveLimit& limit = registry.adaptive_limit_policy(
+      "shop::OrderClient#place_async(std::string)", "orders-async", "", {.initial_limit = 2});
+  r4c::AdaptiveLimitHandle handle = registry.adaptive_limit("orders-async");
+  r4c::Permit a = limit.try_acquire();
+  r4c::Permit b = limit.try_acquire();
+  EXPECT_FALSE(limit.try_acquire());
+  clock->advance(1s);
+  a.on_success();
+  b.on_success();
+  EXPECT_EQ(handle.snapshot().windows, 1u);
+  EXPECT_EQ(handle.snapshot().window_latency, 1s);
+}
+
+TEST(RegistryTest, ARegistryIsMovable) {
+  auto registry = r4c::ResilienceRegistry::builder().build();
+  r4c::AdaptiveLimit& limit = registry.adaptive_limit_policy(kPlace);
+  r4c::ResilienceRegistry moved = std::move(registry);
+  EXPECT_EQ(&moved.adaptive_limit_policy(kPlace), &limit);
+}
+
+TEST(RegistryConcurrencyTest, ThreadsAskingForOneIdGetOneLimit) {
+  auto registry = r4c::ResilienceRegistry::builder().build();
+  std::vector<const r4c::AdaptiveLimit*> seen(8);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < seen.size(); ++t) {
+    threads.emplace_back([&, t] {
+      seen[t] = &registry.adaptive_limit_policy(kPlace, "orders");
+      registry.snapshot();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (const auto* limit : seen) EXPECT_EQ(limit, seen[0]);
+  EXPECT_EQ(registry.snapshot().adaptive_limits().size(), 1u);
+}
+
+}  // namespace
