@@ -185,7 +185,7 @@ TEST(AdaptiveLimitConfigTest, DropOnReplacesTheDefaultList) {
   ASSERT_EQ(config.drop_on_types().size(), 2u);
   EXPECT_EQ(config.drop_on_types()[0], r4c::ExceptionType::of<SocketTimeout>());
   EXPECT_EQ(config.drop_on_types()[1], r4c::ExceptionType::of<r4c::CallTimeoutException>());
-  config.drop_on<>();
+  config.drop_on({});
   EXPECT_TRUE(config.drop_on_types().empty());
 }
 

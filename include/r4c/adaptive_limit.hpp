@@ -128,7 +128,9 @@ class AdaptiveLimitHandle {
 
 /// A concurrency limit that moves once per window with the dependency's latency and drops.
 /// Thread safety: every member may be called from any number of threads.
-/// Allocation: none per call, on both APIs, window ends included.
+/// Allocation: none per call on `try_acquire()`, window ends included; `execute()` adds none of
+/// its own (a rejection rethrows a preallocated exception; the C++ runtime still mallocs its
+/// small exception header for every throw, as it does for any exception).
 class AdaptiveLimit {
  public:
   /// Builds a limit; validates `config` (throws ConfigException). A null clock means a

@@ -112,10 +112,10 @@ class AdaptiveLimitConfig {
   /// false: every call passes and nothing is measured (true).
   AdaptiveLimitConfig& enabled(bool value) noexcept;
   /// The failures that are drops (overload signals), matched by dynamic type, derived classes
-  /// included. Replaces the list; `drop_on<>()` makes no failure a drop.
-  template <class... Exceptions>
+  /// included. Replaces the list; `drop_on({})` makes no failure a drop.
+  template <class Exception, class... More>
   AdaptiveLimitConfig& drop_on() {
-    drop_on_ = {ExceptionType::of<Exceptions>()...};
+    drop_on_ = {ExceptionType::of<Exception>(), ExceptionType::of<More>()...};
     return *this;
   }
   /// Same as `drop_on<...>()` with types known at run time (the registry uses it).
@@ -133,8 +133,7 @@ class AdaptiveLimitConfig {
   int queue_size() const noexcept { return queue_size_; }
   double backoff_ratio() const noexcept { return backoff_ratio_; }
   bool enabled() const noexcept { return enabled_; }
-  /// The drop types (named apart from the setter: `drop_on()` on a non-const config is
-  /// `drop_on<>()`, which clears the list).
+  /// The drop types.
   const std::vector<ExceptionType>& drop_on_types() const noexcept { return drop_on_; }
 
   /// Checks every setting, each on its own first, then against each other: R4C-ATR-009 when
