@@ -1,5 +1,7 @@
 #include "r4c/adaptive_limit_config.hpp"
 
+#include "config_check.hpp"
+
 #include <cxxabi.h>
 #include <charconv>
 
@@ -10,16 +12,11 @@
 #include <string>
 
 namespace r4c {
-namespace {
-
-constexpr std::string_view kLimitBelowOne = "R4C-ATR-003";
-constexpr std::string_view kBoundsOrRange = "R4C-ATR-009";
-constexpr std::string_view kInvalidValue = "R4C-REG-001";
+namespace detail {
 
 std::string show(std::int64_t value) { return std::to_string(value); }
 std::string show(int value) { return std::to_string(value); }
 
-// The shortest text that reads back as the same double: 0.99, not 0.98999999999999999.
 std::string show(double value) {
   char text[32];
   const auto result = std::to_chars(text, text + sizeof text, value);
@@ -28,7 +25,9 @@ std::string show(double value) {
 
 std::string show(bool value) { return value ? "true" : "false"; }
 
-std::string show_duration(std::chrono::nanoseconds value) { return show(value.count()) + " ns"; }
+std::string show(std::chrono::nanoseconds value) { return show(value.count()) + " ns"; }
+
+std::string show(LimitAlgorithm value) { return std::string(to_string(value)); }
 
 std::string show(const std::vector<ExceptionType>& types) {
   std::string text = "{";
@@ -39,11 +38,21 @@ std::string show(const std::vector<ExceptionType>& types) {
   return text + "}";
 }
 
-[[noreturn]] void fail(std::string_view code, std::string_view setting, const std::string& value,
-                       std::string_view valid) {
-  throw ConfigException(code,
-                        std::string(setting) + " is " + value + "; valid: " + std::string(valid));
+void fail(std::string_view code, std::string_view setting, const std::string& value,
+          std::string_view valid) {
+  throw ConfigException(code, std::string(setting) + " is " + value + "; valid: " +
+                                  std::string(valid));
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::fail;
+using detail::kBoundsOrRange;
+using detail::kInvalidValue;
+using detail::kLimitBelowOne;
+using detail::show;
 
 void check_limit(std::string_view setting, int value) {
   if (value < 1) fail(kLimitBelowOne, setting, show(value), "an integer >= 1");
@@ -51,7 +60,7 @@ void check_limit(std::string_view setting, int value) {
 
 void check_window(std::chrono::nanoseconds value) {
   if (value < AdaptiveLimitConfig::kMinWindow || value > AdaptiveLimitConfig::kMaxWindow) {
-    fail(kBoundsOrRange, "window", show_duration(value),
+    fail(kBoundsOrRange, "window", show(value),
          "1 ms .. 1 h (1000000 .. 3600000000000 ns)");
   }
 }
@@ -190,26 +199,21 @@ std::string ExceptionType::name() const {
 
 std::optional<SettingDifference> first_difference(const AdaptiveLimitConfig& first,
                                                   const AdaptiveLimitConfig& second) {
-  std::optional<SettingDifference> difference;
-  auto compare = [&](const char* setting, const auto& a, const auto& b, auto&& text) {
-    if (!difference && !(a == b)) difference = SettingDifference{setting, text(a), text(b)};
-  };
-  auto plain = [](const auto& value) { return show(value); };
-  auto algorithm = [](LimitAlgorithm value) { return std::string(to_string(value)); };
-  compare("algorithm", first.algorithm(), second.algorithm(), algorithm);
-  compare("initial_limit", first.initial_limit(), second.initial_limit(), plain);
-  compare("min_limit", first.min_limit(), second.min_limit(), plain);
-  compare("max_limit", first.max_limit(), second.max_limit(), plain);
-  compare("window", first.window(), second.window(), show_duration);
-  compare("min_window_samples", first.min_window_samples(), second.min_window_samples(), plain);
-  compare("smoothing", first.smoothing(), second.smoothing(), plain);
-  compare("rtt_tolerance", first.rtt_tolerance(), second.rtt_tolerance(), plain);
-  compare("long_window", first.long_window(), second.long_window(), plain);
-  compare("queue_size", first.queue_size(), second.queue_size(), plain);
-  compare("backoff_ratio", first.backoff_ratio(), second.backoff_ratio(), plain);
-  compare("enabled", first.enabled(), second.enabled(), plain);
-  compare("drop_on", first.drop_on_types(), second.drop_on_types(), plain);
-  return difference;
+  return detail::DifferenceFinder()
+      .compare("algorithm", first.algorithm(), second.algorithm())
+      .compare("initial_limit", first.initial_limit(), second.initial_limit())
+      .compare("min_limit", first.min_limit(), second.min_limit())
+      .compare("max_limit", first.max_limit(), second.max_limit())
+      .compare("window", first.window(), second.window())
+      .compare("min_window_samples", first.min_window_samples(), second.min_window_samples())
+      .compare("smoothing", first.smoothing(), second.smoothing())
+      .compare("rtt_tolerance", first.rtt_tolerance(), second.rtt_tolerance())
+      .compare("long_window", first.long_window(), second.long_window())
+      .compare("queue_size", first.queue_size(), second.queue_size())
+      .compare("backoff_ratio", first.backoff_ratio(), second.backoff_ratio())
+      .compare("enabled", first.enabled(), second.enabled())
+      .compare("drop_on", first.drop_on_types(), second.drop_on_types())
+      .result();
 }
 
 void AdaptiveLimitConfig::validate() const {

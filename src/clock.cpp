@@ -1,5 +1,6 @@
 #include "r4c/clock.hpp"
 
+#include <condition_variable>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -95,12 +96,72 @@ SystemClock::SystemClock() noexcept {
   }
 }
 
+Clock::~Clock() = default;
+
+detail::TimerQueue& Clock::timers() const {
+  std::call_once(timers_created_, [this] {
+    timers_ = std::make_unique<detail::TimerQueue>(!fires_timers_itself());
+  });
+  return *timers_;
+}
+
+void Clock::schedule(detail::TimerTask& task, std::chrono::nanoseconds deadline) {
+  // A timer thread waits in steady_clock time; a manual clock compares its own time.
+  const std::int64_t key = fires_timers_itself()
+                               ? deadline.count()
+                               : detail::steady_now_ns() + (deadline - now()).count();
+  timers().schedule(task, key);
+}
+
+bool Clock::cancel(detail::TimerTask& task) noexcept { return timers().cancel(task); }
+
+std::size_t Clock::pending_tasks() const { return timers().pending(); }
+
+namespace {
+struct Wakeup final : detail::TimerTask {
+  std::mutex mutex;
+  std::condition_variable woken;
+  bool fired = false;
+  void fire() noexcept override {
+    std::lock_guard<std::mutex> lock(mutex);
+    fired = true;
+    woken.notify_one();
+  }
+};
+}  // namespace
+
+void Clock::sleep_until(std::chrono::nanoseconds deadline) {
+  if (now() >= deadline) return;
+  Wakeup wakeup;
+  schedule(wakeup, deadline);
+  {
+    std::unique_lock<std::mutex> lock(wakeup.mutex);
+    wakeup.woken.wait(lock, [&] { return wakeup.fired; });
+  }
+  cancel(wakeup);  // returns once the timer is done with it
+}
+
+SystemClock::~SystemClock() = default;
+
+ManualClock::~ManualClock() = default;
+
 void ManualClock::advance(std::chrono::nanoseconds by) {
   if (by.count() < 0) {
     throw std::invalid_argument("ManualClock::advance: duration is " + std::to_string(by.count()) +
                                 " ns; valid: >= 0 (a monotonic clock never goes back)");
   }
-  now_.fetch_add(by.count(), std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(advance_mutex_);
+  const std::int64_t target = now_.load(std::memory_order_relaxed) + by.count();
+  timers().fire_due(
+      target,
+      [](void* self, std::int64_t deadline) {
+        auto& now = static_cast<ManualClock*>(self)->now_;
+        if (deadline > now.load(std::memory_order_relaxed)) {
+          now.store(deadline, std::memory_order_relaxed);
+        }
+      },
+      this);
+  now_.store(target, std::memory_order_relaxed);
 }
 
 }  // namespace r4c

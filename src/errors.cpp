@@ -33,6 +33,13 @@ CallTimeoutException::CallTimeoutException(const std::string& message)
 BulkheadFullException::BulkheadFullException(const std::string& message)
     : std::runtime_error(message) {}
 
+RequestNotPermittedException::RequestNotPermittedException(const std::string& message)
+    : std::runtime_error(message) {}
+
+RequestNotPermittedException::RequestNotPermittedException(std::string instance_id,
+                                                           const std::string& message)
+    : std::runtime_error(message), instance_id_(std::move(instance_id)) {}
+
 ConfigException::ConfigException(const std::string& message)
     : std::invalid_argument(message), code_(code_prefix(message)) {}
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <mutex>
+#include <tuple>
 
 #include "r4c/detail/config_file.hpp"
 
@@ -11,15 +12,6 @@ namespace {
 
 using detail::ConfigEntry;
 using detail::ConfigScope;
-
-constexpr std::string_view kAdaptiveLimitKind = "adaptiveLimit";
-constexpr std::array<std::string_view, 13> kAdaptiveLimitKeys = {
-    "enabled",   "algorithm",        "initialLimit", "minLimit",     "maxLimit",
-    "window",    "minWindowSamples", "smoothing",    "rttTolerance", "longWindow",
-    "queueSize", "backoffRatio",     "dropOn"};
-const std::array<detail::KindKeys, 1> kKinds = {
-    detail::KindKeys{kAdaptiveLimitKind, kAdaptiveLimitKeys}};
-
 using ExceptionCatalog = std::map<std::string, ExceptionType, std::less<>>;
 
 // The part of a ConfigException's message after its code.
@@ -79,44 +71,126 @@ LimitAlgorithm parse_algorithm(std::string_view value, const std::string& where)
                         where + " is '" + std::string(value) + "'; expected gradient2 or aimd");
 }
 
-// Applies one line of the file to an adaptive limit's config: the value's type is checked here,
-// its range by the config's setter, whose message gains the file, line and key.
-void apply_adaptive_limit_entry(const ConfigEntry& entry, AdaptiveLimitConfig& config,
-                                const ExceptionCatalog& catalog) {
-  const std::string where = entry.where();
-  const std::string_view key = entry.key;
-  const std::string_view value = entry.value;
-  using detail::parse_double;
-  using detail::parse_int;
-  if (key == "enabled") {
-    config.enabled(detail::parse_bool(value, where));
-  } else if (key == "algorithm") {
-    const LimitAlgorithm algorithm = parse_algorithm(value, where);
-    with_context(where, [&] { config.algorithm(algorithm); });
-  } else if (key == "window") {
-    const auto window = detail::parse_duration(value, where);
-    with_context(where, [&] { config.window(window); });
-  } else if (key == "dropOn") {
-    config.drop_on(parse_exception_list(value, where, catalog));
-  } else if (key == "smoothing" || key == "rttTolerance" || key == "backoffRatio") {
-    const double number = parse_double(value, where);
-    with_context(where, [&] {
-      if (key == "smoothing") config.smoothing(number);
-      if (key == "rttTolerance") config.rtt_tolerance(number);
-      if (key == "backoffRatio") config.backoff_ratio(number);
-    });
-  } else {
-    const int number = parse_int(value, where);
-    with_context(where, [&] {
-      if (key == "initialLimit") config.initial_limit(number);
-      if (key == "minLimit") config.min_limit(number);
-      if (key == "maxLimit") config.max_limit(number);
-      if (key == "minWindowSamples") config.min_window_samples(number);
-      if (key == "longWindow") config.long_window(number);
-      if (key == "queueSize") config.queue_size(number);
-    });
+// ---- one traits struct per policy kind -----------------------------------------------------
+// Each says what the kind is called, which keys its file lines take and how a line applies to
+// its config (the value's type is checked here, its range by the config's setter, whose
+// message gains the file, line and key), and how an instance is made.
+
+struct AdaptiveLimitKind {
+  using Config = AdaptiveLimitConfig;
+  using Policy = AdaptiveLimit;
+  static constexpr std::string_view kFileName = "adaptiveLimit";
+  static constexpr std::string_view kLabel = "adaptive limit";
+  static constexpr std::array<std::string_view, 13> kKeys = {
+      "enabled",  "algorithm",        "initialLimit", "minLimit",     "maxLimit",
+      "window",   "minWindowSamples", "smoothing",    "rttTolerance", "longWindow",
+      "queueSize", "backoffRatio",    "dropOn"};
+
+  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog& catalog) {
+    const std::string where = entry.where();
+    const std::string_view key = entry.key;
+    const std::string_view value = entry.value;
+    if (key == "enabled") {
+      config.enabled(detail::parse_bool(value, where));
+    } else if (key == "algorithm") {
+      const LimitAlgorithm algorithm = parse_algorithm(value, where);
+      with_context(where, [&] { config.algorithm(algorithm); });
+    } else if (key == "window") {
+      const auto window = detail::parse_duration(value, where);
+      with_context(where, [&] { config.window(window); });
+    } else if (key == "dropOn") {
+      config.drop_on(parse_exception_list(value, where, catalog));
+    } else if (key == "smoothing" || key == "rttTolerance" || key == "backoffRatio") {
+      const double number = detail::parse_double(value, where);
+      with_context(where, [&] {
+        if (key == "smoothing") config.smoothing(number);
+        if (key == "rttTolerance") config.rtt_tolerance(number);
+        if (key == "backoffRatio") config.backoff_ratio(number);
+      });
+    } else {
+      const int number = detail::parse_int(value, where);
+      with_context(where, [&] {
+        if (key == "initialLimit") config.initial_limit(number);
+        if (key == "minLimit") config.min_limit(number);
+        if (key == "maxLimit") config.max_limit(number);
+        if (key == "minWindowSamples") config.min_window_samples(number);
+        if (key == "longWindow") config.long_window(number);
+        if (key == "queueSize") config.queue_size(number);
+      });
+    }
   }
-}
+  static std::unique_ptr<Policy> make(const std::string& id, Config config,
+                                      const std::shared_ptr<Clock>& clock) {
+    return std::make_unique<Policy>(id, std::move(config), clock);
+  }
+};
+
+struct BulkheadKind {
+  using Config = BulkheadConfig;
+  using Policy = Bulkhead;
+  static constexpr std::string_view kFileName = "bulkhead";
+  static constexpr std::string_view kLabel = "bulkhead";
+  static constexpr std::array<std::string_view, 1> kKeys = {"maxConcurrent"};
+
+  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog&) {
+    const int number = detail::parse_int(entry.value, entry.where());
+    with_context(entry.where(), [&] { config.max_concurrent(number); });
+  }
+  static std::unique_ptr<Policy> make(const std::string& id, Config config,
+                                      const std::shared_ptr<Clock>&) {
+    return std::make_unique<Policy>(id, std::move(config));
+  }
+};
+
+struct RateLimiterKind {
+  using Config = RateLimiterConfig;
+  using Policy = RateLimiter;
+  static constexpr std::string_view kFileName = "rateLimiter";
+  static constexpr std::string_view kLabel = "rate limiter";
+  static constexpr std::array<std::string_view, 3> kKeys = {"limitForPeriod", "refreshPeriod",
+                                                            "timeoutDuration"};
+
+  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog&) {
+    const std::string where = entry.where();
+    if (entry.key == "limitForPeriod") {
+      const int number = detail::parse_int(entry.value, where);
+      with_context(where, [&] { config.limit_for_period(number); });
+    } else {
+      const auto duration = detail::parse_duration(entry.value, where);
+      with_context(where, [&] {
+        if (entry.key == "refreshPeriod") config.refresh_period(duration);
+        if (entry.key == "timeoutDuration") config.timeout_duration(duration);
+      });
+    }
+  }
+  static std::unique_ptr<Policy> make(const std::string& id, Config config,
+                                      const std::shared_ptr<Clock>& clock) {
+    return std::make_unique<Policy>(id, std::move(config), clock);
+  }
+};
+
+struct TimeoutKind {
+  using Config = TimeoutConfig;
+  using Policy = Timeout;
+  static constexpr std::string_view kFileName = "timeout";
+  static constexpr std::string_view kLabel = "timeout";
+  static constexpr std::array<std::string_view, 1> kKeys = {"timeout"};
+
+  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog&) {
+    const auto duration = detail::parse_duration(entry.value, entry.where());
+    with_context(entry.where(), [&] { config.timeout(duration); });
+  }
+  static std::unique_ptr<Policy> make(const std::string& id, Config config,
+                                      const std::shared_ptr<Clock>& clock) {
+    return std::make_unique<Policy>(id, std::move(config), clock);
+  }
+};
+
+const std::array<detail::KindKeys, 4> kKinds = {
+    detail::KindKeys{AdaptiveLimitKind::kFileName, AdaptiveLimitKind::kKeys},
+    detail::KindKeys{BulkheadKind::kFileName, BulkheadKind::kKeys},
+    detail::KindKeys{RateLimiterKind::kFileName, RateLimiterKind::kKeys},
+    detail::KindKeys{TimeoutKind::kFileName, TimeoutKind::kKeys}};
 
 ExceptionCatalog built_in_exception_types() {
   ExceptionCatalog catalog;
@@ -127,8 +201,183 @@ ExceptionCatalog built_in_exception_types() {
   add("LimitExceededException", ExceptionType::of<LimitExceededException>());
   add("CallTimeoutException", ExceptionType::of<CallTimeoutException>());
   add("BulkheadFullException", ExceptionType::of<BulkheadFullException>());
+  add("RequestNotPermittedException", ExceptionType::of<RequestNotPermittedException>());
   return catalog;
 }
+
+// What code says about one kind: defaults and named configs.
+template <class Kind>
+struct CodeSettings {
+  using Setup = std::function<void(typename Kind::Config&)>;
+  std::vector<Setup> defaults;
+  std::map<std::string, std::vector<Setup>, std::less<>> named;
+};
+
+using AllCodeSettings = std::tuple<CodeSettings<AdaptiveLimitKind>, CodeSettings<BulkheadKind>,
+                                   CodeSettings<RateLimiterKind>, CodeSettings<TimeoutKind>>;
+
+// One kind's configuration and instances in a built registry.
+template <class Kind>
+class PolicyTable {
+ public:
+  using Config = typename Kind::Config;
+  using Policy = typename Kind::Policy;
+  using Setup = std::function<void(Config&)>;
+
+  PolicyTable(CodeSettings<Kind> code, const std::vector<ConfigEntry>& entries,
+              const ExceptionCatalog& catalog)
+      : code_(std::move(code)), catalog_(&catalog) {
+    for (const ConfigEntry& entry : entries) {
+      if (entry.kind == Kind::kFileName) entries_.push_back(entry);
+    }
+  }
+
+  // build(): every line's value on its own (instances included), then every complete config.
+  void validate() const {
+    for (const ConfigEntry& entry : entries_) {
+      Config scratch;
+      Kind::apply(entry, scratch, *catalog_);
+    }
+    const std::string label(Kind::kLabel);
+    const Config defaults = resolve("", nullptr, nullptr, "");
+    with_context(label + " defaults", [&] { defaults.validate(); });
+    for (const std::string& name : named_configs()) {
+      const Config config = resolve(name, nullptr, nullptr, "");
+      with_context(named_context(name), [&] { config.validate(); });
+    }
+  }
+
+  Policy& get_or_create(std::string_view method_id, std::string_view name, std::string_view named,
+                        const Setup* site, const Setup* instance,
+                        const std::shared_ptr<Clock>& clock) {
+    const std::string id(name.empty() ? method_id : name);
+    if (!named.empty() && !has_named_config(named)) unknown_named_config(named, method_id);
+    Config resolved = resolve(named, site, instance, id);
+    const std::string context = std::string(Kind::kLabel) + " '" + id + "'";
+    with_context(context, [&] { resolved.validate(); });
+
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto found = instances_.find(id); found != instances_.end()) {
+      const Instance& existing = found->second;
+      if (const auto difference = first_difference(existing.policy->config(), resolved)) {
+        throw ConfigException(
+            "R4C-REG-008",
+            context + " is shared by " + existing.method_id + " and " + std::string(method_id) +
+                ", whose settings differ: " + difference->setting + " is " + difference->first +
+                " for the first and " + difference->second +
+                " for the second; give them the same settings or different names");
+      }
+      return *existing.policy;
+    }
+    auto policy = Kind::make(id, std::move(resolved), clock);
+    Policy& created = *policy;
+    instances_.emplace(id, Instance{std::move(policy), std::string(method_id)});
+    return created;
+  }
+
+  const Policy& find(std::string_view id) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = instances_.find(id);
+    if (found == instances_.end()) {
+      std::vector<std::string_view> ids;
+      for (const auto& [known, instance] : instances_) ids.push_back(known);
+      std::string message =
+          "no " + std::string(Kind::kLabel) + " has the id '" + std::string(id) + "'";
+      message += ids.empty() ? std::string("; none exists yet")
+                             : "; did you mean '" + std::string(detail::closest(id, ids)) + "'?";
+      message += " (a policy exists once its pipeline is built, its interface wrapped, or its "
+                 "*_policy function is called)";
+      throw ConfigException("R4C-REG-009", message);
+    }
+    return *found->second.policy;
+  }
+
+  template <class Snapshots>
+  void snapshot_into(Snapshots& snapshots) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [id, instance] : instances_) snapshots.emplace(id, instance.policy->snapshot());
+  }
+
+ private:
+  struct Instance {
+    std::unique_ptr<Policy> policy;
+    std::string method_id;
+  };
+
+  void apply_file(ConfigScope scope, std::string_view scope_name, Config& config) const {
+    for (const ConfigEntry& entry : entries_) {
+      if (entry.scope == scope && entry.scope_name == scope_name) {
+        Kind::apply(entry, config, *catalog_);
+      }
+    }
+  }
+
+  std::string named_context(std::string_view name) const {
+    return "named config '" + std::string(name) + "' of " + std::string(Kind::kLabel);
+  }
+
+  bool has_named_config(std::string_view name) const {
+    if (code_.named.count(name)) return true;
+    return std::any_of(entries_.begin(), entries_.end(), [&](const ConfigEntry& e) {
+      return e.scope == ConfigScope::named && e.scope_name == name;
+    });
+  }
+
+  std::vector<std::string> named_configs() const {
+    std::vector<std::string> names;
+    for (const auto& [name, setups] : code_.named) names.push_back(name);
+    for (const ConfigEntry& e : entries_) {
+      if (e.scope == ConfigScope::named &&
+          std::find(names.begin(), names.end(), e.scope_name) == names.end()) {
+        names.push_back(e.scope_name);
+      }
+    }
+    return names;
+  }
+
+  [[noreturn]] void unknown_named_config(std::string_view name, std::string_view method_id) const {
+    const std::vector<std::string> known = named_configs();
+    const std::vector<std::string_view> names(known.begin(), known.end());
+    std::string message = "unknown named config '" + std::string(name) + "' of " +
+                          std::string(Kind::kLabel) + ", asked for by " + std::string(method_id);
+    message += names.empty() ? std::string("; no named config is defined")
+                             : "; did you mean '" + std::string(detail::closest(name, names)) +
+                                   "'?";
+    throw ConfigException("R4C-REG-004", message);
+  }
+
+  // Built-in defaults < registry defaults < named config < call site < instance; at each
+  // level the file after the code.
+  Config resolve(std::string_view named, const Setup* site, const Setup* instance,
+                 std::string_view id) const {
+    Config config;
+    with_context(std::string(Kind::kLabel) + " defaults", [&] {
+      for (const auto& setup : code_.defaults) setup(config);
+    });
+    apply_file(ConfigScope::defaults, "", config);
+    if (!named.empty()) {
+      with_context(named_context(named), [&] {
+        if (const auto found = code_.named.find(named); found != code_.named.end()) {
+          for (const auto& setup : found->second) setup(config);
+        }
+      });
+      apply_file(ConfigScope::named, named, config);
+    }
+    const std::string context = std::string(Kind::kLabel) + " '" + std::string(id) + "'";
+    if (site && *site) with_context(context + ", call-site attributes", [&] { (*site)(config); });
+    if (instance && *instance) {
+      with_context(context + ", instance settings", [&] { (*instance)(config); });
+    }
+    if (!id.empty()) apply_file(ConfigScope::instance, id, config);
+    return config;
+  }
+
+  const CodeSettings<Kind> code_;
+  const ExceptionCatalog* catalog_;
+  std::vector<ConfigEntry> entries_;
+  mutable std::mutex mutex_;  // guards instances_ (cold: creation, lookup, snapshots)
+  std::map<std::string, Instance, std::less<>> instances_;
+};
 
 }  // namespace
 
@@ -150,85 +399,27 @@ struct ResilienceRegistry::Builder::Settings {
     std::string text;
   };
   std::shared_ptr<Clock> clock;
-  std::vector<AdaptiveLimitSetup> adaptive_limit_defaults;
-  std::map<std::string, std::vector<AdaptiveLimitSetup>, std::less<>> adaptive_limit_configs;
+  AllCodeSettings code;
   std::vector<Source> sources;
   ExceptionCatalog exception_types = built_in_exception_types();
 };
 
-// Everything a built registry knows; immutable after build but for the instances.
 struct ResilienceRegistry::State {
-  struct Instance {
-    std::unique_ptr<AdaptiveLimit> limit;
-    std::string method_id;
-  };
+  State(std::shared_ptr<Clock> clock_in, AllCodeSettings code, std::vector<ConfigEntry> entries,
+        ExceptionCatalog catalog)
+      : clock(std::move(clock_in)),
+        exception_types(std::move(catalog)),
+        adaptive_limits(std::move(std::get<0>(code)), entries, exception_types),
+        bulkheads(std::move(std::get<1>(code)), entries, exception_types),
+        rate_limiters(std::move(std::get<2>(code)), entries, exception_types),
+        timeouts(std::move(std::get<3>(code)), entries, exception_types) {}
 
   std::shared_ptr<Clock> clock;
-  std::vector<Builder::AdaptiveLimitSetup> adaptive_limit_defaults;
-  std::map<std::string, std::vector<Builder::AdaptiveLimitSetup>, std::less<>>
-      adaptive_limit_configs;
-  std::vector<ConfigEntry> entries;
   ExceptionCatalog exception_types;
-
-  mutable std::mutex mutex;  // guards adaptive_limits (cold: creation and lookup only)
-  std::map<std::string, Instance, std::less<>> adaptive_limits;
-
-  void apply_file(ConfigScope scope, std::string_view scope_name,
-                  AdaptiveLimitConfig& config) const {
-    for (const ConfigEntry& entry : entries) {
-      if (entry.scope == scope && entry.scope_name == scope_name &&
-          entry.kind == kAdaptiveLimitKind) {
-        apply_adaptive_limit_entry(entry, config, exception_types);
-      }
-    }
-  }
-
-  bool has_named_config(std::string_view name) const {
-    if (adaptive_limit_configs.count(name)) return true;
-    return std::any_of(entries.begin(), entries.end(), [&](const ConfigEntry& e) {
-      return e.scope == ConfigScope::named && e.scope_name == name && e.kind == kAdaptiveLimitKind;
-    });
-  }
-
-  std::vector<std::string> named_configs() const {
-    std::vector<std::string> names;
-    for (const auto& [name, setups] : adaptive_limit_configs) names.push_back(name);
-    for (const ConfigEntry& e : entries) {
-      if (e.scope == ConfigScope::named && e.kind == kAdaptiveLimitKind &&
-          std::find(names.begin(), names.end(), e.scope_name) == names.end()) {
-        names.push_back(e.scope_name);
-      }
-    }
-    return names;
-  }
-
-  // Built-in defaults < registry defaults < named config < call site < instance; at each
-  // level the file after the code.
-  AdaptiveLimitConfig resolve(std::string_view named, const AdaptiveLimitAttributes* site,
-                              const Builder::AdaptiveLimitSetup* instance,
-                              std::string_view instance_id) const {
-    AdaptiveLimitConfig config;
-    with_context("adaptive limit defaults", [&] {
-      for (const auto& setup : adaptive_limit_defaults) setup(config);
-    });
-    apply_file(ConfigScope::defaults, "", config);
-    if (!named.empty()) {
-      with_context("named config '" + std::string(named) + "'", [&] {
-        if (const auto found = adaptive_limit_configs.find(named);
-            found != adaptive_limit_configs.end()) {
-          for (const auto& setup : found->second) setup(config);
-        }
-      });
-      apply_file(ConfigScope::named, named, config);
-    }
-    const std::string id_context = "adaptive limit '" + std::string(instance_id) + "'";
-    if (site) with_context(id_context + ", call-site attributes", [&] { site->apply_to(config); });
-    if (instance && *instance) {
-      with_context(id_context + ", instance settings", [&] { (*instance)(config); });
-    }
-    if (!instance_id.empty()) apply_file(ConfigScope::instance, instance_id, config);
-    return config;
-  }
+  PolicyTable<AdaptiveLimitKind> adaptive_limits;
+  PolicyTable<BulkheadKind> bulkheads;
+  PolicyTable<RateLimiterKind> rate_limiters;
+  PolicyTable<TimeoutKind> timeouts;
 };
 
 ResilienceRegistry::Builder::Builder() : settings_(std::make_unique<Settings>()) {}
@@ -236,19 +427,67 @@ ResilienceRegistry::Builder::Builder(Builder&&) noexcept = default;
 ResilienceRegistry::Builder& ResilienceRegistry::Builder::operator=(Builder&&) noexcept = default;
 ResilienceRegistry::Builder::~Builder() = default;
 
+namespace {
+template <class Kind, class Setup>
+void add_defaults(AllCodeSettings& code, Setup setup) {
+  std::get<CodeSettings<Kind>>(code).defaults.push_back(std::move(setup));
+}
+template <class Kind, class Setup>
+void add_named(AllCodeSettings& code, std::string name, Setup setup) {
+  std::get<CodeSettings<Kind>>(code).named[std::move(name)].push_back(std::move(setup));
+}
+}  // namespace
+
 ResilienceRegistry::Builder& ResilienceRegistry::Builder::adaptive_limit_defaults(
     AdaptiveLimitSetup setup) {
-  settings_->adaptive_limit_defaults.push_back(std::move(setup));
+  add_defaults<AdaptiveLimitKind>(settings_->code, std::move(setup));
   return *this;
 }
 
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::adaptive_limit(std::string name,
-                                                                         AdaptiveLimitSetup setup) {
-  settings_->adaptive_limit_configs[std::move(name)].push_back(std::move(setup));
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::adaptive_limit(
+    std::string name, AdaptiveLimitSetup setup) {
+  add_named<AdaptiveLimitKind>(settings_->code, std::move(name), std::move(setup));
   return *this;
 }
 
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::config_file(std::filesystem::path path) {
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::bulkhead_defaults(
+    std::function<void(BulkheadConfig&)> setup) {
+  add_defaults<BulkheadKind>(settings_->code, std::move(setup));
+  return *this;
+}
+
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::bulkhead(
+    std::string name, std::function<void(BulkheadConfig&)> setup) {
+  add_named<BulkheadKind>(settings_->code, std::move(name), std::move(setup));
+  return *this;
+}
+
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::rate_limiter_defaults(
+    std::function<void(RateLimiterConfig&)> setup) {
+  add_defaults<RateLimiterKind>(settings_->code, std::move(setup));
+  return *this;
+}
+
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::rate_limiter(
+    std::string name, std::function<void(RateLimiterConfig&)> setup) {
+  add_named<RateLimiterKind>(settings_->code, std::move(name), std::move(setup));
+  return *this;
+}
+
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::timeout_defaults(
+    std::function<void(TimeoutConfig&)> setup) {
+  add_defaults<TimeoutKind>(settings_->code, std::move(setup));
+  return *this;
+}
+
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::timeout(
+    std::string name, std::function<void(TimeoutConfig&)> setup) {
+  add_named<TimeoutKind>(settings_->code, std::move(name), std::move(setup));
+  return *this;
+}
+
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::config_file(
+    std::filesystem::path path) {
   settings_->sources.push_back({std::move(path), {}});
   return *this;
 }
@@ -270,29 +509,21 @@ ResilienceRegistry::Builder& ResilienceRegistry::Builder::exception_type(std::st
 }
 
 ResilienceRegistry ResilienceRegistry::Builder::build() {
-  auto state = std::make_unique<State>();
-  state->adaptive_limit_defaults = settings_->adaptive_limit_defaults;
-  state->adaptive_limit_configs = settings_->adaptive_limit_configs;
-  state->exception_types = settings_->exception_types;
+  std::vector<ConfigEntry> entries;
   for (const Settings::Source& source : settings_->sources) {
     const std::string text = source.file ? detail::read_config_file(*source.file) : source.text;
     const std::string origin = source.file ? source.file->string() : std::string("config text");
-    auto entries = detail::parse_config(text, origin, kKinds);
-    state->entries.insert(state->entries.end(), std::make_move_iterator(entries.begin()),
-                          std::make_move_iterator(entries.end()));
+    auto parsed = detail::parse_config(text, origin, kKinds);
+    entries.insert(entries.end(), std::make_move_iterator(parsed.begin()),
+                   std::make_move_iterator(parsed.end()));
   }
-  // Every line's value on its own (instances included), then every complete config.
-  for (const ConfigEntry& entry : state->entries) {
-    AdaptiveLimitConfig scratch;
-    apply_adaptive_limit_entry(entry, scratch, state->exception_types);
-  }
-  with_context("adaptive limit defaults",
-               [&] { state->resolve("", nullptr, nullptr, "").validate(); });
-  for (const std::string& name : state->named_configs()) {
-    const AdaptiveLimitConfig config = state->resolve(name, nullptr, nullptr, "");
-    with_context("named config '" + name + "'", [&] { config.validate(); });
-  }
-  state->clock = settings_->clock ? settings_->clock : std::make_shared<SystemClock>();
+  auto state = std::make_unique<State>(
+      settings_->clock ? settings_->clock : std::make_shared<SystemClock>(), settings_->code,
+      entries, settings_->exception_types);
+  state->adaptive_limits.validate();
+  state->bulkheads.validate();
+  state->rate_limiters.validate();
+  state->timeouts.validate();
   return ResilienceRegistry(std::move(state));
 }
 
@@ -316,66 +547,62 @@ AdaptiveLimit& ResilienceRegistry::adaptive_limit_policy(
     std::string_view method_id, std::string_view name, std::string_view config,
     const AdaptiveLimitAttributes& site,
     const std::function<void(AdaptiveLimitConfig&)>& instance) {
-  const std::string id(name.empty() ? method_id : name);
-  if (!config.empty() && !state_->has_named_config(config)) {
-    const std::vector<std::string> known = state_->named_configs();
-    std::vector<std::string_view> names(known.begin(), known.end());
-    std::string message = "unknown named config '" + std::string(config) + "', asked for by " +
-                          std::string(method_id);
-    message += names.empty()
-                   ? std::string("; no named config is defined")
-                   : "; did you mean '" + std::string(detail::closest(config, names)) + "'?";
-    throw ConfigException("R4C-REG-004", message);
-  }
-  AdaptiveLimitConfig resolved = state_->resolve(config, &site, &instance, id);
-  with_context("adaptive limit '" + id + "'", [&] { resolved.validate(); });
-
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  if (const auto found = state_->adaptive_limits.find(id); found != state_->adaptive_limits.end()) {
-    const State::Instance& existing = found->second;
-    if (const auto difference = first_difference(existing.limit->config(), resolved)) {
-      throw ConfigException("R4C-REG-008",
-                            "adaptive limit '" + id + "' is shared by " + existing.method_id +
-                                " and " + std::string(method_id) +
-                                ", whose settings differ: " + difference->setting + " is " +
-                                difference->first + " for the first and " + difference->second +
-                                " for the second; give them the same settings or different names");
-    }
-    return *existing.limit;
-  }
-  auto limit = std::make_unique<AdaptiveLimit>(id, std::move(resolved), state_->clock);
-  AdaptiveLimit& created = *limit;
-  state_->adaptive_limits.emplace(id, State::Instance{std::move(limit), std::string(method_id)});
-  return created;
+  const std::function<void(AdaptiveLimitConfig&)> apply_site = [&site](AdaptiveLimitConfig& c) {
+    site.apply_to(c);
+  };
+  return state_->adaptive_limits.get_or_create(method_id, name, config, &apply_site, &instance,
+                                               state_->clock);
 }
 
 AdaptiveLimitHandle ResilienceRegistry::adaptive_limit(std::string_view id) const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  const auto found = state_->adaptive_limits.find(id);
-  if (found == state_->adaptive_limits.end()) {
-    std::vector<std::string_view> ids;
-    for (const auto& [known, instance] : state_->adaptive_limits) ids.push_back(known);
-    std::string message = "no adaptive limit has the id '" + std::string(id) + "'";
-    message += ids.empty() ? std::string("; none exists yet")
-                           : "; did you mean '" + std::string(detail::closest(id, ids)) + "'?";
-    message +=
-        " (a limit exists once its pipeline is built, its interface wrapped, or "
-        "adaptive_limit_policy is called)";
-    throw ConfigException("R4C-REG-009", message);
-  }
-  return found->second.limit->handle();
+  return state_->adaptive_limits.find(id).handle();
+}
+
+Bulkhead& ResilienceRegistry::bulkhead_policy(
+    std::string_view method_id, std::string_view name, std::string_view config,
+    const std::function<void(BulkheadConfig&)>& instance) {
+  return state_->bulkheads.get_or_create(method_id, name, config, nullptr, &instance,
+                                         state_->clock);
+}
+
+BulkheadHandle ResilienceRegistry::bulkhead(std::string_view id) const {
+  return state_->bulkheads.find(id).handle();
+}
+
+RateLimiter& ResilienceRegistry::rate_limiter_policy(
+    std::string_view method_id, std::string_view name, std::string_view config,
+    const std::function<void(RateLimiterConfig&)>& instance) {
+  return state_->rate_limiters.get_or_create(method_id, name, config, nullptr, &instance,
+                                             state_->clock);
+}
+
+RateLimiterHandle ResilienceRegistry::rate_limiter(std::string_view id) const {
+  return state_->rate_limiters.find(id).handle();
+}
+
+Timeout& ResilienceRegistry::timeout_policy(std::string_view method_id, std::string_view name,
+                                            std::string_view config,
+                                            const std::function<void(TimeoutConfig&)>& instance) {
+  return state_->timeouts.get_or_create(method_id, name, config, nullptr, &instance,
+                                        state_->clock);
+}
+
+TimeoutHandle ResilienceRegistry::timeout(std::string_view id) const {
+  return state_->timeouts.find(id).handle();
 }
 
 RegistrySnapshot ResilienceRegistry::snapshot() const {
   RegistrySnapshot snapshot;
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  for (const auto& [id, instance] : state_->adaptive_limits) {
-    snapshot.adaptive_limits_.emplace(id, instance.limit->snapshot());
-  }
+  state_->adaptive_limits.snapshot_into(snapshot.adaptive_limits_);
+  state_->bulkheads.snapshot_into(snapshot.bulkheads_);
+  state_->rate_limiters.snapshot_into(snapshot.rate_limiters_);
+  state_->timeouts.snapshot_into(snapshot.timeouts_);
   return snapshot;
 }
 
-const std::shared_ptr<Clock>& ResilienceRegistry::clock() const noexcept { return state_->clock; }
+const std::shared_ptr<Clock>& ResilienceRegistry::clock() const noexcept {
+  return state_->clock;
+}
 
 namespace testing {
 

@@ -11,7 +11,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "r4c/detail/timer.hpp"
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -23,9 +28,35 @@ namespace r4c {
 /// Thread safety: implementations must be safe to call from any thread.
 class Clock {
  public:
-  virtual ~Clock() = default;
+  Clock() = default;
+  Clock(const Clock&) = delete;
+  Clock& operator=(const Clock&) = delete;
+  virtual ~Clock();
   /// Monotonic time in nanoseconds; never goes back.
   virtual std::chrono::nanoseconds now() const noexcept = 0;
+
+  /// Runs `task.fire()` once now() reaches `deadline`: on this clock's timer thread (one per
+  /// clock, started on first use, waiting in steady_clock time), or, for a ManualClock, inside
+  /// the advance() that reaches it. The caller owns the task and must cancel() it before
+  /// destroying it. Allocation: none once the queue has grown to its working size.
+  void schedule(detail::TimerTask& task, std::chrono::nanoseconds deadline);
+  /// Unschedules a task; if it is firing right now, waits until it has fired. Returns whether
+  /// it was removed before firing.
+  bool cancel(detail::TimerTask& task) noexcept;
+  /// Blocks the calling thread until now() reaches `deadline` (for a ManualClock: until another
+  /// thread advances it there).
+  void sleep_until(std::chrono::nanoseconds deadline);
+  /// How many tasks are scheduled and not yet fired. A policy leaves none once its calls end.
+  std::size_t pending_tasks() const;
+
+ protected:
+  /// Whether advance()-like calls fire this clock's timers instead of a timer thread.
+  virtual bool fires_timers_itself() const noexcept { return false; }
+  detail::TimerQueue& timers() const;
+
+ private:
+  mutable std::once_flag timers_created_;
+  mutable std::unique_ptr<detail::TimerQueue> timers_;
 };
 
 namespace detail {
@@ -75,6 +106,7 @@ class ClockReader;
 class SystemClock final : public Clock {
  public:
   SystemClock() noexcept;
+  ~SystemClock() override;
   std::chrono::nanoseconds now() const noexcept override {
     return std::chrono::nanoseconds(now_ns());
   }
@@ -98,15 +130,22 @@ class ManualClock final : public Clock {
  public:
   explicit ManualClock(std::chrono::nanoseconds start = std::chrono::nanoseconds::zero()) noexcept
       : now_(start.count()) {}
+  ~ManualClock() override;
   std::chrono::nanoseconds now() const noexcept override {
     return std::chrono::nanoseconds(now_.load(std::memory_order_relaxed));
   }
-  /// Moves the clock forward by `by`. Throws std::invalid_argument for a negative duration:
-  /// a monotonic clock never goes back.
+  /// Moves the clock forward by `by`, firing on this thread, in deadline order, every timer it
+  /// passes or reaches (now() reads each task's deadline while it fires). Throws
+  /// std::invalid_argument for a negative duration: a monotonic clock never goes back.
+  /// Concurrent advances are serialised.
   void advance(std::chrono::nanoseconds by);
+
+ protected:
+  bool fires_timers_itself() const noexcept override { return true; }
 
  private:
   std::atomic<std::int64_t> now_;  // relaxed: the value guards no other data
+  std::mutex advance_mutex_;
 };
 
 namespace detail {

@@ -41,6 +41,20 @@ class BulkheadFullException : public std::runtime_error {
   explicit BulkheadFullException(const std::string& message);
 };
 
+/// A rate limiter had no permit for the call within its timeout_duration. Thrown by the rate
+/// limiter policy; one preallocated object per instance, rethrown.
+class RequestNotPermittedException : public std::runtime_error {
+ public:
+  explicit RequestNotPermittedException(const std::string& message);
+  RequestNotPermittedException(std::string instance_id, const std::string& message);
+
+  /// The id of the rate limiter that refused the call ("" when built from a message only).
+  const std::string& instance_id() const noexcept { return instance_id_; }
+
+ private:
+  std::string instance_id_;
+};
+
 /// A configuration mistake. `what()` starts with the documented code, e.g.
 /// "R4C-ATR-009: min_limit (30) is greater than initial_limit (20); valid: ...".
 class ConfigException : public std::invalid_argument {

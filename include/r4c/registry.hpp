@@ -27,7 +27,10 @@
 #include <vector>
 
 #include "r4c/adaptive_limit.hpp"
+#include "r4c/bulkhead.hpp"
 #include "r4c/clock.hpp"
+#include "r4c/rate_limiter.hpp"
+#include "r4c/timeout.hpp"
 
 namespace r4c {
 
@@ -55,10 +58,18 @@ class RegistrySnapshot {
   const std::map<std::string, AdaptiveLimitSnapshot>& adaptive_limits() const noexcept {
     return adaptive_limits_;
   }
+  const std::map<std::string, BulkheadSnapshot>& bulkheads() const noexcept { return bulkheads_; }
+  const std::map<std::string, RateLimiterSnapshot>& rate_limiters() const noexcept {
+    return rate_limiters_;
+  }
+  const std::map<std::string, TimeoutSnapshot>& timeouts() const noexcept { return timeouts_; }
 
  private:
   friend class ResilienceRegistry;
   std::map<std::string, AdaptiveLimitSnapshot> adaptive_limits_;
+  std::map<std::string, BulkheadSnapshot> bulkheads_;
+  std::map<std::string, RateLimiterSnapshot> rate_limiters_;
+  std::map<std::string, TimeoutSnapshot> timeouts_;
 };
 
 /// Owns policies and their configuration. Build one with `builder()`.
@@ -90,6 +101,26 @@ class ResilienceRegistry {
   /// A handle on an existing adaptive limit; R4C-REG-009 when no limit has that id.
   AdaptiveLimitHandle adaptive_limit(std::string_view id) const;
 
+  // The other policies work the same way: `*_policy` creates or finds the instance (its id
+  // is `name`, or `method_id` when `name` is ""), with the settings resolved from built-in
+  // defaults, registry defaults, the named config `config` and `instance` (each level then
+  // the external file); the lookup by id throws R4C-REG-009 for an unknown id.
+
+  Bulkhead& bulkhead_policy(std::string_view method_id, std::string_view name = "",
+                            std::string_view config = "",
+                            const std::function<void(BulkheadConfig&)>& instance = {});
+  BulkheadHandle bulkhead(std::string_view id) const;
+
+  RateLimiter& rate_limiter_policy(std::string_view method_id, std::string_view name = "",
+                                   std::string_view config = "",
+                                   const std::function<void(RateLimiterConfig&)>& instance = {});
+  RateLimiterHandle rate_limiter(std::string_view id) const;
+
+  Timeout& timeout_policy(std::string_view method_id, std::string_view name = "",
+                          std::string_view config = "",
+                          const std::function<void(TimeoutConfig&)>& instance = {});
+  TimeoutHandle timeout(std::string_view id) const;
+
   /// A copy of every policy's snapshot.
   RegistrySnapshot snapshot() const;
 
@@ -116,6 +147,13 @@ class ResilienceRegistry::Builder {
   Builder& adaptive_limit_defaults(AdaptiveLimitSetup setup);
   /// A named config, selected by the `config` argument of adaptive_limit_policy.
   Builder& adaptive_limit(std::string name, AdaptiveLimitSetup setup);
+  /// The same for the other policies.
+  Builder& bulkhead_defaults(std::function<void(BulkheadConfig&)> setup);
+  Builder& bulkhead(std::string name, std::function<void(BulkheadConfig&)> setup);
+  Builder& rate_limiter_defaults(std::function<void(RateLimiterConfig&)> setup);
+  Builder& rate_limiter(std::string name, std::function<void(RateLimiterConfig&)> setup);
+  Builder& timeout_defaults(std::function<void(TimeoutConfig&)> setup);
+  Builder& timeout(std::string name, std::function<void(TimeoutConfig&)> setup);
   /// External configuration from a file (read at build; R4C-CFG-001 when missing).
   Builder& config_file(std::filesystem::path path);
   /// External configuration as text, in the file's format.
@@ -124,7 +162,7 @@ class ResilienceRegistry::Builder {
   Builder& clock(std::shared_ptr<Clock> clock);
   /// Names an exception type for `dropOn` in the external file. The built-in types are
   /// registered under their class names (LimitExceededException, CallTimeoutException,
-  /// BulkheadFullException), with and without "r4c::".
+  /// BulkheadFullException, RequestNotPermittedException), with and without "r4c::".
   template <class E>
   Builder& exception_type(std::string name) {
     return exception_type(std::move(name), ExceptionType::of<E>());

@@ -1,0 +1,159 @@
+// A fixed bulkhead: at most max_concurrent calls at once; a full bulkhead rejects at once.
+//
+// Use it when you know the right number (a pool of 10 connections, a licence for 4 sessions).
+// Inside an adaptive limit, a full bulkhead is an overload signal: BulkheadFullException is a
+// drop by default.
+//
+//   r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(10));
+//   auto rows = bulkhead.execute([&] { return db.query(sql); });   // BulkheadFullException
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "r4c/adaptive_limit_config.hpp"
+#include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/striped_counter.hpp"
+#include "r4c/errors.hpp"
+
+namespace r4c {
+
+/// Settings of a bulkhead.
+class BulkheadConfig {
+ public:
+  static constexpr int kDefaultMaxConcurrent = 25;
+
+  /// Most calls at once (25). Throws R4C-ATR-003 below 1.
+  BulkheadConfig& max_concurrent(int value);
+  int max_concurrent() const noexcept { return max_concurrent_; }
+  /// Checks every setting; throws ConfigException.
+  void validate() const;
+
+ private:
+  int max_concurrent_ = kDefaultMaxConcurrent;
+};
+
+std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
+                                                  const BulkheadConfig& second);
+
+struct BulkheadSnapshot {
+  int max_concurrent = 0;
+  int in_flight = 0;
+  int available = 0;          // max_concurrent - in_flight, never below 0
+  std::uint64_t rejected = 0;  // exact
+};
+
+class Bulkhead;
+
+/// A slot in a bulkhead; released when destroyed or by release(). Move-only.
+class [[nodiscard]] BulkheadPermit {
+ public:
+  BulkheadPermit() noexcept = default;
+  BulkheadPermit(BulkheadPermit&& other) noexcept
+      : bulkhead_(std::exchange(other.bulkhead_, nullptr)) {}
+  BulkheadPermit& operator=(BulkheadPermit&& other) noexcept {
+    if (this != &other) {
+      release();
+      bulkhead_ = std::exchange(other.bulkhead_, nullptr);
+    }
+    return *this;
+  }
+  BulkheadPermit(const BulkheadPermit&) = delete;
+  BulkheadPermit& operator=(const BulkheadPermit&) = delete;
+  ~BulkheadPermit() { release(); }
+
+  explicit operator bool() const noexcept { return bulkhead_ != nullptr; }
+  void release() noexcept;
+
+ private:
+  friend class Bulkhead;
+  explicit BulkheadPermit(Bulkhead* bulkhead) noexcept : bulkhead_(bulkhead) {}
+  Bulkhead* bulkhead_ = nullptr;
+};
+
+/// A view of a bulkhead for operators and tests. Valid while the bulkhead lives.
+class BulkheadHandle {
+ public:
+  explicit BulkheadHandle(const Bulkhead& bulkhead) noexcept : bulkhead_(&bulkhead) {}
+  int in_flight() const noexcept;
+  int max_concurrent() const noexcept;
+  BulkheadSnapshot snapshot() const;
+  const std::string& instance_id() const noexcept;
+
+ private:
+  const Bulkhead* bulkhead_;
+};
+
+/// At most max_concurrent calls at once. Lock-free; no allocation per call.
+/// Thread safety: every member may be called from any number of threads.
+class Bulkhead {
+ public:
+  explicit Bulkhead(std::string instance_id, BulkheadConfig config = {});
+  Bulkhead(const Bulkhead&) = delete;
+  Bulkhead& operator=(const Bulkhead&) = delete;
+
+  /// Takes a slot, or returns an empty permit when full (counted in `rejected`).
+  BulkheadPermit try_acquire() noexcept {
+    std::int32_t running = in_flight_.load(std::memory_order_relaxed);
+    do {
+      if (running >= max_concurrent_) [[unlikely]] {
+        rejected_.increment();
+        return BulkheadPermit();
+      }
+      // relaxed: a slot guards no data.
+    } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
+                                               std::memory_order_relaxed));
+    return BulkheadPermit(this);
+  }
+
+  /// Runs `f` in a slot; when full, throws this bulkhead's BulkheadFullException (one
+  /// preallocated object) without calling `f`.
+  template <class F>
+  decltype(auto) execute(F&& f) {
+    BulkheadPermit permit = try_acquire();
+    if (!permit) [[unlikely]]
+      throw_full();
+    return std::invoke(std::forward<F>(f));
+  }
+
+  /// Throws this bulkhead's BulkheadFullException.
+  [[noreturn]] void throw_full() const;
+
+  BulkheadHandle handle() const noexcept { return BulkheadHandle(*this); }
+  const std::string& instance_id() const noexcept { return instance_id_; }
+  const BulkheadConfig& config() const noexcept { return config_; }
+  int in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
+  BulkheadSnapshot snapshot() const;
+
+ private:
+  friend class BulkheadPermit;
+
+  alignas(detail::kCacheLine) std::atomic<std::int32_t> in_flight_{0};
+  alignas(detail::kCacheLine) const std::int32_t max_concurrent_;
+  const std::string instance_id_;
+  const BulkheadConfig config_;
+  const std::exception_ptr full_;
+  detail::StripedCounter rejected_;
+};
+
+inline void BulkheadPermit::release() noexcept {
+  if (Bulkhead* bulkhead = std::exchange(bulkhead_, nullptr)) {
+    bulkhead->in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+inline int BulkheadHandle::in_flight() const noexcept { return bulkhead_->in_flight(); }
+inline int BulkheadHandle::max_concurrent() const noexcept {
+  return bulkhead_->config().max_concurrent();
+}
+inline BulkheadSnapshot BulkheadHandle::snapshot() const { return bulkhead_->snapshot(); }
+inline const std::string& BulkheadHandle::instance_id() const noexcept {
+  return bulkhead_->instance_id();
+}
+
+}  // namespace r4c

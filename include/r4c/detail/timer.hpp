@@ -1,0 +1,72 @@
+// Deadlines on a clock: the one shared timer behind timeouts and waits. Tasks are intrusive
+// (the caller owns them, often on its stack), so scheduling allocates nothing once the queue has
+// grown to its working size. A SystemClock fires tasks from one timer thread per clock; a
+// ManualClock fires them inside the advance() that reaches them, on the advancing thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace r4c::detail {
+
+/// Work to run once at a deadline. Its owner must call Clock::cancel (which waits for a fire in
+/// progress) before destroying a task that was scheduled.
+class TimerTask {
+ public:
+  TimerTask() = default;
+  TimerTask(const TimerTask&) = delete;
+  TimerTask& operator=(const TimerTask&) = delete;
+
+  /// Runs on the timer thread or in ManualClock::advance; must not block or cancel itself.
+  virtual void fire() noexcept = 0;
+
+ protected:
+  ~TimerTask() = default;
+
+ private:
+  friend class TimerQueue;
+  enum class State : std::uint8_t { idle, scheduled, firing, fired };
+  std::int64_t key_ = 0;
+  std::size_t index_ = 0;
+  State state_ = State::idle;
+};
+
+/// A min-heap of tasks by key. Threaded: its own thread fires each task when steady_clock
+/// reaches the key. Manual: fire_due() fires them.
+class TimerQueue {
+ public:
+  explicit TimerQueue(bool threaded);
+  ~TimerQueue();
+  TimerQueue(const TimerQueue&) = delete;
+  TimerQueue& operator=(const TimerQueue&) = delete;
+
+  void schedule(TimerTask& task, std::int64_t key);
+  /// Removes the task; when it is firing on another thread, waits until it has fired.
+  /// Returns whether it was removed before firing.
+  bool cancel(TimerTask& task) noexcept;
+  /// Fires, in key order on this thread, every task whose key is <= limit, calling
+  /// `before(context, key)` before each.
+  void fire_due(std::int64_t limit, void (*before)(void* context, std::int64_t key),
+                void* context);
+  std::size_t pending() const;
+
+ private:
+  void run();
+  void push(TimerTask& task);
+  void erase(std::size_t index);
+  void sift_up(std::size_t index);
+  void sift_down(std::size_t index);
+  void place(std::size_t index, TimerTask* task);
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;  // a new earliest task, a fired task, or stopping
+  std::vector<TimerTask*> heap_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace r4c::detail

@@ -1,0 +1,132 @@
+// A rate limiter: at most limit_for_period permits per refresh_period. A call without a permit
+// may wait up to timeout_duration for one (0 by default: it fails at once with
+// RequestNotPermittedException). Time comes from the clock, so a ManualClock makes it
+// deterministic: a wait ends when another thread advances the clock, never by real sleeping.
+//
+//   r4c::RateLimiter limiter("search", r4c::RateLimiterConfig().limit_for_period(100)
+//                                          .refresh_period(std::chrono::seconds(1)), clock);
+//   auto hits = limiter.execute([&] { return backend.search(query); });
+//
+// In a pipeline it sits outside the adaptive limit: a call the limit rejects has already taken
+// a permit.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "r4c/adaptive_limit_config.hpp"
+#include "r4c/clock.hpp"
+#include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/striped_counter.hpp"
+#include "r4c/errors.hpp"
+
+namespace r4c {
+
+/// Settings of a rate limiter.
+class RateLimiterConfig {
+ public:
+  static constexpr int kDefaultLimitForPeriod = 50;
+  static constexpr int kMaxLimitForPeriod = (1 << 23) - 1;
+  static constexpr std::chrono::nanoseconds kDefaultRefreshPeriod = std::chrono::seconds(1);
+  static constexpr std::chrono::nanoseconds kDefaultTimeoutDuration{0};
+
+  /// Permits per period (50). R4C-ATR-003 below 1; R4C-REG-001 above 8388607.
+  RateLimiterConfig& limit_for_period(int value);
+  /// How often the permits refill (1 s). R4C-REG-001 outside 1 ms .. 1 h.
+  RateLimiterConfig& refresh_period(std::chrono::nanoseconds value);
+  /// How long a call may wait for a permit (0). R4C-REG-001 outside 0 .. 1 h.
+  RateLimiterConfig& timeout_duration(std::chrono::nanoseconds value);
+
+  int limit_for_period() const noexcept { return limit_for_period_; }
+  std::chrono::nanoseconds refresh_period() const noexcept { return refresh_period_; }
+  std::chrono::nanoseconds timeout_duration() const noexcept { return timeout_duration_; }
+  void validate() const;
+
+ private:
+  int limit_for_period_ = kDefaultLimitForPeriod;
+  std::chrono::nanoseconds refresh_period_ = kDefaultRefreshPeriod;
+  std::chrono::nanoseconds timeout_duration_ = kDefaultTimeoutDuration;
+};
+
+std::optional<SettingDifference> first_difference(const RateLimiterConfig& first,
+                                                  const RateLimiterConfig& second);
+
+struct RateLimiterSnapshot {
+  int limit_for_period = 0;
+  std::chrono::nanoseconds refresh_period{0};
+  std::chrono::nanoseconds timeout_duration{0};
+  /// Permits left in the current period; negative while calls wait for reserved permits.
+  int available_permissions = 0;
+  int waiting_calls = 0;
+  std::uint64_t rejected = 0;  // exact
+};
+
+class RateLimiter;
+
+/// A view of a rate limiter for operators and tests. Valid while the rate limiter lives.
+class RateLimiterHandle {
+ public:
+  explicit RateLimiterHandle(const RateLimiter& limiter) noexcept : limiter_(&limiter) {}
+  RateLimiterSnapshot snapshot() const;
+  const std::string& instance_id() const noexcept;
+
+ private:
+  const RateLimiter* limiter_;
+};
+
+/// limit_for_period permits per refresh_period, lock-free: the period and the permits left in it
+/// share one atomic word. Thread safety: every member may be called from any thread.
+class RateLimiter {
+ public:
+  RateLimiter(std::string instance_id, RateLimiterConfig config = {},
+              std::shared_ptr<Clock> clock = nullptr);
+  RateLimiter(const RateLimiter&) = delete;
+  RateLimiter& operator=(const RateLimiter&) = delete;
+
+  /// Takes a permit if one is free now; never waits. A refusal counts in `rejected`.
+  bool try_acquire() noexcept;
+  /// Takes a permit, waiting on the clock up to timeout_duration for a reserved one; else
+  /// throws this limiter's RequestNotPermittedException (one preallocated object).
+  void acquire();
+  /// acquire(), then `f`.
+  template <class F>
+  decltype(auto) execute(F&& f) {
+    acquire();
+    return std::invoke(std::forward<F>(f));
+  }
+
+  RateLimiterHandle handle() const noexcept { return RateLimiterHandle(*this); }
+  const std::string& instance_id() const noexcept { return instance_id_; }
+  const RateLimiterConfig& config() const noexcept { return config_; }
+  RateLimiterSnapshot snapshot() const;
+
+ private:
+  // Ticks to wait for a permit reserved now, or -1 when none can be had within `max_wait`.
+  std::int64_t reserve(std::int64_t now, std::int64_t max_wait) noexcept;
+
+  alignas(detail::kCacheLine) std::atomic<std::uint64_t> state_;  // period << 24 | permits
+  alignas(detail::kCacheLine) const detail::ClockReader clock_;
+  const std::int64_t start_;
+  const std::int64_t period_ticks_;
+  const std::int64_t timeout_ticks_;
+  const std::int32_t limit_for_period_;
+  std::atomic<std::int32_t> waiting_{0};
+  const std::string instance_id_;
+  const RateLimiterConfig config_;
+  const std::shared_ptr<Clock> clock_owner_;
+  const std::exception_ptr refused_;
+  detail::StripedCounter rejected_;
+};
+
+inline RateLimiterSnapshot RateLimiterHandle::snapshot() const { return limiter_->snapshot(); }
+inline const std::string& RateLimiterHandle::instance_id() const noexcept {
+  return limiter_->instance_id();
+}
+
+}  // namespace r4c

@@ -1,0 +1,202 @@
+// A timeout. C++ cannot stop a thread, so a synchronous timeout is cooperative: the call runs on
+// the caller's thread, and a callable that takes a std::stop_token gets one that is stopped when
+// the deadline passes. A call that ends after its deadline, or throws after stop was requested,
+// fails with CallTimeoutException; its late result is discarded.
+//
+//   r4c::Timeout timeout("search", r4c::TimeoutConfig().timeout(std::chrono::seconds(2)), clock);
+//   auto hits = timeout.execute([&](std::stop_token stop) { return backend.search(q, stop); });
+//
+// Deadlines fire from the clock's one timer (no thread per call); with a ManualClock, advance()
+// fires every deadline it passes on the calling thread. A callable without a token needs no
+// timer at all: its end is compared with its deadline. Inside an adaptive limit a timeout is the
+// overload signal: CallTimeoutException is a drop by default.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "r4c/adaptive_limit_config.hpp"
+#include "r4c/clock.hpp"
+#include "r4c/detail/striped_counter.hpp"
+#include "r4c/detail/timer.hpp"
+#include "r4c/errors.hpp"
+
+namespace r4c {
+
+/// Settings of a timeout.
+class TimeoutConfig {
+ public:
+  static constexpr std::chrono::nanoseconds kDefaultTimeout = std::chrono::seconds(1);
+
+  /// How long a call may take (1 s). R4C-REG-001 outside 1 ns .. 24 h.
+  TimeoutConfig& timeout(std::chrono::nanoseconds value);
+  std::chrono::nanoseconds timeout() const noexcept { return timeout_; }
+  void validate() const;
+
+ private:
+  std::chrono::nanoseconds timeout_ = kDefaultTimeout;
+};
+
+std::optional<SettingDifference> first_difference(const TimeoutConfig& first,
+                                                  const TimeoutConfig& second);
+
+struct TimeoutSnapshot {
+  std::chrono::nanoseconds timeout{0};
+  std::uint64_t timed_out = 0;  // calls that failed with CallTimeoutException; exact
+};
+
+class Timeout;
+
+/// A view of a timeout for operators and tests. Valid while the timeout lives.
+class TimeoutHandle {
+ public:
+  explicit TimeoutHandle(const Timeout& timeout) noexcept : timeout_(&timeout) {}
+  TimeoutSnapshot snapshot() const;
+  const std::string& instance_id() const noexcept;
+
+ private:
+  const Timeout* timeout_;
+};
+
+namespace detail {
+
+// Requests stop on a call's token when its deadline fires. Its stop_source is reused by the
+// thread's next call when this one's was never stopped (std::stop_source allocates its state):
+// a token is valid for its call only.
+class StopAtDeadline final : public TimerTask {
+ public:
+  StopAtDeadline();
+  ~StopAtDeadline();
+  std::stop_token token() const noexcept { return source_.get_token(); }
+  bool stopped() const noexcept { return source_.stop_requested(); }
+  void fire() noexcept override { source_.request_stop(); }
+
+ private:
+  std::stop_source source_;
+};
+
+}  // namespace detail
+
+/// Fails calls that take longer than the timeout with CallTimeoutException.
+/// Thread safety: every member may be called from any thread.
+class Timeout {
+ public:
+  Timeout(std::string instance_id, TimeoutConfig config = {},
+          std::shared_ptr<Clock> clock = nullptr);
+  Timeout(const Timeout&) = delete;
+  Timeout& operator=(const Timeout&) = delete;
+
+  /// Runs `f()` or `f(std::stop_token)` on this thread; returns its result, or throws this
+  /// timeout's CallTimeoutException when it ended at or after its deadline (or threw after
+  /// its token was stopped). Other exceptions pass through unchanged.
+  template <class F>
+  decltype(auto) execute(F&& f);
+
+  /// Throws this timeout's CallTimeoutException and counts it.
+  [[noreturn]] void throw_timed_out();
+
+  TimeoutHandle handle() const noexcept { return TimeoutHandle(*this); }
+  const std::string& instance_id() const noexcept { return instance_id_; }
+  const TimeoutConfig& config() const noexcept { return config_; }
+  const std::shared_ptr<Clock>& clock() const noexcept { return clock_owner_; }
+  TimeoutSnapshot snapshot() const;
+
+ private:
+  template <class F>
+  decltype(auto) execute_with_token(F&& f);
+
+  const detail::ClockReader clock_;
+  const std::int64_t timeout_ticks_;
+  const std::string instance_id_;
+  const TimeoutConfig config_;
+  const std::shared_ptr<Clock> clock_owner_;
+  const std::exception_ptr timed_out_;
+  detail::StripedCounter timed_out_count_;
+};
+
+template <class F>
+decltype(auto) Timeout::execute(F&& f) {
+  if constexpr (std::is_invocable_v<F, std::stop_token>) {
+    return execute_with_token(std::forward<F>(f));
+  } else {
+    using Result = std::invoke_result_t<F>;
+    const std::int64_t deadline = clock_.ticks() + timeout_ticks_;
+    try {
+      if constexpr (std::is_void_v<Result>) {
+        std::invoke(std::forward<F>(f));
+        if (clock_.ticks() >= deadline) throw_timed_out();
+      } else {
+        Result result = std::invoke(std::forward<F>(f));
+        if (clock_.ticks() >= deadline) throw_timed_out();  // the late result is destroyed
+        if constexpr (std::is_reference_v<Result>) {
+          return static_cast<Result>(result);
+        } else {
+          return result;
+        }
+      }
+    } catch (const CallTimeoutException&) {
+      throw;
+    } catch (...) {
+      if (clock_.ticks() < deadline) throw;
+    }
+    throw_timed_out();  // threw after its deadline: its exception is replaced
+  }
+}
+
+template <class F>
+decltype(auto) Timeout::execute_with_token(F&& f) {
+  using Result = std::invoke_result_t<F, std::stop_token>;
+  detail::StopAtDeadline stop;
+  Clock& clock = *clock_owner_;
+  const std::chrono::nanoseconds deadline = clock.now() + config_.timeout();
+  clock.schedule(stop, deadline);
+  // Ends the timer however the call ends; once cancel() returns it no longer touches `stop`.
+  struct Unschedule {
+    Clock& clock;
+    detail::StopAtDeadline& stop;
+    bool done = false;
+    void operator()() noexcept {
+      if (!done) clock.cancel(stop);
+      done = true;
+    }
+    ~Unschedule() { (*this)(); }
+  } unschedule{clock, stop};
+  try {
+    if constexpr (std::is_void_v<Result>) {
+      std::invoke(std::forward<F>(f), stop.token());
+      unschedule();
+      if (stop.stopped() || clock.now() >= deadline) throw_timed_out();
+    } else {
+      Result result = std::invoke(std::forward<F>(f), stop.token());
+      unschedule();
+      if (stop.stopped() || clock.now() >= deadline) throw_timed_out();  // result destroyed
+      if constexpr (std::is_reference_v<Result>) {
+        return static_cast<Result>(result);
+      } else {
+        return result;
+      }
+    }
+  } catch (const CallTimeoutException&) {
+    throw;
+  } catch (...) {
+    unschedule();
+    if (!stop.stopped() && clock.now() < deadline) throw;
+  }
+  throw_timed_out();  // threw after stop was requested: its exception is replaced
+}
+
+inline TimeoutSnapshot TimeoutHandle::snapshot() const { return timeout_->snapshot(); }
+inline const std::string& TimeoutHandle::instance_id() const noexcept {
+  return timeout_->instance_id();
+}
+
+}  // namespace r4c

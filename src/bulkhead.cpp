@@ -1,0 +1,48 @@
+#include "r4c/bulkhead.hpp"
+
+#include "config_check.hpp"
+
+namespace r4c {
+
+BulkheadConfig& BulkheadConfig::max_concurrent(int value) {
+  if (value < 1) detail::fail(detail::kLimitBelowOne, "max_concurrent", detail::show(value), "an integer >= 1");
+  max_concurrent_ = value;
+  return *this;
+}
+
+void BulkheadConfig::validate() const { BulkheadConfig().max_concurrent(max_concurrent_); }
+
+std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
+                                                  const BulkheadConfig& second) {
+  return detail::DifferenceFinder()
+      .compare("max_concurrent", first.max_concurrent(), second.max_concurrent())
+      .result();
+}
+
+namespace {
+const BulkheadConfig& validated(const BulkheadConfig& config) {
+  config.validate();
+  return config;
+}
+}  // namespace
+
+Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config)
+    : max_concurrent_(validated(config).max_concurrent()),
+      instance_id_(std::move(instance_id)),
+      config_(std::move(config)),
+      full_(std::make_exception_ptr(BulkheadFullException(
+          "bulkhead '" + instance_id_ + "' is full (max_concurrent " +
+          std::to_string(max_concurrent_) + "): the call was rejected without running"))) {}
+
+void Bulkhead::throw_full() const { std::rethrow_exception(full_); }
+
+BulkheadSnapshot Bulkhead::snapshot() const {
+  BulkheadSnapshot snap;
+  snap.max_concurrent = max_concurrent_;
+  snap.in_flight = in_flight();
+  snap.available = snap.in_flight < max_concurrent_ ? max_concurrent_ - snap.in_flight : 0;
+  snap.rejected = rejected_.total();
+  return snap;
+}
+
+}  // namespace r4c

@@ -1,0 +1,50 @@
+// Shared by every policy's config: how values are shown in messages, how a bad one is
+// reported, and how two configs are compared. Internal to src/.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "r4c/adaptive_limit_config.hpp"
+#include "r4c/errors.hpp"
+
+namespace r4c::detail {
+
+inline constexpr std::string_view kLimitBelowOne = "R4C-ATR-003";
+inline constexpr std::string_view kBoundsOrRange = "R4C-ATR-009";
+inline constexpr std::string_view kInvalidValue = "R4C-REG-001";
+
+std::string show(std::int64_t value);
+std::string show(int value);
+/// The shortest text that reads back as the same double: 0.99, not 0.98999999999999999.
+std::string show(double value);
+std::string show(bool value);
+std::string show(std::chrono::nanoseconds value);  // "1500000 ns"
+std::string show(LimitAlgorithm value);
+std::string show(const std::vector<ExceptionType>& types);
+
+/// Throws ConfigException "<code>: <setting> is <value>; valid: <valid>".
+[[noreturn]] void fail(std::string_view code, std::string_view setting, const std::string& value,
+                       std::string_view valid);
+
+/// Collects the first setting in which two configs differ.
+class DifferenceFinder {
+ public:
+  template <class T>
+  DifferenceFinder& compare(const char* setting, const T& first, const T& second) {
+    if (!difference_ && !(first == second)) {
+      difference_ = SettingDifference{setting, show(first), show(second)};
+    }
+    return *this;
+  }
+  std::optional<SettingDifference> result() && { return std::move(difference_); }
+
+ private:
+  std::optional<SettingDifference> difference_;
+};
+
+}  // namespace r4c::detail

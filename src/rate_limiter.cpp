@@ -1,0 +1,172 @@
+#include "r4c/rate_limiter.hpp"
+
+#include <algorithm>
+
+#include "config_check.hpp"
+
+namespace r4c {
+namespace {
+
+// The state word: the period number in the upper 40 bits, the permits left (signed, biased)
+// in the lower 24. 2^40 periods of at least 1 ms last 34 years.
+constexpr int kPermitBits = 24;
+constexpr std::int64_t kPermitBias = std::int64_t{1} << (kPermitBits - 1);
+constexpr std::uint64_t kPermitMask = (std::uint64_t{1} << kPermitBits) - 1;
+constexpr std::int64_t kMinPermits = -kPermitBias;
+
+struct State {
+  std::int64_t period;
+  std::int64_t permits;
+};
+
+std::uint64_t pack(State state) {
+  return (static_cast<std::uint64_t>(state.period) << kPermitBits) |
+         static_cast<std::uint64_t>(state.permits + kPermitBias);
+}
+
+State unpack(std::uint64_t word) {
+  return {static_cast<std::int64_t>(word >> kPermitBits),
+          static_cast<std::int64_t>(word & kPermitMask) - kPermitBias};
+}
+
+void check_period(const char* setting, std::chrono::nanoseconds value,
+                  std::chrono::nanoseconds min, std::string_view valid) {
+  if (value < min || value > std::chrono::hours(1)) {
+    detail::fail(detail::kInvalidValue, setting, detail::show(value), valid);
+  }
+}
+
+const RateLimiterConfig& validated(const RateLimiterConfig& config) {
+  config.validate();
+  return config;
+}
+
+const Clock* or_system_clock(std::shared_ptr<Clock>& clock) {
+  if (!clock) clock = std::make_shared<SystemClock>();
+  return clock.get();
+}
+
+}  // namespace
+
+RateLimiterConfig& RateLimiterConfig::limit_for_period(int value) {
+  if (value < 1) {
+    detail::fail(detail::kLimitBelowOne, "limit_for_period", detail::show(value), "an integer >= 1");
+  }
+  if (value > kMaxLimitForPeriod) {
+    detail::fail(detail::kInvalidValue, "limit_for_period", detail::show(value),
+                 "an integer from 1 to 8388607");
+  }
+  limit_for_period_ = value;
+  return *this;
+}
+
+RateLimiterConfig& RateLimiterConfig::refresh_period(std::chrono::nanoseconds value) {
+  check_period("refresh_period", value, std::chrono::milliseconds(1), "1 ms .. 1 h");
+  refresh_period_ = value;
+  return *this;
+}
+
+RateLimiterConfig& RateLimiterConfig::timeout_duration(std::chrono::nanoseconds value) {
+  check_period("timeout_duration", value, std::chrono::nanoseconds(0), "0 .. 1 h");
+  timeout_duration_ = value;
+  return *this;
+}
+
+void RateLimiterConfig::validate() const {
+  RateLimiterConfig()
+      .limit_for_period(limit_for_period_)
+      .refresh_period(refresh_period_)
+      .timeout_duration(timeout_duration_);
+}
+
+std::optional<SettingDifference> first_difference(const RateLimiterConfig& first,
+                                                  const RateLimiterConfig& second) {
+  return detail::DifferenceFinder()
+      .compare("limit_for_period", first.limit_for_period(), second.limit_for_period())
+      .compare("refresh_period", first.refresh_period(), second.refresh_period())
+      .compare("timeout_duration", first.timeout_duration(), second.timeout_duration())
+      .result();
+}
+
+RateLimiter::RateLimiter(std::string instance_id, RateLimiterConfig config,
+                         std::shared_ptr<Clock> clock)
+    : state_(pack({0, validated(config).limit_for_period()})),
+      clock_(or_system_clock(clock)),
+      start_(clock_.ticks()),
+      period_ticks_(std::max<std::int64_t>(1, clock_.to_ticks(config.refresh_period().count()))),
+      timeout_ticks_(clock_.to_ticks(config.timeout_duration().count())),
+      limit_for_period_(config.limit_for_period()),
+      instance_id_(std::move(instance_id)),
+      config_(std::move(config)),
+      clock_owner_(std::move(clock)),
+      refused_(std::make_exception_ptr(RequestNotPermittedException(
+          instance_id_, "rate limiter '" + instance_id_ + "' has no permit for the call (" +
+                            std::to_string(limit_for_period_) + " per " +
+                            detail::show(config_.refresh_period()) + ")"))) {}
+
+std::int64_t RateLimiter::reserve(std::int64_t now, std::int64_t max_wait) noexcept {
+  const std::int64_t period = (now - start_) / period_ticks_;
+  std::uint64_t word = state_.load(std::memory_order_relaxed);
+  for (;;) {
+    State state = unpack(word);
+    if (period > state.period) {
+      // Every period that began since adds a period's permits, up to a full period's worth.
+      const std::int64_t periods = std::min<std::int64_t>(period - state.period, kPermitBias);
+      state = {period, std::min<std::int64_t>(state.permits + periods * limit_for_period_,
+                                              limit_for_period_)};
+    }
+    const std::int64_t permits = state.permits - 1;
+    std::int64_t wait = 0;
+    if (permits < 0) {
+      // The k-th reserved permit comes with the ceil(k / limit)-th period from now.
+      const std::int64_t periods_ahead = (-permits + limit_for_period_ - 1) / limit_for_period_;
+      wait = start_ + (state.period + periods_ahead) * period_ticks_ - now;
+      if (wait > max_wait || permits < kMinPermits) return -1;
+    }
+    // relaxed: the word is the whole state; a permit guards no other data.
+    if (state_.compare_exchange_weak(word, pack({state.period, permits}),
+                                     std::memory_order_relaxed, std::memory_order_relaxed)) {
+      return wait;
+    }
+  }
+}
+
+bool RateLimiter::try_acquire() noexcept {
+  if (reserve(clock_.ticks(), 0) == 0) return true;
+  rejected_.increment();
+  return false;
+}
+
+void RateLimiter::acquire() {
+  const std::int64_t now = clock_.ticks();
+  const std::int64_t wait = reserve(now, timeout_ticks_);
+  if (wait == 0) [[likely]]
+    return;
+  if (wait < 0) {
+    rejected_.increment();
+    std::rethrow_exception(refused_);
+  }
+  waiting_.fetch_add(1, std::memory_order_relaxed);
+  clock_owner_->sleep_until(clock_owner_->now() + std::chrono::nanoseconds(clock_.to_ns(wait)));
+  waiting_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+RateLimiterSnapshot RateLimiter::snapshot() const {
+  RateLimiterSnapshot snap;
+  snap.limit_for_period = limit_for_period_;
+  snap.refresh_period = config_.refresh_period();
+  snap.timeout_duration = config_.timeout_duration();
+  State state = unpack(state_.load(std::memory_order_relaxed));
+  const std::int64_t period = (clock_.ticks() - start_) / period_ticks_;
+  if (period > state.period) {
+    const std::int64_t periods = std::min<std::int64_t>(period - state.period, kPermitBias);
+    state.permits = std::min<std::int64_t>(state.permits + periods * limit_for_period_,
+                                           limit_for_period_);
+  }
+  snap.available_permissions = static_cast<int>(state.permits);
+  snap.waiting_calls = waiting_.load(std::memory_order_relaxed);
+  snap.rejected = rejected_.total();
+  return snap;
+}
+
+}  // namespace r4c

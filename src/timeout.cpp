@@ -1,0 +1,80 @@
+#include "r4c/timeout.hpp"
+
+#include "config_check.hpp"
+
+namespace r4c {
+namespace detail {
+namespace {
+
+// One spare stop_source per thread: reused while no deadline has stopped it, so a call that
+// ends in time allocates nothing.
+thread_local std::optional<std::stop_source> spare_source;
+
+std::stop_source take_source() {
+  if (spare_source) {
+    std::stop_source source = std::move(*spare_source);
+    spare_source.reset();
+    return source;
+  }
+  return std::stop_source();
+}
+
+}  // namespace
+
+StopAtDeadline::StopAtDeadline() : source_(take_source()) {}
+
+StopAtDeadline::~StopAtDeadline() {
+  if (!source_.stop_requested() && !spare_source) spare_source.emplace(std::move(source_));
+}
+
+}  // namespace detail
+
+namespace {
+
+const TimeoutConfig& validated(const TimeoutConfig& config) {
+  config.validate();
+  return config;
+}
+
+const Clock* or_system_clock(std::shared_ptr<Clock>& clock) {
+  if (!clock) clock = std::make_shared<SystemClock>();
+  return clock.get();
+}
+
+}  // namespace
+
+TimeoutConfig& TimeoutConfig::timeout(std::chrono::nanoseconds value) {
+  if (value <= std::chrono::nanoseconds(0) || value > std::chrono::hours(24)) {
+    detail::fail(detail::kInvalidValue, "timeout", detail::show(value), "1 ns .. 24 h");
+  }
+  timeout_ = value;
+  return *this;
+}
+
+void TimeoutConfig::validate() const { TimeoutConfig().timeout(timeout_); }
+
+std::optional<SettingDifference> first_difference(const TimeoutConfig& first,
+                                                  const TimeoutConfig& second) {
+  return detail::DifferenceFinder().compare("timeout", first.timeout(), second.timeout()).result();
+}
+
+Timeout::Timeout(std::string instance_id, TimeoutConfig config, std::shared_ptr<Clock> clock)
+    : clock_(or_system_clock(clock)),
+      timeout_ticks_(clock_.to_ticks(validated(config).timeout().count())),
+      instance_id_(std::move(instance_id)),
+      config_(std::move(config)),
+      clock_owner_(std::move(clock)),
+      timed_out_(std::make_exception_ptr(CallTimeoutException(
+          "timeout '" + instance_id_ + "': the call took " + detail::show(config_.timeout()) +
+          " or longer"))) {}
+
+void Timeout::throw_timed_out() {
+  timed_out_count_.increment();
+  std::rethrow_exception(timed_out_);
+}
+
+TimeoutSnapshot Timeout::snapshot() const {
+  return TimeoutSnapshot{config_.timeout(), timed_out_count_.total()};
+}
+
+}  // namespace r4c
