@@ -8,7 +8,7 @@
 namespace r4c {
 namespace {
 
-// window_end_ns_ while one thread closes the window: later than any now, so no other thread
+// window_end_ while one thread closes the window: later than any now, so no other thread
 // tries to close it too.
 constexpr std::int64_t kClosing = std::numeric_limits<std::int64_t>::max();
 
@@ -35,17 +35,17 @@ AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config
                              std::shared_ptr<Clock> clock)
     : limit_(validated(config).initial_limit()),
       enabled_(config.enabled()),
-      window_end_ns_(0),
       clock_(or_system_clock(clock)),
+      window_end_(0),
+      window_ticks_(clock_.to_ticks(config.window().count())),
       instance_id_(std::move(instance_id)),
       config_(std::move(config)),
       clock_owner_(std::move(clock)),
       rejection_(std::make_exception_ptr(LimitExceededException(
           instance_id_,
           "adaptive limit '" + instance_id_ + "' is full: the call was rejected without running"))),
-      window_ns_(config_.window().count()),
       estimator_(config_) {
-  window_end_ns_.store(clock_.now_ns() + window_ns_, std::memory_order_relaxed);
+  window_end_.store(clock_.ticks() + window_ticks_, std::memory_order_relaxed);
 }
 
 AdaptiveLimit::~AdaptiveLimit() = default;
@@ -60,10 +60,10 @@ bool AdaptiveLimit::is_drop_current() const noexcept {
 }
 
 void AdaptiveLimit::close_window(std::int64_t now) noexcept {
-  std::int64_t end = window_end_ns_.load(std::memory_order_relaxed);
+  std::int64_t end = window_end_.load(std::memory_order_relaxed);
   if (now < end) return;
   // acquire: the previous close's estimator state and consumed totals happen before this one.
-  if (!window_end_ns_.compare_exchange_strong(end, kClosing, std::memory_order_acquire,
+  if (!window_end_.compare_exchange_strong(end, kClosing, std::memory_order_acquire,
                                               std::memory_order_relaxed)) {
     return;  // another thread is closing it
   }
@@ -83,8 +83,8 @@ void AdaptiveLimit::close_window(std::int64_t now) noexcept {
   if (window.samples < static_cast<std::uint64_t>(config_.min_window_samples())) {
     // Too few samples: keep them, and move the end forward by whole windows past now.
     // release: the next closer sees this one's state.
-    const std::int64_t next_end = now - (now - end) % window_ns_ + window_ns_;
-    window_end_ns_.store(next_end, std::memory_order_release);
+    const std::int64_t next_end = now - (now - end) % window_ticks_ + window_ticks_;
+    window_end_.store(next_end, std::memory_order_release);
     return;
   }
 
@@ -123,7 +123,7 @@ void AdaptiveLimit::close_window(std::int64_t now) noexcept {
   stats_sequence_.store(sequence + 2, std::memory_order_release);
 
   // release: publishes this close to the next closer; the new window starts now.
-  window_end_ns_.store(now + window_ns_, std::memory_order_release);
+  window_end_.store(now + window_ticks_, std::memory_order_release);
 }
 
 AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {

@@ -82,9 +82,14 @@ const TscConversion* tsc_conversion() noexcept {
 
 ClockReader::ClockReader(const Clock* clock) noexcept : clock_(clock), mode_(Mode::kVirtual) {
   if (const auto* system = dynamic_cast<const SystemClock*>(clock)) {
-    tsc_ = system->tsc_;
+    ns_per_tick_ = static_cast<std::int64_t>(system->tsc_.mult);
     mode_ = system->uses_tsc_ ? Mode::kTsc : Mode::kSteady;
   }
+}
+
+std::int64_t ClockReader::to_ticks(std::int64_t span_ns) const noexcept {
+  if (mode_ != Mode::kTsc) return span_ns;
+  return static_cast<std::int64_t>((static_cast<__int128>(span_ns) << 32) / ns_per_tick_);
 }
 
 }  // namespace detail

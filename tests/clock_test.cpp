@@ -34,7 +34,9 @@ TEST(ClockReaderTest, ReadsAManualClockThroughItsInterface) {
   r4c::ManualClock clock;
   const r4c::detail::ClockReader reader(&clock);
   clock.advance(42ns);
-  EXPECT_EQ(reader.now_ns(), 42);
+  EXPECT_EQ(reader.ticks(), 42);  // a manual clock's ticks are nanoseconds
+  EXPECT_EQ(reader.to_ns(1000), 1000);
+  EXPECT_EQ(reader.to_ticks(1000), 1000);
 }
 
 TEST(TscConversionTest, ConvertsTicksOnEitherSideOfTheCalibrationPoint) {
@@ -61,14 +63,21 @@ TEST(SystemClockTest, SharesSteadyClocksEpoch) {
   EXPECT_LT(std::chrono::abs(clock.now() - steady), 1ms);
 }
 
-TEST(SystemClockTest, TheLimitsReaderAgreesWithTheClock) {
+// Real time on purpose: spans of raw ticks must measure what the clock measures.
+TEST(SystemClockTest, TheLimitsReaderMeasuresSpansAsTheClockDoes) {
   const r4c::SystemClock clock;
   const r4c::detail::ClockReader reader(&clock);
-  const auto before = clock.now().count();
-  const auto read = reader.now_ns();
-  const auto after = clock.now().count();
-  EXPECT_LE(before, read);
-  EXPECT_LE(read, after);
+  const auto before = clock.now();
+  const std::int64_t first = reader.ticks();
+  std::this_thread::sleep_for(20ms);
+  const std::int64_t second = reader.ticks();
+  const auto after = clock.now();
+  const std::int64_t span = reader.to_ns(second - first);
+  EXPECT_LE(span, (after - before).count());
+  EXPECT_GE(span, (20ms).count());
+  // The conversions are inverse up to rounding: a few ticks of a nanosecond or less each.
+  EXPECT_NEAR(static_cast<double>(reader.to_ticks(span)), static_cast<double>(second - first),
+              4.0);
 }
 
 // Real time on purpose: the property is agreement with steady_clock over a real second.

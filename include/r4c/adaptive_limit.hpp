@@ -73,13 +73,13 @@ class [[nodiscard]] Permit {
   Permit() noexcept = default;
   Permit(Permit&& other) noexcept
       : limit_(std::exchange(other.limit_, nullptr)),
-        start_ns_(other.start_ns_),
+        start_(other.start_),
         in_flight_(other.in_flight_) {}
   Permit& operator=(Permit&& other) noexcept {
     if (this != &other) {
       on_ignore();
       limit_ = std::exchange(other.limit_, nullptr);
-      start_ns_ = other.start_ns_;
+      start_ = other.start_;
       in_flight_ = other.in_flight_;
     }
     return *this;
@@ -103,11 +103,11 @@ class [[nodiscard]] Permit {
 
  private:
   friend class AdaptiveLimit;
-  Permit(AdaptiveLimit* limit, std::int64_t start_ns, std::int32_t in_flight) noexcept
-      : limit_(limit), start_ns_(start_ns), in_flight_(in_flight) {}
+  Permit(AdaptiveLimit* limit, std::int64_t start, std::int32_t in_flight) noexcept
+      : limit_(limit), start_(start), in_flight_(in_flight) {}
 
   AdaptiveLimit* limit_ = nullptr;
-  std::int64_t start_ns_ = 0;
+  std::int64_t start_ = 0;       // clock ticks (detail::ClockReader)
   std::int32_t in_flight_ = 0;  // calls in flight when admitted, itself included; 0 = disabled
 };
 
@@ -180,17 +180,20 @@ class AdaptiveLimit {
   bool is_drop_current() const noexcept;
   [[noreturn]] void throw_rejected() const;
   // Cold: the call that ends after the window did recomputes the limit or extends the window.
-  void close_window(std::int64_t now_ns) noexcept;
+  void close_window(std::int64_t now) noexcept;
 
-  // Read on every call, written once per window.
+  // Read on every call, written once per window. Times are clock ticks (ClockReader).
   alignas(detail::kCacheLine) std::atomic<std::int32_t> limit_;
   const bool enabled_;
-  std::atomic<std::int64_t> window_end_ns_;
-  detail::ClockReader clock_;
+  const detail::ClockReader clock_;
+  std::atomic<std::int64_t> window_end_;
+  const std::int64_t window_ticks_;
 
   // Written on every admitted call.
   alignas(detail::kCacheLine) std::atomic<std::int32_t> in_flight_{0};
-  std::atomic<std::int32_t> window_max_in_flight_{0};
+  // Read on every admitted call, written only when a window sees a new maximum: apart from
+  // in_flight_, whose line the other cores keep taking back.
+  alignas(detail::kCacheLine) std::atomic<std::int32_t> window_max_in_flight_{0};
 
   std::array<Stripe, detail::kThreadSlots> stripes_;
 
@@ -200,9 +203,8 @@ class AdaptiveLimit {
   const AdaptiveLimitConfig config_;
   const std::shared_ptr<Clock> clock_owner_;
   const std::exception_ptr rejection_;
-  const std::int64_t window_ns_;
 
-  // Touched only by the thread that won the window close (ordered by window_end_ns_).
+  // Touched only by the thread that won the window close (ordered by window_end_).
   struct StripeTotals {
     std::uint64_t samples = 0;
     std::uint64_t latency_sum_ns = 0;
@@ -243,7 +245,7 @@ inline Permit AdaptiveLimit::try_acquire() noexcept {
   while (admitted > seen &&
          !window_max_in_flight_.compare_exchange_weak(seen, admitted, std::memory_order_relaxed)) {
   }
-  return Permit(this, clock_.now_ns(), admitted);
+  return Permit(this, clock_.ticks(), admitted);
 }
 
 inline void AdaptiveLimit::count_rejection() noexcept {
@@ -275,11 +277,11 @@ inline void AdaptiveLimit::complete(Permit& permit, Outcome outcome) noexcept {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     return;
   }
-  const std::int64_t now = clock_.now_ns();
+  const std::int64_t now = clock_.ticks();
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
-  const std::int64_t latency = now - permit.start_ns_;
+  const std::int64_t latency = clock_.to_ns(now - permit.start_);
   record_sample(latency > 0 ? latency : 0, outcome == Outcome::kDrop);
-  if (now >= window_end_ns_.load(std::memory_order_relaxed)) [[unlikely]]
+  if (now >= window_end_.load(std::memory_order_relaxed)) [[unlikely]]
     close_window(now);
 }
 

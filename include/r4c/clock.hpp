@@ -150,21 +150,32 @@ class ManualClock final : public Clock {
 
 namespace detail {
 
-/// Reads a `Clock` on the hot path without a virtual call when it is a `SystemClock`: the limit
-/// keeps a copy of the clock's conversion beside its other read-mostly fields.
+/// Reads a `Clock` on the hot path without a virtual call when it is a `SystemClock`, in the
+/// clock's own unit: a limit keeps time stamps and its window end as raw counter ticks and
+/// converts only the one span it needs (a latency) to nanoseconds.
 class ClockReader {
  public:
   explicit ClockReader(const Clock* clock) noexcept;
-  std::int64_t now_ns() const noexcept {
+  /// A reading in ticks: time stamp counter ticks for a SystemClock on the TSC, nanoseconds
+  /// otherwise. Only differences and comparisons of readings mean anything.
+  std::int64_t ticks() const noexcept {
     if (mode_ == Mode::kTsc) [[likely]]
-      return tsc_.to_ns(read_tsc());
+      return static_cast<std::int64_t>(read_tsc());
     if (mode_ == Mode::kSteady) return steady_now_ns();
     return clock_->now().count();
   }
+  /// A span of ticks in nanoseconds.
+  std::int64_t to_ns(std::int64_t span) const noexcept {
+    if (mode_ == Mode::kTsc) [[likely]]
+      return static_cast<std::int64_t>((static_cast<__int128>(span) * ns_per_tick_) >> 32);
+    return span;
+  }
+  /// A span of nanoseconds in ticks.
+  std::int64_t to_ticks(std::int64_t span_ns) const noexcept;
 
  private:
   enum class Mode : std::uint8_t { kTsc, kSteady, kVirtual };
-  TscConversion tsc_;
+  std::int64_t ns_per_tick_ = 0;  // 32.32 fixed point
   const Clock* clock_;
   Mode mode_;
 };

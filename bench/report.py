@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Turns r4c_bench's Google Benchmark JSON into the table and ratios of docs/performance.md.
+
+Usage: report.py RESULTS.json --command "CMD" [--invocation "bench/run"] [--docs FILE]
+
+Prints the table of medians and the six ratios (PASS/FAIL) and, with --docs, rewrites the part
+of that file between <!-- bench:begin --> and <!-- bench:end -->. Standard library only.
+
+Exit status: 0 when every benchmark produced figures (whether or not the ratios pass), 2 when a
+benchmark reported an error or is missing, 1 when the docs file has no markers.
+"""
+
+import argparse
+import datetime
+import json
+import re
+import statistics
+import sys
+
+BEGIN = "<!-- bench:begin -->"
+END = "<!-- bench:end -->"
+THREADS = (1, 2, 4)
+ORDER = (
+    "BM_Floor",
+    "BM_AdmittedCall",
+    "BM_Rejection",
+    "BM_ExecuteAdmitted",
+    "BM_ExecuteRejected",
+    "BM_FixedBulkhead",
+    "BM_ClockDefault",
+    "BM_ClockSteady",
+    "BM_MutexLimiter",
+)
+ALLOC_BENCHMARKS = (
+    "BM_AdmittedCall",
+    "BM_Rejection",
+    "BM_ExecuteAdmitted",
+    "BM_ExecuteRejected",
+    "BM_MutexLimiter",
+)
+ZERO_ALLOC_BENCHMARKS = ALLOC_BENCHMARKS[:4]
+NS_PER_UNIT = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+class Figures:
+    """One benchmark at one thread count: medians over the repetitions, in ns per call."""
+
+    def __init__(self, runs):
+        first = runs[0]
+        scale = NS_PER_UNIT[first["time_unit"]]
+        threads = first["threads"]
+        # Google Benchmark divides the threads' average wall time by all threads' iterations:
+        # times the thread count, that is each thread's wall time per call.
+        self.real_ns = statistics.median(r["real_time"] * scale * threads for r in runs)
+        # CPU time is the sum over threads divided by all iterations: already per thread.
+        self.cpu_ns = statistics.median(r["cpu_time"] * scale for r in runs)
+        self.repetitions = len(runs)
+        self.counters = {}
+        for name in ("allocs_per_call", "bytes_per_call", "mallocs_per_call", "windows", "limit"):
+            values = [r[name] for r in runs if name in r]
+            if values:
+                # Allocation counts must be zero in every repetition: keep the largest.
+                pick = max if name.endswith("_per_call") else statistics.median
+                self.counters[name] = pick(values)
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    runs, errors = {}, []
+    aggregated = any(b.get("run_type") == "aggregate" for b in data["benchmarks"])
+    for bench in data["benchmarks"]:
+        family = bench["run_name"].split("/")[0]
+        key = (family, bench["threads"])
+        if bench.get("error_occurred"):
+            errors.append(f"{bench['run_name']}: {bench.get('error_message', 'error')}")
+            continue
+        if aggregated:
+            # --benchmark_report_aggregates_only: the median carries the times; the counters
+            # are taken from mean and max-like aggregates below.
+            if bench.get("aggregate_name") not in ("median", "mean"):
+                continue
+        runs.setdefault(key, {}).setdefault(bench.get("aggregate_name", "run"), []).append(bench)
+    figures = {}
+    for key, by_kind in runs.items():
+        if aggregated:
+            median = by_kind.get("median")
+            if not median:
+                continue
+            fig = Figures(median)
+            fig.repetitions = median[0].get("repetitions", fig.repetitions)
+            # The mean of counts that are never negative is zero only if every repetition's is.
+            for name in ("allocs_per_call", "bytes_per_call", "mallocs_per_call"):
+                if "mean" in by_kind and name in by_kind["mean"][0]:
+                    fig.counters[name] = by_kind["mean"][0][name]
+        else:
+            fig = Figures(by_kind["run"])
+        figures[key] = fig
+    return data["context"], figures, errors
+
+
+def machine():
+    """The CPU model from /proc/cpuinfo, whether it is a virtual machine, the clocksource."""
+    model, virtual = "unknown CPU", False
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown CPU":
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and " hypervisor" in line:
+                    virtual = True
+    except OSError:
+        pass
+    source = "unknown"
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                  encoding="utf-8") as f:
+            source = f.read().strip()
+    except OSError:
+        pass
+    return f"{model}{' (virtual machine)' if virtual else ''}, kernel clocksource {source}"
+
+
+def fmt_ns(value):
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def judge(figures, uses_tsc):
+    """The six targets: (label, measured text, verdict), verdict PASS, FAIL or n/a.
+
+    Verdicts use CPU time per call per thread; the wall-clock figure and the verdict it would
+    give are printed beside it (docs/performance.md explains the choice).
+    """
+
+    def get(name, threads):
+        return figures.get((name, threads))
+
+    def verdict(ok):
+        return "PASS" if ok else "FAIL"
+
+    def ratio_row(label, num, den, bound):
+        n, d = get(*num), get(*den)
+        if n is None or d is None:
+            return (label, "missing", "FAIL")
+        cpu, wall = n.cpu_ns / d.cpu_ns, n.real_ns / d.real_ns
+        text = (f"cpu {fmt_ns(n.cpu_ns)} / {fmt_ns(d.cpu_ns)} ns = {cpu:.3f}; "
+                f"wall {fmt_ns(n.real_ns)} / {fmt_ns(d.real_ns)} ns = {wall:.3f} "
+                f"({verdict(wall <= bound)} on wall)")
+        return (label, text, verdict(cpu <= bound))
+
+    rows = [
+        ratio_row("1. AdmittedCall/threads:1 <= 1.2 x Floor/threads:1",
+                  ("BM_AdmittedCall", 1), ("BM_Floor", 1), 1.2)
+    ]
+    label = "2. ClockDefault/threads:1 <= 0.5 x ClockSteady/threads:1"
+    if uses_tsc:
+        rows.append(ratio_row(label, ("BM_ClockDefault", 1), ("BM_ClockSteady", 1), 0.5))
+    else:
+        rows.append((label, "SystemClock is steady_clock here (no usable TSC)", "n/a"))
+    label = "3. Rejection/threads:1 <= 2 ns"
+    rejection = get("BM_Rejection", 1)
+    if rejection is None:
+        rows.append((label, "missing", "FAIL"))
+    else:
+        rows.append((label, f"cpu {rejection.cpu_ns:.3f} ns; wall {rejection.real_ns:.3f} ns "
+                            f"({verdict(rejection.real_ns <= 2.0)} on wall)",
+                     verdict(rejection.cpu_ns <= 2.0)))
+    rows.append(ratio_row("4. AdmittedCall/threads:2 <= 1.3 x Floor/threads:2",
+                          ("BM_AdmittedCall", 2), ("BM_Floor", 2), 1.3))
+    rows.append(ratio_row("5. AdmittedCall/threads:2 <= 0.25 x MutexLimiter/threads:2",
+                          ("BM_AdmittedCall", 2), ("BM_MutexLimiter", 2), 0.25))
+    allocating = []
+    for name in ZERO_ALLOC_BENCHMARKS:
+        for threads in THREADS:
+            fig = get(name, threads)
+            count = fig.counters.get("allocs_per_call") if fig else None
+            if count is None or count != 0:
+                allocating.append(f"{name}/threads:{threads}={count}")
+    rows.append(("6. allocs_per_call == 0 (AdmittedCall, Rejection, ExecuteAdmitted, "
+                 "ExecuteRejected; 1, 2, 4 threads)",
+                 "0 in every one" if not allocating else ", ".join(allocating),
+                 verdict(not allocating)))
+    return rows
+
+
+def time_table(figures):
+    lines = [
+        "| Benchmark | CPU, 1 thread | CPU, 2 threads | CPU, 4 threads "
+        "| wall, 1 thread | wall, 2 threads | wall, 4 threads |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in ORDER:
+        figs = [figures.get((name, threads)) for threads in THREADS]
+        cpu = [fmt_ns(f.cpu_ns) if f else "missing" for f in figs]
+        wall = [fmt_ns(f.real_ns) if f else "missing" for f in figs]
+        lines.append(f"| {name} | " + " | ".join(cpu + wall) + " |")
+    return lines
+
+
+def cores_table(figures):
+    """How many cores the threads kept busy: their CPU time over the wall time.
+
+    Below the thread count, threads waited (for a core another process held, for a mutex, or,
+    on 4 threads, for each other): contention between them was then only partly measured.
+    """
+    lines = ["| Benchmark | 2 threads | 4 threads |", "|---|---:|---:|"]
+    for name in ORDER:
+        cells = []
+        for threads in THREADS[1:]:
+            fig = figures.get((name, threads))
+            cells.append(f"{fig.cpu_ns * threads / fig.real_ns:.2f}" if fig else "missing")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def alloc_table(figures):
+    lines = [
+        "| Benchmark | threads | allocs_per_call | bytes_per_call | mallocs_per_call |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name in ALLOC_BENCHMARKS:
+        for threads in THREADS:
+            fig = figures.get((name, threads))
+            if not fig:
+                continue
+            c = fig.counters
+            lines.append(f"| {name} | {threads} | {c.get('allocs_per_call', 0):.3g} | "
+                         f"{c.get('bytes_per_call', 0):.3g} | {c.get('mallocs_per_call', 0):.3g} |")
+    return lines
+
+
+def windows_line(figures):
+    admitted = [(t, figures.get(("BM_AdmittedCall", t))) for t in THREADS]
+    parts = [f"{fig.counters['windows']:.0f} on {t} thread{'s' * (t > 1)}"
+             for t, fig in admitted if fig and "windows" in fig.counters]
+    if not parts:
+        return ""
+    limits = sorted({f"{fig.counters['limit']:.0f}" for _, fig in admitted
+                     if fig and "limit" in fig.counters})
+    return (f"Windows closed within one BM_AdmittedCall measurement (median): {', '.join(parts)}; "
+            f"the limit ended at {' / '.join(limits)}.")
+
+
+def markdown(context, figures, rows, command, invocation, repetitions):
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    load_avg = ", ".join(f"{x:.2f}" for x in context.get("load_avg", []))
+    out = [
+        BEGIN,
+        "<!-- Written by bench/run; edit the text around the markers, not between them. -->",
+        "",
+        f"- Machine: {machine()}, {context.get('num_cpus', '?')} logical CPUs at "
+        f"{context.get('mhz_per_cpu', '?')} MHz; SystemClock reads the TSC: "
+        f"{context.get('r4c_system_clock_uses_tsc', 'unknown')}; load average when the run "
+        f"started: {load_avg}.",
+        f"- Date: {now}.",
+        f"- Command, from the repository root: `{command}` (started as `{invocation}`).",
+        f"- Median of {repetitions} repetitions, in ns per call per thread: CPU time (what "
+        "the targets are judged on) and wall-clock time.",
+        "",
+    ]
+    out += time_table(figures)
+    out += ["", "Cores the threads kept busy (their CPU time over wall time): about 2 when "
+            "both cores ran benchmark threads throughout, less when threads waited for a core "
+            "another process held, for a lock, or for each other:", ""]
+    out += cores_table(figures)
+    out += ["", "Allocations per call (mean of the repetitions: 0 means 0 in every one):", ""]
+    out += alloc_table(figures)
+    line = windows_line(figures)
+    if line:
+        out += ["", line]
+    out += ["", "| Target | Measured | Verdict (CPU time) |", "|---|---|---|"]
+    for label, text, verdict in rows:
+        out.append(f"| {label} | {text} | **{verdict}** |")
+    out += ["", END]
+    return "\n".join(out)
+
+
+def rewrite_docs(path, block):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
+    if not pattern.search(text):
+        print(f"report.py: {path} has no {BEGIN} ... {END} section", file=sys.stderr)
+        return False
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(pattern.sub(lambda _: block, text, count=1))
+    return True
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results")
+    parser.add_argument("--command", required=True, help="the command that produced RESULTS")
+    parser.add_argument("--invocation", default="bench/run", help="how the run was started")
+    parser.add_argument("--docs", help="rewrite this file's results section")
+    args = parser.parse_args()
+
+    context, figures, errors = load(args.results)
+    missing = [f"{n}/threads:{t}" for n in ORDER for t in THREADS if (n, t) not in figures]
+    uses_tsc = context.get("r4c_system_clock_uses_tsc") == "true"
+    rows = judge(figures, uses_tsc)
+    repetitions = max((f.repetitions for f in figures.values()), default=0)
+
+    print(f"Median of {repetitions} repetitions, ns per call per thread:")
+    print("\n".join(time_table(figures)))
+    print()
+    print("Cores kept busy (thread CPU time / wall time):")
+    print("\n".join(cores_table(figures)))
+    print()
+    print("\n".join(alloc_table(figures)))
+    line = windows_line(figures)
+    if line:
+        print()
+        print(line)
+    print()
+    print("Targets (verdict on CPU time per call per thread):")
+    for label, text, verdict in rows:
+        print(f"{verdict:>4}  {label}: {text}")
+    failed = [label for label, _, verdict in rows if verdict == "FAIL"]
+    print()
+    if failed:
+        print(f"FAIL: {len(failed)} of {len(rows)} targets missed:")
+        for label in failed:
+            print(f"  FAIL {label}")
+    else:
+        print("All targets met (n/a ones excepted).")
+
+    status = 0
+    for problem in errors + [f"{m}: no result" for m in missing]:
+        print(f"error: {problem}", file=sys.stderr)
+        status = 2
+    if args.docs and status == 0:
+        block = markdown(context, figures, rows, args.command, args.invocation, repetitions)
+        if not rewrite_docs(args.docs, block):
+            return 1
+        print(f"Rewrote the results section of {args.docs}.")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
