@@ -23,6 +23,7 @@
 #include "r4c/adaptive_limit.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
+#include "threads.hpp"
 
 namespace {
 
@@ -251,12 +252,7 @@ void BM_MutexLimiter(benchmark::State& state) {
   allocs.report(state);
 }
 
-// Every benchmark on 1, 2 and 4 threads sharing one limiter. Real time: a thread's time per
-// call includes waiting for the shared cache line or mutex, and, on 4 threads over 2 cores,
-// for a core.
-void on_1_2_4_threads(benchmark::internal::Benchmark* benchmark) {
-  benchmark->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
-}
+using r4c::bench::on_1_2_4_threads;
 
 // Windows end every second: run long enough that several close within each measurement.
 constexpr double kWindowedMinTime = 2.0;

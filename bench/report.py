@@ -3,7 +3,7 @@
 
 Usage: report.py RESULTS.json --command "CMD" [--invocation "bench/run"] [--docs FILE]
 
-Prints the table of medians and the six ratios (PASS/FAIL) and, with --docs, rewrites the part
+Prints the table of medians and the targets (PASS/FAIL) and, with --docs, rewrites the part
 of that file between <!-- bench:begin --> and <!-- bench:end -->. Standard library only.
 
 Exit status: 0 when every benchmark produced figures (whether or not the ratios pass), 2 when a
@@ -30,7 +30,23 @@ ORDER = (
     "BM_ClockDefault",
     "BM_ClockSteady",
     "BM_MutexLimiter",
+    "BM_PipelineBareExecute",
+    "BM_PipelineLimit",
+    "BM_PipelineLimitRate",
+    "BM_PipelineLimitTimeout",
+    "BM_PipelineLimitTimeoutToken",
+    "BM_PipelineLimitBulkhead",
+    "BM_PipelineAll",
 )
+# What each policy adds to a pipeline that has only an adaptive limit.
+POLICY_COSTS = (
+    ("rate limiter", "BM_PipelineLimitRate"),
+    ("timeout, callable without a token", "BM_PipelineLimitTimeout"),
+    ("timeout, callable with a std::stop_token", "BM_PipelineLimitTimeoutToken"),
+    ("bulkhead", "BM_PipelineLimitBulkhead"),
+    ("all four policies, callable with a token", "BM_PipelineAll"),
+)
+PIPELINE_BENCHMARKS = tuple(n for n in ORDER if n.startswith("BM_Pipeline"))
 ALLOC_BENCHMARKS = (
     "BM_AdmittedCall",
     "BM_Rejection",
@@ -39,6 +55,7 @@ ALLOC_BENCHMARKS = (
     "BM_MutexLimiter",
 )
 ZERO_ALLOC_BENCHMARKS = ALLOC_BENCHMARKS[:4]
+ALLOC_BENCHMARKS += PIPELINE_BENCHMARKS
 NS_PER_UNIT = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
@@ -184,7 +201,32 @@ def judge(figures, uses_tsc):
                  "ExecuteRejected; 1, 2, 4 threads)",
                  "0 in every one" if not allocating else ", ".join(allocating),
                  verdict(not allocating)))
+    rows.append(ratio_row("7. PipelineLimit/threads:1 <= 1.15 x PipelineBareExecute/threads:1",
+                          ("BM_PipelineLimit", 1), ("BM_PipelineBareExecute", 1), 1.15))
+    allocating = []
+    for name in PIPELINE_BENCHMARKS:
+        for threads in THREADS:
+            fig = get(name, threads)
+            count = fig.counters.get("allocs_per_call") if fig else None
+            if count is None or count != 0:
+                allocating.append(f"{name}/threads:{threads}={count}")
+    rows.append(("8. allocs_per_call == 0 on every pipeline benchmark (1, 2, 4 threads)",
+                 "0 in every one" if not allocating else ", ".join(allocating),
+                 verdict(not allocating)))
     return rows
+
+
+def policy_cost_table(figures):
+    """Each policy's own cost: its pipeline's time minus the limit-only pipeline's."""
+    lines = ["| Added to a pipeline with only an adaptive limit | CPU ns per call, 1 thread "
+             "| 2 threads |", "|---|---:|---:|"]
+    for label, name in POLICY_COSTS:
+        cells = []
+        for threads in (1, 2):
+            fig, base = figures.get((name, threads)), figures.get(("BM_PipelineLimit", threads))
+            cells.append(fmt_ns(fig.cpu_ns - base.cpu_ns) if fig and base else "missing")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def time_table(figures):
@@ -269,6 +311,9 @@ def markdown(context, figures, rows, command, invocation, repetitions):
     out += cores_table(figures)
     out += ["", "Allocations per call (mean of the repetitions: 0 means 0 in every one):", ""]
     out += alloc_table(figures)
+    out += ["", "Each policy's own cost in a pipeline (its pipeline's CPU time minus that of the "
+            "pipeline with only an adaptive limit; medians, so small differences are noise):", ""]
+    out += policy_cost_table(figures)
     line = windows_line(figures)
     if line:
         out += ["", line]
@@ -312,6 +357,8 @@ def main():
     print("\n".join(cores_table(figures)))
     print()
     print("\n".join(alloc_table(figures)))
+    print()
+    print("\n".join(policy_cost_table(figures)))
     line = windows_line(figures)
     if line:
         print()

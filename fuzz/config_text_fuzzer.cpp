@@ -28,6 +28,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           limit.execute([] {});
         } catch (const r4c::ConfigException&) {
         }
+        try {
+          registry.bulkhead_policy("fuzz#method()", id, config).execute([] {});
+          registry.timeout_policy("fuzz#method()", id, config).execute([] {});
+          registry.rate_limiter_policy("fuzz#method()", id, config).try_acquire();
+        } catch (const r4c::ConfigException&) {
+        } catch (const r4c::BulkheadFullException&) {
+        }
       }
     }
     registry.snapshot();

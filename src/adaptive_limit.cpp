@@ -64,7 +64,7 @@ void AdaptiveLimit::close_window(std::int64_t now) noexcept {
   if (now < end) return;
   // acquire: the previous close's estimator state and consumed totals happen before this one.
   if (!window_end_.compare_exchange_strong(end, kClosing, std::memory_order_acquire,
-                                              std::memory_order_relaxed)) {
+                                           std::memory_order_relaxed)) {
     return;  // another thread is closing it
   }
 

@@ -40,8 +40,8 @@ std::string show(const std::vector<ExceptionType>& types) {
 
 void fail(std::string_view code, std::string_view setting, const std::string& value,
           std::string_view valid) {
-  throw ConfigException(code, std::string(setting) + " is " + value + "; valid: " +
-                                  std::string(valid));
+  throw ConfigException(code,
+                        std::string(setting) + " is " + value + "; valid: " + std::string(valid));
 }
 
 }  // namespace detail
@@ -60,8 +60,7 @@ void check_limit(std::string_view setting, int value) {
 
 void check_window(std::chrono::nanoseconds value) {
   if (value < AdaptiveLimitConfig::kMinWindow || value > AdaptiveLimitConfig::kMaxWindow) {
-    fail(kBoundsOrRange, "window", show(value),
-         "1 ms .. 1 h (1000000 .. 3600000000000 ns)");
+    fail(kBoundsOrRange, "window", show(value), "1 ms .. 1 h (1000000 .. 3600000000000 ns)");
   }
 }
 

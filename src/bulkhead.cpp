@@ -5,7 +5,8 @@
 namespace r4c {
 
 BulkheadConfig& BulkheadConfig::max_concurrent(int value) {
-  if (value < 1) detail::fail(detail::kLimitBelowOne, "max_concurrent", detail::show(value), "an integer >= 1");
+  if (value < 1)
+    detail::fail(detail::kLimitBelowOne, "max_concurrent", detail::show(value), "an integer >= 1");
   max_concurrent_ = value;
   return *this;
 }

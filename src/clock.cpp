@@ -83,6 +83,8 @@ const TscConversion* tsc_conversion() noexcept {
 ClockReader::ClockReader(const Clock* clock) noexcept : clock_(clock), mode_(Mode::kVirtual) {
   if (const auto* system = dynamic_cast<const SystemClock*>(clock)) {
     ns_per_tick_ = static_cast<std::int64_t>(system->tsc_.mult);
+    base_ticks_ = static_cast<std::int64_t>(system->tsc_.base_ticks);
+    base_ns_ = system->tsc_.base_ns;
     mode_ = system->uses_tsc_ ? Mode::kTsc : Mode::kSteady;
   }
 }
@@ -103,24 +105,17 @@ SystemClock::SystemClock() noexcept {
 
 Clock::~Clock() = default;
 
-detail::TimerQueue& Clock::timers() const {
-  std::call_once(timers_created_, [this] {
-    timers_ = std::make_unique<detail::TimerQueue>(!fires_timers_itself());
-  });
-  return *timers_;
-}
-
 void Clock::schedule(detail::TimerTask& task, std::chrono::nanoseconds deadline) {
   // A timer thread waits in steady_clock time; a manual clock compares its own time.
-  const std::int64_t key = fires_timers_itself()
-                               ? deadline.count()
-                               : detail::steady_now_ns() + (deadline - now()).count();
-  timers().schedule(task, key);
+  const bool manual = fires_timers_itself();
+  const std::int64_t key =
+      manual ? deadline.count() : detail::steady_now_ns() + (deadline - now()).count();
+  timers_.schedule(task, key, !manual);
 }
 
-bool Clock::cancel(detail::TimerTask& task) noexcept { return timers().cancel(task); }
+bool Clock::cancel(detail::TimerTask& task) noexcept { return timers_.cancel(task); }
 
-std::size_t Clock::pending_tasks() const { return timers().pending(); }
+std::size_t Clock::pending_tasks() const { return timers_.pending(); }
 
 namespace {
 struct Wakeup final : detail::TimerTask {

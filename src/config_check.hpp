@@ -41,7 +41,7 @@ class DifferenceFinder {
     }
     return *this;
   }
-  std::optional<SettingDifference> result() && { return std::move(difference_); }
+  std::optional<SettingDifference> result() const { return difference_; }
 
  private:
   std::optional<SettingDifference> difference_;

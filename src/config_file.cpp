@@ -26,7 +26,8 @@ std::string_view trim(std::string_view text) {
 }
 
 std::string in_quotes(std::string_view text) {
-  // Appended piece by piece: "'" + std::string(...) trips g++ 12's -Wrestrict false positive at -O3.
+  // Appended piece by piece: "'" + std::string(...) trips g++ 12's -Wrestrict false positive at
+  // -O3.
   std::string quoted;
   quoted.reserve(text.size() + 2);
   quoted.append(1, '\'').append(text).append(1, '\'');
@@ -170,8 +171,8 @@ std::vector<ConfigEntry> parse_config(std::string_view text, std::string_view or
                                               "? valid: " + joined(kind_names));
     }
     if (std::find(kind->keys.begin(), kind->keys.end(), entry.key) == kind->keys.end()) {
-      throw ConfigException(kUnknownName, where + ": unknown key " + in_quotes(entry.key) + " for " +
-                                              entry.kind + " in " + in_quotes(key) +
+      throw ConfigException(kUnknownName, where + ": unknown key " + in_quotes(entry.key) +
+                                              " for " + entry.kind + " in " + in_quotes(key) +
                                               "; did you mean " +
                                               in_quotes(closest(entry.key, kind->keys)) +
                                               "? valid: " + joined(kind->keys));
@@ -193,8 +194,8 @@ std::string read_config_file(const std::filesystem::path& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) {
-    throw ConfigException(kUnreadable,
-                          "config file " + in_quotes(path.string()) + " could not be read to the end");
+    throw ConfigException(
+        kUnreadable, "config file " + in_quotes(path.string()) + " could not be read to the end");
   }
   return text.str();
 }

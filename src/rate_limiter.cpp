@@ -29,8 +29,8 @@ State unpack(std::uint64_t word) {
           static_cast<std::int64_t>(word & kPermitMask) - kPermitBias};
 }
 
-void check_period(const char* setting, std::chrono::nanoseconds value,
-                  std::chrono::nanoseconds min, std::string_view valid) {
+void check_period(const char* setting, std::chrono::nanoseconds value, std::chrono::nanoseconds min,
+                  std::string_view valid) {
   if (value < min || value > std::chrono::hours(1)) {
     detail::fail(detail::kInvalidValue, setting, detail::show(value), valid);
   }
@@ -50,7 +50,8 @@ const Clock* or_system_clock(std::shared_ptr<Clock>& clock) {
 
 RateLimiterConfig& RateLimiterConfig::limit_for_period(int value) {
   if (value < 1) {
-    detail::fail(detail::kLimitBelowOne, "limit_for_period", detail::show(value), "an integer >= 1");
+    detail::fail(detail::kLimitBelowOne, "limit_for_period", detail::show(value),
+                 "an integer >= 1");
   }
   if (value > kMaxLimitForPeriod) {
     detail::fail(detail::kInvalidValue, "limit_for_period", detail::show(value),
@@ -124,8 +125,8 @@ std::int64_t RateLimiter::reserve(std::int64_t now, std::int64_t max_wait) noexc
       if (wait > max_wait || permits < kMinPermits) return -1;
     }
     // relaxed: the word is the whole state; a permit guards no other data.
-    if (state_.compare_exchange_weak(word, pack({state.period, permits}),
-                                     std::memory_order_relaxed, std::memory_order_relaxed)) {
+    if (state_.compare_exchange_weak(word, pack({state.period, permits}), std::memory_order_relaxed,
+                                     std::memory_order_relaxed)) {
       return wait;
     }
   }
@@ -147,7 +148,8 @@ void RateLimiter::acquire() {
     std::rethrow_exception(refused_);
   }
   waiting_.fetch_add(1, std::memory_order_relaxed);
-  clock_owner_->sleep_until(clock_owner_->now() + std::chrono::nanoseconds(clock_.to_ns(wait)));
+  // From the reservation's own reading: the clock may have moved on since.
+  clock_owner_->sleep_until(std::chrono::nanoseconds(clock_.to_clock_ns(now + wait)));
   waiting_.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -160,8 +162,8 @@ RateLimiterSnapshot RateLimiter::snapshot() const {
   const std::int64_t period = (clock_.ticks() - start_) / period_ticks_;
   if (period > state.period) {
     const std::int64_t periods = std::min<std::int64_t>(period - state.period, kPermitBias);
-    state.permits = std::min<std::int64_t>(state.permits + periods * limit_for_period_,
-                                           limit_for_period_);
+    state.permits =
+        std::min<std::int64_t>(state.permits + periods * limit_for_period_, limit_for_period_);
   }
   snap.available_permissions = static_cast<int>(state.permits);
   snap.waiting_calls = waiting_.load(std::memory_order_relaxed);

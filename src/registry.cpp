@@ -82,9 +82,9 @@ struct AdaptiveLimitKind {
   static constexpr std::string_view kFileName = "adaptiveLimit";
   static constexpr std::string_view kLabel = "adaptive limit";
   static constexpr std::array<std::string_view, 13> kKeys = {
-      "enabled",  "algorithm",        "initialLimit", "minLimit",     "maxLimit",
-      "window",   "minWindowSamples", "smoothing",    "rttTolerance", "longWindow",
-      "queueSize", "backoffRatio",    "dropOn"};
+      "enabled",   "algorithm",        "initialLimit", "minLimit",     "maxLimit",
+      "window",    "minWindowSamples", "smoothing",    "rttTolerance", "longWindow",
+      "queueSize", "backoffRatio",     "dropOn"};
 
   static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog& catalog) {
     const std::string where = entry.where();
@@ -261,11 +261,11 @@ class PolicyTable {
       const Instance& existing = found->second;
       if (const auto difference = first_difference(existing.policy->config(), resolved)) {
         throw ConfigException(
-            "R4C-REG-008",
-            context + " is shared by " + existing.method_id + " and " + std::string(method_id) +
-                ", whose settings differ: " + difference->setting + " is " + difference->first +
-                " for the first and " + difference->second +
-                " for the second; give them the same settings or different names");
+            "R4C-REG-008", context + " is shared by " + existing.method_id + " and " +
+                               std::string(method_id) +
+                               ", whose settings differ: " + difference->setting + " is " +
+                               difference->first + " for the first and " + difference->second +
+                               " for the second; give them the same settings or different names");
       }
       return *existing.policy;
     }
@@ -285,8 +285,9 @@ class PolicyTable {
           "no " + std::string(Kind::kLabel) + " has the id '" + std::string(id) + "'";
       message += ids.empty() ? std::string("; none exists yet")
                              : "; did you mean '" + std::string(detail::closest(id, ids)) + "'?";
-      message += " (a policy exists once its pipeline is built, its interface wrapped, or its "
-                 "*_policy function is called)";
+      message +=
+          " (a policy exists once its pipeline is built, its interface wrapped, or its "
+          "*_policy function is called)";
       throw ConfigException("R4C-REG-009", message);
     }
     return *found->second.policy;
@@ -295,7 +296,8 @@ class PolicyTable {
   template <class Snapshots>
   void snapshot_into(Snapshots& snapshots) const {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [id, instance] : instances_) snapshots.emplace(id, instance.policy->snapshot());
+    for (const auto& [id, instance] : instances_)
+      snapshots.emplace(id, instance.policy->snapshot());
   }
 
  private:
@@ -340,9 +342,9 @@ class PolicyTable {
     const std::vector<std::string_view> names(known.begin(), known.end());
     std::string message = "unknown named config '" + std::string(name) + "' of " +
                           std::string(Kind::kLabel) + ", asked for by " + std::string(method_id);
-    message += names.empty() ? std::string("; no named config is defined")
-                             : "; did you mean '" + std::string(detail::closest(name, names)) +
-                                   "'?";
+    message += names.empty()
+                   ? std::string("; no named config is defined")
+                   : "; did you mean '" + std::string(detail::closest(name, names)) + "'?";
     throw ConfigException("R4C-REG-004", message);
   }
 
@@ -444,8 +446,8 @@ ResilienceRegistry::Builder& ResilienceRegistry::Builder::adaptive_limit_default
   return *this;
 }
 
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::adaptive_limit(
-    std::string name, AdaptiveLimitSetup setup) {
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::adaptive_limit(std::string name,
+                                                                         AdaptiveLimitSetup setup) {
   add_named<AdaptiveLimitKind>(settings_->code, std::move(name), std::move(setup));
   return *this;
 }
@@ -486,8 +488,7 @@ ResilienceRegistry::Builder& ResilienceRegistry::Builder::timeout(
   return *this;
 }
 
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::config_file(
-    std::filesystem::path path) {
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::config_file(std::filesystem::path path) {
   settings_->sources.push_back({std::move(path), {}});
   return *this;
 }
@@ -517,9 +518,9 @@ ResilienceRegistry ResilienceRegistry::Builder::build() {
     entries.insert(entries.end(), std::make_move_iterator(parsed.begin()),
                    std::make_move_iterator(parsed.end()));
   }
-  auto state = std::make_unique<State>(
-      settings_->clock ? settings_->clock : std::make_shared<SystemClock>(), settings_->code,
-      entries, settings_->exception_types);
+  auto state =
+      std::make_unique<State>(settings_->clock ? settings_->clock : std::make_shared<SystemClock>(),
+                              settings_->code, entries, settings_->exception_types);
   state->adaptive_limits.validate();
   state->bulkheads.validate();
   state->rate_limiters.validate();
@@ -583,8 +584,7 @@ RateLimiterHandle ResilienceRegistry::rate_limiter(std::string_view id) const {
 Timeout& ResilienceRegistry::timeout_policy(std::string_view method_id, std::string_view name,
                                             std::string_view config,
                                             const std::function<void(TimeoutConfig&)>& instance) {
-  return state_->timeouts.get_or_create(method_id, name, config, nullptr, &instance,
-                                        state_->clock);
+  return state_->timeouts.get_or_create(method_id, name, config, nullptr, &instance, state_->clock);
 }
 
 TimeoutHandle ResilienceRegistry::timeout(std::string_view id) const {
@@ -600,9 +600,7 @@ RegistrySnapshot ResilienceRegistry::snapshot() const {
   return snapshot;
 }
 
-const std::shared_ptr<Clock>& ResilienceRegistry::clock() const noexcept {
-  return state_->clock;
-}
+const std::shared_ptr<Clock>& ResilienceRegistry::clock() const noexcept { return state_->clock; }
 
 namespace testing {
 

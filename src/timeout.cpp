@@ -64,9 +64,9 @@ Timeout::Timeout(std::string instance_id, TimeoutConfig config, std::shared_ptr<
       instance_id_(std::move(instance_id)),
       config_(std::move(config)),
       clock_owner_(std::move(clock)),
-      timed_out_(std::make_exception_ptr(CallTimeoutException(
-          "timeout '" + instance_id_ + "': the call took " + detail::show(config_.timeout()) +
-          " or longer"))) {}
+      timed_out_(std::make_exception_ptr(
+          CallTimeoutException("timeout '" + instance_id_ + "': the call took " +
+                               detail::show(config_.timeout()) + " or longer"))) {}
 
 void Timeout::throw_timed_out() {
   timed_out_count_.increment();

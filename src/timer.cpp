@@ -6,10 +6,6 @@
 
 namespace r4c::detail {
 
-TimerQueue::TimerQueue(bool threaded) {
-  if (threaded) thread_ = std::thread([this] { run(); });
-}
-
 TimerQueue::~TimerQueue() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -63,16 +59,21 @@ void TimerQueue::erase(std::size_t index) {
   sift_up(last->index_);
 }
 
-void TimerQueue::schedule(TimerTask& task, std::int64_t key) {
-  bool earliest = false;
+void TimerQueue::schedule(TimerTask& task, std::int64_t key, bool threaded) {
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     task.key_ = key;
     task.state_ = TimerTask::State::scheduled;
     push(task);
-    earliest = task.index_ == 0;
+    if (threaded) {
+      if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+      // Deadlines usually come later than the one the thread sleeps until: no wake-up then.
+      wake = key < wake_key_;
+      if (wake) wake_key_ = key;
+    }
   }
-  if (earliest && thread_.joinable()) changed_.notify_all();
+  if (wake) changed_.notify_all();
 }
 
 bool TimerQueue::cancel(TimerTask& task) noexcept {
@@ -92,8 +93,7 @@ std::size_t TimerQueue::pending() const {
   return heap_.size();
 }
 
-void TimerQueue::fire_due(std::int64_t limit, void (*before)(void*, std::int64_t),
-                          void* context) {
+void TimerQueue::fire_due(std::int64_t limit, void (*before)(void*, std::int64_t), void* context) {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!heap_.empty() && heap_.front()->key_ <= limit) {
     TimerTask* task = heap_.front();
@@ -112,11 +112,13 @@ void TimerQueue::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     if (heap_.empty()) {
+      wake_key_ = INT64_MAX;
       changed_.wait(lock);
       continue;
     }
     const std::int64_t wait = heap_.front()->key_ - steady_now_ns();
     if (wait > 0) {
+      wake_key_ = heap_.front()->key_;
       changed_.wait_for(lock, std::chrono::nanoseconds(wait));
       continue;
     }

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "r4c/adaptive_limit.hpp"
+#include "r4c/pipeline.hpp"
 
 namespace {
 std::atomic<bool> counting{false};
@@ -105,6 +106,51 @@ TEST_F(AllocationTest, TheDefaultClockPathAllocatesNothing) {
     }
   });
   EXPECT_EQ(count, 0u);
+}
+
+// Nothing on the pipeline's call path allocates when the callable does not: a callable without a
+// token needs no timer; one with a token reuses its thread's stop_source while no deadline has
+// stopped it, and the clock's timer queue keeps its capacity.
+class PipelineAllocationTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
+  r4c::ResilienceRegistry registry_ = r4c::testing::registry(clock_).build();
+  r4c::Pipeline<int> pipeline_ =
+      r4c::Pipeline<int>::builder(registry_, "alloc")
+          .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.window(1ms).min_window_samples(1); })
+          .timeout([](r4c::TimeoutConfig& t) { t.timeout(1s); })
+          .bulkhead()
+          .rate_limiter(
+              [](r4c::RateLimiterConfig& r) { r.limit_for_period(1000).refresh_period(1ms); })
+          .build();
+};
+
+TEST_F(PipelineAllocationTest, ACallWithoutATokenAllocatesNothing) {
+  pipeline_.execute([] { return 1; });
+  const auto count = allocations_during([&] {
+    for (int i = 0; i < kCalls; ++i) {
+      pipeline_.execute([&] {
+        clock_->advance(100us);
+        return i;
+      });
+    }
+  });
+  EXPECT_EQ(count, 0u);
+  EXPECT_GT(pipeline_.adaptive_limit()->snapshot().windows, 1000u);
+}
+
+TEST_F(PipelineAllocationTest, ACallWithATokenAllocatesNothingOnceWarm) {
+  pipeline_.execute([](std::stop_token) { return 1; });
+  const auto count = allocations_during([&] {
+    for (int i = 0; i < kCalls; ++i) {
+      pipeline_.execute([&](std::stop_token) {
+        clock_->advance(100us);
+        return i;
+      });
+    }
+  });
+  EXPECT_EQ(count, 0u);
+  EXPECT_EQ(clock_->pending_tasks(), 0u);
 }
 
 }  // namespace

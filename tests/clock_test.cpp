@@ -76,8 +76,17 @@ TEST(SystemClockTest, TheLimitsReaderMeasuresSpansAsTheClockDoes) {
   EXPECT_LE(span, (after - before).count());
   EXPECT_GE(span, (20ms).count());
   // The conversions are inverse up to rounding: a few ticks of a nanosecond or less each.
-  EXPECT_NEAR(static_cast<double>(reader.to_ticks(span)), static_cast<double>(second - first),
-              4.0);
+  EXPECT_NEAR(static_cast<double>(reader.to_ticks(span)), static_cast<double>(second - first), 4.0);
+}
+
+TEST(SystemClockTest, TheLimitsReadingsConvertToTheClocksOwnTime) {
+  const r4c::SystemClock clock;
+  const r4c::detail::ClockReader reader(&clock);
+  const auto before = clock.now().count();
+  const std::int64_t reading = reader.to_clock_ns(reader.ticks());
+  const auto after = clock.now().count();
+  EXPECT_LE(before, reading + 2);  // conversions round down by a nanosecond or so
+  EXPECT_LE(reading, after);
 }
 
 // Real time on purpose: the property is agreement with steady_clock over a real second.

@@ -428,4 +428,71 @@ TEST(RegistryConcurrencyTest, ThreadsAskingForOneIdGetOneLimit) {
   EXPECT_EQ(registry.snapshot().adaptive_limits().size(), 1u);
 }
 
+// ---- the other policy kinds ------------------------------------------------------------------
+
+TEST(RegistryPolicyKindsTest, EveryKindResolvesDefaultsNamedConfigsAndTheFile) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  auto registry = r4c::testing::registry(clock)
+                      .bulkhead_defaults([](r4c::BulkheadConfig& b) { b.max_concurrent(7); })
+                      .bulkhead("db", [](r4c::BulkheadConfig& b) { b.max_concurrent(3); })
+                      .timeout_defaults([](r4c::TimeoutConfig& t) { t.timeout(5s); })
+                      .rate_limiter("api", [](r4c::RateLimiterConfig& r) { r.limit_for_period(9); })
+                      .config_text(R"(
+                        configs.db.bulkhead.maxConcurrent = 4
+                        defaults.timeout.timeout = 3s
+                        instances.slow.timeout.timeout = 10s
+                        configs.api.rateLimiter.refreshPeriod = 500ms
+                        configs.api.rateLimiter.timeoutDuration = 20ms
+                        instances.api.rateLimiter.limitForPeriod = 11
+                      )")
+                      .build();
+  EXPECT_EQ(registry.bulkhead_policy("a#f()").config().max_concurrent(), 7);
+  EXPECT_EQ(registry.bulkhead_policy("a#g()", "", "db").config().max_concurrent(), 4);
+  EXPECT_EQ(registry.timeout_policy("a#f()").config().timeout(), 3s);
+  EXPECT_EQ(registry.timeout_policy("a#h()", "slow").config().timeout(), 10s);
+  const r4c::RateLimiterConfig& rate = registry.rate_limiter_policy("a#f()", "api", "api").config();
+  EXPECT_EQ(rate.limit_for_period(), 11);
+  EXPECT_EQ(rate.refresh_period(), 500ms);
+  EXPECT_EQ(rate.timeout_duration(), 20ms);
+}
+
+TEST(RegistryPolicyKindsTest, EveryKindHasHandlesAndSnapshots) {
+  auto registry = r4c::ResilienceRegistry::builder().build();
+  registry.bulkhead_policy("search");
+  registry.rate_limiter_policy("search");
+  registry.timeout_policy("search");
+  EXPECT_EQ(registry.bulkhead("search").instance_id(), "search");
+  EXPECT_EQ(registry.rate_limiter("search").instance_id(), "search");
+  EXPECT_EQ(registry.timeout("search").instance_id(), "search");
+  const r4c::RegistrySnapshot all = registry.snapshot();
+  EXPECT_EQ(all.bulkheads().at("search").max_concurrent, 25);
+  EXPECT_EQ(all.rate_limiters().at("search").limit_for_period, 50);
+  EXPECT_EQ(all.timeouts().at("search").timeout, 1s);
+  EXPECT_TRUE(all.adaptive_limits().empty());
+  EXPECT_EQ(config_error([&] { registry.bulkhead("serch"); }).code(), "R4C-REG-009");
+  EXPECT_EQ(config_error([&] { registry.timeout("x"); }).code(), "R4C-REG-009");
+  EXPECT_EQ(config_error([&] { registry.rate_limiter("x"); }).code(), "R4C-REG-009");
+}
+
+TEST(RegistryPolicyKindsTest, FileErrorsOfEveryKindNameTheKeyAndLine) {
+  EXPECT_THAT(build_error("defaults.bulkhead.maxConcurent=3").what(),
+              AllOf(StartsWith("R4C-CFG-003"), HasSubstr("did you mean 'maxConcurrent'?")));
+  EXPECT_THAT(build_error("defaults.bulkhead.maxConcurrent=0").what(),
+              AllOf(StartsWith("R4C-ATR-003"), HasSubstr("key defaults.bulkhead.maxConcurrent")));
+  EXPECT_THAT(build_error("defaults.timeout.timeout=2").what(), StartsWith("R4C-ATR-001"));
+  EXPECT_THAT(build_error("defaults.timeout.timeout=0s").what(), StartsWith("R4C-REG-001"));
+  EXPECT_THAT(build_error("configs.x.rateLimiter.refreshPeriod=1us").what(),
+              AllOf(StartsWith("R4C-REG-001"), HasSubstr("refresh_period")));
+  EXPECT_THAT(build_error("defaults.rateLimter.limitForPeriod=1").what(),
+              HasSubstr("did you mean 'rateLimiter'?"));
+}
+
+TEST(RegistryPolicyKindsTest, NamedConfigsAreLookedUpPerKind) {
+  auto registry =
+      r4c::ResilienceRegistry::builder().bulkhead("db", [](r4c::BulkheadConfig&) {}).build();
+  const auto e = config_error([&] { registry.timeout_policy("a#f()", "", "db"); });
+  EXPECT_EQ(e.code(), "R4C-REG-004");
+  EXPECT_THAT(e.what(), HasSubstr("of timeout"));
+}
+
 }  // namespace

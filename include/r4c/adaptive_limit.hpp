@@ -107,7 +107,7 @@ class [[nodiscard]] Permit {
       : limit_(limit), start_(start), in_flight_(in_flight) {}
 
   AdaptiveLimit* limit_ = nullptr;
-  std::int64_t start_ = 0;       // clock ticks (detail::ClockReader)
+  std::int64_t start_ = 0;      // clock ticks (detail::ClockReader)
   std::int32_t in_flight_ = 0;  // calls in flight when admitted, itself included; 0 = disabled
 };
 

@@ -44,7 +44,7 @@ std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
 struct BulkheadSnapshot {
   int max_concurrent = 0;
   int in_flight = 0;
-  int available = 0;          // max_concurrent - in_flight, never below 0
+  int available = 0;           // max_concurrent - in_flight, never below 0
   std::uint64_t rejected = 0;  // exact
 };
 

@@ -52,11 +52,10 @@ class Clock {
  protected:
   /// Whether advance()-like calls fire this clock's timers instead of a timer thread.
   virtual bool fires_timers_itself() const noexcept { return false; }
-  detail::TimerQueue& timers() const;
+  detail::TimerQueue& timers() const noexcept { return timers_; }
 
  private:
-  mutable std::once_flag timers_created_;
-  mutable std::unique_ptr<detail::TimerQueue> timers_;
+  mutable detail::TimerQueue timers_;
 };
 
 namespace detail {
@@ -172,10 +171,17 @@ class ClockReader {
   }
   /// A span of nanoseconds in ticks.
   std::int64_t to_ticks(std::int64_t span_ns) const noexcept;
+  /// A reading as the clock's own now(), in nanoseconds (for Clock::schedule and sleep_until).
+  std::int64_t to_clock_ns(std::int64_t reading) const noexcept {
+    if (mode_ == Mode::kTsc) return base_ns_ + to_ns(reading - base_ticks_);
+    return reading;
+  }
 
  private:
   enum class Mode : std::uint8_t { kTsc, kSteady, kVirtual };
   std::int64_t ns_per_tick_ = 0;  // 32.32 fixed point
+  std::int64_t base_ticks_ = 0;
+  std::int64_t base_ns_ = 0;
   const Clock* clock_;
   Mode mode_;
 };

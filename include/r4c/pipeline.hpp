@@ -11,7 +11,8 @@
 //       .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.max_limit(100); })
 //       .timeout([](r4c::TimeoutConfig& t) { t.timeout(std::chrono::seconds(2)); })
 //       .build();
-//   std::string hits = search.execute([&](std::stop_token stop) { return backend.search(q, stop); });
+//   std::string hits = search.execute([&](std::stop_token stop) { return backend.search(q, stop);
+//   });
 //
 // The pipeline's id is the instance id of each of its policies in the registry, which owns them:
 // registry.adaptive_limit("search") is the pipeline's limit.
@@ -72,7 +73,8 @@ class Pipeline {
   T through_timeout(F& f) const {
     if (timeout_ == nullptr) return through_bulkhead(f, std::stop_token());
     if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      return timeout_->execute([&](std::stop_token stop) -> T { return through_bulkhead(f, stop); });
+      return timeout_->execute(
+          [&](std::stop_token stop) -> T { return through_bulkhead(f, stop); });
     } else {
       return timeout_->execute([&]() -> T { return through_bulkhead(f, std::stop_token()); });
     }
@@ -143,7 +145,8 @@ class Pipeline<T>::Builder {
       pipeline.adaptive_limit_ =
           &registry_->adaptive_limit_policy(id_, id_, "", {}, adaptive_limit_.setup);
     }
-    if (timeout_.wanted) pipeline.timeout_ = &registry_->timeout_policy(id_, id_, "", timeout_.setup);
+    if (timeout_.wanted)
+      pipeline.timeout_ = &registry_->timeout_policy(id_, id_, "", timeout_.setup);
     if (bulkhead_.wanted) {
       pipeline.bulkhead_ = &registry_->bulkhead_policy(id_, id_, "", bulkhead_.setup);
     }

@@ -4,6 +4,10 @@
 
 #include "r4c/adaptive_limit.hpp"
 #include "r4c/adaptive_limit_config.hpp"
+#include "r4c/bulkhead.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/pipeline.hpp"
+#include "r4c/rate_limiter.hpp"
 #include "r4c/registry.hpp"
+#include "r4c/timeout.hpp"

@@ -134,6 +134,7 @@ decltype(auto) Timeout::execute(F&& f) {
       if constexpr (std::is_void_v<Result>) {
         std::invoke(std::forward<F>(f));
         if (clock_.ticks() >= deadline) throw_timed_out();
+        return;
       } else {
         Result result = std::invoke(std::forward<F>(f));
         if (clock_.ticks() >= deadline) throw_timed_out();  // the late result is destroyed
@@ -175,6 +176,7 @@ decltype(auto) Timeout::execute_with_token(F&& f) {
       std::invoke(std::forward<F>(f), stop.token());
       unschedule();
       if (stop.stopped() || clock.now() >= deadline) throw_timed_out();
+      return;
     } else {
       Result result = std::invoke(std::forward<F>(f), stop.token());
       unschedule();

@@ -35,23 +35,24 @@ class TimerTask {
   State state_ = State::idle;
 };
 
-/// A min-heap of tasks by key. Threaded: its own thread fires each task when steady_clock
-/// reaches the key. Manual: fire_due() fires them.
+/// A min-heap of tasks by key. Either fire_due() fires them (a manual clock), or a thread of
+/// the queue's own, started by the first schedule() that asks for it, fires each task when
+/// steady_clock reaches its key.
 class TimerQueue {
  public:
-  explicit TimerQueue(bool threaded);
+  TimerQueue() = default;
   ~TimerQueue();
   TimerQueue(const TimerQueue&) = delete;
   TimerQueue& operator=(const TimerQueue&) = delete;
 
-  void schedule(TimerTask& task, std::int64_t key);
+  /// `threaded`: keys are steady_clock nanoseconds and the queue's thread fires them.
+  void schedule(TimerTask& task, std::int64_t key, bool threaded);
   /// Removes the task; when it is firing on another thread, waits until it has fired.
   /// Returns whether it was removed before firing.
   bool cancel(TimerTask& task) noexcept;
   /// Fires, in key order on this thread, every task whose key is <= limit, calling
   /// `before(context, key)` before each.
-  void fire_due(std::int64_t limit, void (*before)(void* context, std::int64_t key),
-                void* context);
+  void fire_due(std::int64_t limit, void (*before)(void* context, std::int64_t key), void* context);
   std::size_t pending() const;
 
  private:
@@ -65,6 +66,9 @@ class TimerQueue {
   mutable std::mutex mutex_;
   std::condition_variable changed_;  // a new earliest task, a fired task, or stopping
   std::vector<TimerTask*> heap_;
+  // The key the thread sleeps until (INT64_MAX: until notified). A task due later needs no
+  // wake-up: the thread looks at the heap again when it wakes.
+  std::int64_t wake_key_ = INT64_MAX;
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -1,0 +1,120 @@
+// The pipeline's cost, policy by policy, against the bare AdaptiveLimit::execute it wraps:
+//
+//   BM_PipelineBareExecute    AdaptiveLimit::execute of a trivial lambda (the baseline)
+//   BM_PipelineLimit          a pipeline with only an adaptive limit
+//   BM_PipelineLimitRate      + a rate limiter
+//   BM_PipelineLimitTimeout   + a timeout, callable without a token (no timer)
+//   BM_PipelineLimitTimeoutToken  + a timeout, callable taking a std::stop_token (a timer)
+//   BM_PipelineLimitBulkhead  + a bulkhead
+//   BM_PipelineAll            all four, callable taking a token
+//
+// Each pipeline has its own registry and policies (default SystemClock), shared by the
+// benchmark's threads.
+#include <benchmark/benchmark.h>
+
+#include <stop_token>
+
+#include "alloc_counter.hpp"
+#include "r4c/pipeline.hpp"
+#include "threads.hpp"
+
+namespace {
+
+using r4c::bench::AllocCount;
+using r4c::bench::thread_alloc_count;
+
+// Permits enough that the rate limiter never refuses here.
+void generous(r4c::RateLimiterConfig& r) {
+  r.limit_for_period(8'000'000).refresh_period(std::chrono::milliseconds(1));
+}
+void roomy(r4c::AdaptiveLimitConfig& a) { a.initial_limit(100).max_limit(1000); }
+void wide(r4c::BulkheadConfig& b) { b.max_concurrent(1000); }
+
+struct Fixture {
+  r4c::ResilienceRegistry registry = r4c::ResilienceRegistry::builder().build();
+  r4c::Pipeline<int> pipeline;
+  explicit Fixture(void (*configure)(r4c::Pipeline<int>::Builder&))
+      : pipeline([&] {
+          auto builder = r4c::Pipeline<int>::builder(registry, "bench");
+          configure(builder);
+          return builder.build();
+        }()) {}
+};
+
+template <void (*Configure)(r4c::Pipeline<int>::Builder&)>
+Fixture& fixture() {
+  static Fixture instance(Configure);
+  return instance;
+}
+
+void limit_only(r4c::Pipeline<int>::Builder& b) { b.adaptive_limit(roomy); }
+void limit_rate(r4c::Pipeline<int>::Builder& b) { b.adaptive_limit(roomy).rate_limiter(generous); }
+void limit_timeout(r4c::Pipeline<int>::Builder& b) { b.adaptive_limit(roomy).timeout(); }
+void limit_bulkhead(r4c::Pipeline<int>::Builder& b) { b.adaptive_limit(roomy).bulkhead(wide); }
+void all(r4c::Pipeline<int>::Builder& b) {
+  b.adaptive_limit(roomy).timeout().bulkhead(wide).rate_limiter(generous);
+}
+
+void report_allocations(benchmark::State& state, const AllocCount& start) {
+  const AllocCount end = thread_alloc_count();
+  state.counters["allocs_per_call"] = benchmark::Counter(static_cast<double>(end.news - start.news),
+                                                         benchmark::Counter::kAvgIterations);
+}
+
+template <void (*Configure)(r4c::Pipeline<int>::Builder&), bool kToken>
+void run_pipeline(benchmark::State& state) {
+  const r4c::Pipeline<int>& pipeline = fixture<Configure>().pipeline;
+  // Warm: the thread's stripe slot, and (with a token) its spare stop_source and the timer
+  // queue's capacity.
+  if constexpr (kToken) {
+    pipeline.execute([](std::stop_token) { return 0; });
+  } else {
+    pipeline.execute([] { return 0; });
+  }
+  const AllocCount start = thread_alloc_count();
+  for (auto _ : state) {
+    int result;
+    if constexpr (kToken) {
+      result = pipeline.execute([](std::stop_token) { return 42; });
+    } else {
+      result = pipeline.execute([] { return 42; });
+    }
+    benchmark::DoNotOptimize(result);
+  }
+  report_allocations(state, start);
+}
+
+void BM_PipelineBareExecute(benchmark::State& state) {
+  static r4c::AdaptiveLimit limit("bench-bare",
+                                  r4c::AdaptiveLimitConfig().initial_limit(100).max_limit(1000));
+  limit.execute([] { return 0; });
+  const AllocCount start = thread_alloc_count();
+  for (auto _ : state) {
+    int result = limit.execute([] { return 42; });
+    benchmark::DoNotOptimize(result);
+  }
+  report_allocations(state, start);
+}
+
+void BM_PipelineLimit(benchmark::State& state) { run_pipeline<limit_only, false>(state); }
+void BM_PipelineLimitRate(benchmark::State& state) { run_pipeline<limit_rate, false>(state); }
+void BM_PipelineLimitTimeout(benchmark::State& state) { run_pipeline<limit_timeout, false>(state); }
+void BM_PipelineLimitTimeoutToken(benchmark::State& state) {
+  run_pipeline<limit_timeout, true>(state);
+}
+void BM_PipelineLimitBulkhead(benchmark::State& state) {
+  run_pipeline<limit_bulkhead, false>(state);
+}
+void BM_PipelineAll(benchmark::State& state) { run_pipeline<all, true>(state); }
+
+using r4c::bench::on_1_2_4_threads;
+
+BENCHMARK(BM_PipelineBareExecute)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_PipelineLimit)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_PipelineLimitRate)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_PipelineLimitTimeout)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_PipelineLimitTimeoutToken)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_PipelineLimitBulkhead)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_PipelineAll)->Apply(on_1_2_4_threads);
+
+}  // namespace

@@ -1,0 +1,112 @@
+#include "r4c/bulkhead.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(BulkheadTest, AdmitsAtMostMaxConcurrentCalls) {
+  r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(2));
+  r4c::BulkheadPermit a = bulkhead.try_acquire();
+  r4c::BulkheadPermit b = bulkhead.try_acquire();
+  EXPECT_TRUE(a);
+  EXPECT_TRUE(b);
+  EXPECT_FALSE(bulkhead.try_acquire());
+  EXPECT_EQ(bulkhead.in_flight(), 2);
+  a.release();
+  EXPECT_EQ(bulkhead.in_flight(), 1);
+  EXPECT_TRUE(bulkhead.try_acquire());  // a temporary: released at once
+  EXPECT_EQ(bulkhead.in_flight(), 1);
+}
+
+TEST(BulkheadTest, AFullBulkheadThrowsAtOnceWithoutCallingTheMethod) {
+  r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(1));
+  r4c::BulkheadPermit held = bulkhead.try_acquire();
+  bool called = false;
+  const void* first = nullptr;
+  for (int i = 0; i < 2; ++i) {
+    try {
+      bulkhead.execute([&] { called = true; });
+      FAIL() << "not rejected";
+    } catch (const r4c::BulkheadFullException& e) {
+      EXPECT_THAT(e.what(), HasSubstr("bulkhead 'pool' is full (max_concurrent 1)"));
+      if (first == nullptr) first = &e;
+      EXPECT_EQ(&e, first);  // one preallocated object
+    }
+  }
+  EXPECT_FALSE(called);
+  EXPECT_EQ(bulkhead.snapshot().rejected, 2u);
+}
+
+TEST(BulkheadTest, ExecuteReturnsTheSlotWhenTheCallReturnsOrThrows) {
+  r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(1));
+  EXPECT_EQ(bulkhead.execute([&] { return bulkhead.in_flight(); }), 1);
+  EXPECT_THROW(bulkhead.execute([] { throw std::runtime_error("x"); }), std::runtime_error);
+  EXPECT_EQ(bulkhead.in_flight(), 0);
+}
+
+TEST(BulkheadTest, ASnapshotShowsTheBulkhead) {
+  r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(3));
+  r4c::BulkheadPermit held = bulkhead.try_acquire();
+  const r4c::BulkheadSnapshot snap = bulkhead.handle().snapshot();
+  EXPECT_EQ(snap.max_concurrent, 3);
+  EXPECT_EQ(snap.in_flight, 1);
+  EXPECT_EQ(snap.available, 2);
+  EXPECT_EQ(snap.rejected, 0u);
+  EXPECT_EQ(bulkhead.handle().instance_id(), "pool");
+}
+
+TEST(BulkheadTest, AMaxConcurrentBelowOneIsAtr003) {
+  try {
+    r4c::BulkheadConfig().max_concurrent(0);
+    FAIL();
+  } catch (const r4c::ConfigException& e) {
+    EXPECT_EQ(e.code(), "R4C-ATR-003");
+    EXPECT_THAT(e.what(), HasSubstr("max_concurrent is 0; valid: an integer >= 1"));
+  }
+  EXPECT_EQ(r4c::BulkheadConfig().max_concurrent(), 25);
+}
+
+TEST(BulkheadTest, PermitsMoveTheirSlot) {
+  r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(2));
+  r4c::BulkheadPermit a = bulkhead.try_acquire();
+  r4c::BulkheadPermit b = std::move(a);
+  EXPECT_FALSE(a);
+  r4c::BulkheadPermit c = bulkhead.try_acquire();
+  c = std::move(b);
+  EXPECT_EQ(bulkhead.in_flight(), 1);
+}
+
+TEST(BulkheadConcurrencyTest, NeverAdmitsMoreThanMaxConcurrentAndCountsEveryRejection) {
+  r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(3));
+  std::atomic<int> inside{0}, most{0};
+  std::atomic<std::uint64_t> rejected{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20000; ++i) {
+        r4c::BulkheadPermit permit = bulkhead.try_acquire();
+        if (!permit) {
+          rejected.fetch_add(1);
+          continue;
+        }
+        const int now = inside.fetch_add(1) + 1;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        inside.fetch_sub(1);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_LE(most.load(), 3);
+  EXPECT_EQ(bulkhead.in_flight(), 0);
+  EXPECT_EQ(bulkhead.snapshot().rejected, rejected.load());
+}
+
+}  // namespace

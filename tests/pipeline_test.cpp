@@ -1,0 +1,275 @@
+// The pipeline: its fixed order, and what the product document says of the adaptive limit
+// among its neighbours ("Con otras políticas", "Lo mismo con Pipeline").
+#include "r4c/pipeline.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+struct NotFound : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
+  r4c::ResilienceRegistry registry_ =
+      r4c::testing::registry(clock_)
+          .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(1); })
+          .build();
+};
+
+TEST_F(PipelineTest, ThePipelinesIdIsTheInstanceIdOfEachOfItsPolicies) {
+  auto search = r4c::Pipeline<std::string>::builder(registry_, "search")
+                    .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.max_limit(100); })
+                    .timeout([](r4c::TimeoutConfig& t) { t.timeout(2s); })
+                    .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(10); })
+                    .rate_limiter([](r4c::RateLimiterConfig& r) {
+                      r.limit_for_period(100).refresh_period(1s);
+                    })
+                    .build();
+  EXPECT_EQ(search.execute([] { return std::string("java"); }), "java");
+  EXPECT_EQ(search.execute([](std::stop_token) { return std::string("c++"); }), "c++");
+  EXPECT_EQ(registry_.adaptive_limit("search").snapshot().max_limit, 100);
+  EXPECT_EQ(registry_.bulkhead("search").max_concurrent(), 10);
+  EXPECT_EQ(registry_.rate_limiter("search").snapshot().limit_for_period, 100);
+  EXPECT_EQ(registry_.timeout("search").snapshot().timeout, 2s);
+  EXPECT_EQ(search.adaptive_limit()->instance_id(), "search");
+  EXPECT_EQ(registry_.snapshot().adaptive_limits().count("search"), 1u);
+}
+
+TEST_F(PipelineTest, PipelineOfVoidWorks) {
+  auto pipeline = r4c::Pipeline<void>::builder(registry_, "fire").adaptive_limit().build();
+  int calls = 0;
+  pipeline.execute([&] { ++calls; });
+  pipeline.execute([&](std::stop_token) { ++calls; });
+  EXPECT_EQ(calls, 2);
+}
+
+TEST_F(PipelineTest, APipelineWithoutPoliciesJustCalls) {
+  auto pipeline = r4c::Pipeline<int>::builder(registry_, "bare").build();
+  EXPECT_EQ(pipeline.execute([] { return 4; }), 4);
+  EXPECT_EQ(pipeline.execute([](std::stop_token stop) { return stop.stop_possible() ? 0 : 5; }), 5);
+}
+
+// Builders called in two different orders must give the same pipeline.
+class PipelineOrderTest : public PipelineTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  r4c::Pipeline<int> build(const std::string& id) {
+    auto builder = r4c::Pipeline<int>::builder(registry_, id);
+    auto limit = [](r4c::AdaptiveLimitConfig& a) {
+      a.algorithm(r4c::LimitAlgorithm::aimd).initial_limit(10);
+    };
+    auto timeout = [](r4c::TimeoutConfig& t) { t.timeout(2s); };
+    auto bulkhead = [](r4c::BulkheadConfig& b) { b.max_concurrent(1); };
+    auto rate = [](r4c::RateLimiterConfig& r) { r.limit_for_period(5); };
+    if (GetParam()) {
+      builder.adaptive_limit(limit).timeout(timeout).bulkhead(bulkhead).rate_limiter(rate);
+    } else {
+      builder.bulkhead(bulkhead).rate_limiter(rate).timeout(timeout).adaptive_limit(limit);
+    }
+    return builder.build();
+  }
+};
+
+TEST_P(PipelineOrderTest, EveryPolicyHoldsTheCallWhileItRuns) {
+  auto pipeline = build("orders");
+  pipeline.execute([&](std::stop_token stop) {
+    EXPECT_TRUE(stop.stop_possible());  // the timeout's token reaches the call
+    EXPECT_EQ(pipeline.adaptive_limit()->in_flight(), 1);
+    EXPECT_EQ(pipeline.bulkhead()->in_flight(), 1);
+    EXPECT_EQ(pipeline.rate_limiter()->snapshot().available_permissions, 4);
+    return 0;
+  });
+}
+
+// 1. A timeout inside the limit is a drop: its latency (the timeout) enters the window and
+// AIMD backs off.
+TEST_P(PipelineOrderTest, ATimeoutInsideTheLimitIsADropAndAimdBacksOff) {
+  auto pipeline = build("orders");
+  EXPECT_THROW(pipeline.execute([&](std::stop_token stop) {
+    clock_->advance(2s);  // the deadline fires
+    return stop.stop_requested() ? 0 : 1;
+  }),
+               r4c::CallTimeoutException);
+  const r4c::AdaptiveLimitSnapshot snap = pipeline.adaptive_limit()->snapshot();
+  EXPECT_EQ(snap.windows, 1u);
+  EXPECT_TRUE(snap.window_dropped);
+  EXPECT_EQ(snap.window_latency, 2s);
+  EXPECT_EQ(snap.limit, 9);
+  EXPECT_EQ(clock_->pending_tasks(), 0u);
+}
+
+// 2. A full bulkhead inside is a drop too.
+TEST_P(PipelineOrderTest, AFullBulkheadInsideTheLimitIsADrop) {
+  auto pipeline = build("orders");
+  r4c::BulkheadPermit held = pipeline.bulkhead()->try_acquire();  // another call's slot
+  clock_->advance(1s);
+  EXPECT_THROW(pipeline.execute([] { return 0; }), r4c::BulkheadFullException);
+  const r4c::AdaptiveLimitSnapshot snap = pipeline.adaptive_limit()->snapshot();
+  EXPECT_TRUE(snap.window_dropped);
+  EXPECT_EQ(snap.limit, 9);
+  EXPECT_EQ(pipeline.adaptive_limit()->in_flight(), 0);
+}
+
+// 3. Calls rejected by the adaptive limit have already taken a rate-limiter permit; 4. the
+// policies outside see LimitExceededException.
+TEST_P(PipelineOrderTest, ACallTheLimitRejectsHasAlreadyTakenARatePermit) {
+  auto pipeline = build("orders");
+  std::vector<r4c::Permit> held;
+  for (int i = 0; i < 10; ++i) held.push_back(pipeline.adaptive_limit()->try_acquire());
+  bool called = false;
+  EXPECT_THROW(pipeline.execute([&] { return called = true; }), r4c::LimitExceededException);
+  EXPECT_FALSE(called);
+  EXPECT_EQ(pipeline.rate_limiter()->snapshot().available_permissions, 4);
+}
+
+TEST_P(PipelineOrderTest, ARateLimiterRefusalReachesNothingInside) {
+  auto pipeline = build("orders");
+  for (int i = 0; i < 5; ++i) pipeline.execute([] { return 0; });
+  bool called = false;
+  EXPECT_THROW(pipeline.execute([&] { return called = true; }), r4c::RequestNotPermittedException);
+  EXPECT_FALSE(called);
+  EXPECT_EQ(pipeline.adaptive_limit()->snapshot().rejected, 0u);
+  EXPECT_EQ(pipeline.bulkhead()->snapshot().rejected, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothBuilderOrders, PipelineOrderTest, ::testing::Bool());
+
+// 5. Each attempt is measured on its own.
+TEST_F(PipelineTest, EachCallIsASampleOfItsOwn) {
+  auto pipeline = r4c::Pipeline<int>::builder(registry_, "orders")
+                      .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(3); })
+                      .timeout()
+                      .build();
+  pipeline.execute([&] {
+    clock_->advance(100ms);
+    return 0;
+  });
+  pipeline.execute([&] {
+    clock_->advance(200ms);
+    return 0;
+  });
+  clock_->advance(1s);
+  pipeline.execute([&] {
+    clock_->advance(300ms);
+    return 0;
+  });
+  const r4c::AdaptiveLimitSnapshot snap = pipeline.adaptive_limit()->snapshot();
+  EXPECT_EQ(snap.window_samples, 3u);
+  EXPECT_EQ(snap.window_latency, 200ms);
+}
+
+TEST_F(PipelineTest, TheCallersExceptionReachesItUnchangedAfterEveryPolicyRecordedIt) {
+  auto pipeline = r4c::Pipeline<int>::builder(registry_, "orders")
+                      .adaptive_limit()
+                      .timeout()
+                      .bulkhead()
+                      .rate_limiter()
+                      .build();
+  const std::exception_ptr original = std::make_exception_ptr(NotFound("404"));
+  const void* original_address = nullptr;
+  try {
+    std::rethrow_exception(original);
+  } catch (const NotFound& e) {
+    original_address = &e;
+  }
+  try {
+    pipeline.execute([&](std::stop_token) -> int { std::rethrow_exception(original); });
+    FAIL() << "nothing thrown";
+  } catch (const NotFound& e) {
+    EXPECT_EQ(&e, original_address);
+  }
+  EXPECT_EQ(pipeline.adaptive_limit()->in_flight(), 0);
+  EXPECT_EQ(pipeline.bulkhead()->in_flight(), 0);
+  EXPECT_EQ(clock_->pending_tasks(), 0u);
+}
+
+TEST_F(PipelineTest, APipelineRebuiltWithOtherSettingsFailsWithReg008) {
+  r4c::Pipeline<int>::builder(registry_, "orders")
+      .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(5); })
+      .build();
+  try {
+    r4c::Pipeline<int>::builder(registry_, "orders")
+        .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(6); })
+        .build();
+    FAIL();
+  } catch (const r4c::ConfigException& e) {
+    EXPECT_EQ(e.code(), "R4C-REG-008");
+  }
+}
+
+// Every slot and permit is returned on every path.
+TEST(PipelineConcurrencyTest, RandomFailuresTimeoutsAndRejectionsReturnEverySlot) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  auto registry = r4c::testing::registry(clock).build();
+  auto pipeline = r4c::Pipeline<int>::builder(registry, "stress")
+                      .adaptive_limit([](r4c::AdaptiveLimitConfig& a) {
+                        a.algorithm(r4c::LimitAlgorithm::aimd)
+                            .initial_limit(4)
+                            .max_limit(8)
+                            .window(1ms)
+                            .min_window_samples(3);
+                      })
+                      .timeout([](r4c::TimeoutConfig& t) { t.timeout(5ms); })
+                      .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(3); })
+                      .rate_limiter([](r4c::RateLimiterConfig& r) {
+                        r.limit_for_period(20).refresh_period(1ms).timeout_duration(2ms);
+                      })
+                      .build();
+  constexpr int kThreads = 8;
+  constexpr int kCalls = 1500;
+  std::atomic<bool> done{false};
+  std::thread driver([&] {
+    while (!done.load()) {
+      clock->advance(100us);
+      std::this_thread::yield();
+    }
+  });
+  std::atomic<int> outcomes{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 random(static_cast<unsigned>(t) + 7);
+      for (int i = 0; i < kCalls; ++i) {
+        const unsigned roll = random() % 6;
+        try {
+          pipeline.execute([&](std::stop_token stop) -> int {
+            if (roll == 0) throw NotFound("404");
+            if (roll == 1) throw r4c::CallTimeoutException("inner");
+            if (roll == 2) {  // runs until its deadline
+              while (!stop.stop_requested()) std::this_thread::yield();
+            }
+            return 1;
+          });
+          outcomes.fetch_add(1);
+        } catch (const std::exception&) {
+          outcomes.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  done.store(true);
+  driver.join();
+
+  EXPECT_EQ(outcomes.load(), kThreads * kCalls);  // exactly one outcome per call
+  EXPECT_EQ(pipeline.adaptive_limit()->in_flight(), 0);
+  EXPECT_EQ(pipeline.bulkhead()->in_flight(), 0);
+  EXPECT_EQ(pipeline.rate_limiter()->snapshot().waiting_calls, 0);
+  EXPECT_EQ(clock->pending_tasks(), 0u);
+  const r4c::AdaptiveLimitSnapshot snap = pipeline.adaptive_limit()->snapshot();
+  EXPECT_GT(snap.windows, 0u);
+  EXPECT_GE(snap.limit, 1);
+  EXPECT_LE(snap.limit, 8);
+  EXPECT_GT(pipeline.timeout()->snapshot().timed_out, 0u);
+}
+
+}  // namespace

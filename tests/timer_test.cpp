@@ -1,0 +1,154 @@
+// The clocks' timers: what timeouts and waits are built on.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "r4c/clock.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Records the time its clock showed when it fired.
+struct Recorder final : r4c::detail::TimerTask {
+  Recorder(const r4c::Clock& clock, std::vector<std::int64_t>& log) : clock(clock), log(log) {}
+  void fire() noexcept override {
+    log.push_back(clock.now().count());
+    fired.store(true);
+  }
+  const r4c::Clock& clock;
+  std::vector<std::int64_t>& log;
+  std::atomic<bool> fired{false};
+};
+
+TEST(ManualClockTimerTest, AdvanceFiresEveryDeadlineItReachesInOrderAtItsTime) {
+  r4c::ManualClock clock;
+  std::vector<std::int64_t> log;
+  Recorder late(clock, log), early(clock, log), exact(clock, log), beyond(clock, log);
+  clock.schedule(late, 300ns);
+  clock.schedule(early, 100ns);
+  clock.schedule(exact, 500ns);
+  clock.schedule(beyond, 501ns);
+  EXPECT_EQ(clock.pending_tasks(), 4u);
+  clock.advance(500ns);
+  EXPECT_EQ(log, (std::vector<std::int64_t>{100, 300, 500}));
+  EXPECT_EQ(clock.now(), 500ns);
+  EXPECT_EQ(clock.pending_tasks(), 1u);
+  clock.cancel(late);
+  clock.cancel(early);
+  clock.cancel(exact);
+  EXPECT_TRUE(clock.cancel(beyond));
+  EXPECT_EQ(clock.pending_tasks(), 0u);
+}
+
+TEST(ManualClockTimerTest, ACancelledTaskNeverFires) {
+  r4c::ManualClock clock;
+  std::vector<std::int64_t> log;
+  Recorder task(clock, log);
+  clock.schedule(task, 1s);
+  EXPECT_TRUE(clock.cancel(task));
+  EXPECT_FALSE(clock.cancel(task));  // no longer scheduled
+  clock.advance(2s);
+  EXPECT_TRUE(log.empty());
+}
+
+TEST(ManualClockTimerTest, ATaskMayBeScheduledAgainAfterItFired) {
+  r4c::ManualClock clock;
+  std::vector<std::int64_t> log;
+  Recorder task(clock, log);
+  clock.schedule(task, 1s);
+  clock.advance(1s);
+  clock.cancel(task);
+  clock.schedule(task, 3s);
+  clock.advance(5s);
+  clock.cancel(task);
+  EXPECT_EQ(log, (std::vector<std::int64_t>{1'000'000'000, 3'000'000'000}));
+}
+
+TEST(ManualClockTimerTest, SleepUntilEndsWhenAnotherThreadAdvancesTheClock) {
+  r4c::ManualClock clock;
+  std::atomic<bool> woke{false};
+  std::thread sleeper([&] {
+    clock.sleep_until(2s);
+    woke.store(true);
+  });
+  while (clock.pending_tasks() == 0) std::this_thread::yield();
+  clock.advance(1s);
+  EXPECT_FALSE(woke.load());
+  clock.advance(1s);
+  sleeper.join();
+  EXPECT_TRUE(woke.load());
+  EXPECT_EQ(clock.pending_tasks(), 0u);
+}
+
+TEST(ManualClockTimerTest, SleepUntilThePastReturnsAtOnce) {
+  r4c::ManualClock clock(5s);
+  clock.sleep_until(5s);
+  clock.sleep_until(1s);
+  EXPECT_EQ(clock.pending_tasks(), 0u);
+}
+
+TEST(ManualClockTimerTest, ManyTasksKeepHeapOrder) {
+  r4c::ManualClock clock;
+  std::vector<std::int64_t> log;
+  std::vector<std::unique_ptr<Recorder>> tasks;
+  for (int i = 0; i < 200; ++i) {
+    tasks.push_back(std::make_unique<Recorder>(clock, log));
+    clock.schedule(*tasks.back(), std::chrono::nanoseconds((i * 7919) % 1000 + 1));
+  }
+  for (int i = 0; i < 200; i += 3) clock.cancel(*tasks[static_cast<std::size_t>(i)]);
+  clock.advance(1000ns);
+  EXPECT_EQ(log.size(), 200u - 67u);
+  EXPECT_TRUE(std::is_sorted(log.begin(), log.end()));
+  for (auto& task : tasks) clock.cancel(*task);
+}
+
+// Real time on purpose: the SystemClock's timer thread waits in steady_clock time.
+TEST(SystemClockTimerTest, ATimerThreadFiresTasksAtTheirDeadline) {
+  r4c::SystemClock clock;
+  std::vector<std::int64_t> log;
+  Recorder task(clock, log);
+  const auto deadline = clock.now() + 20ms;
+  clock.schedule(task, deadline);
+  while (!task.fired.load()) std::this_thread::sleep_for(1ms);
+  clock.cancel(task);
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_GE(log[0], deadline.count());
+  EXPECT_EQ(clock.pending_tasks(), 0u);
+}
+
+TEST(SystemClockTimerTest, SleepUntilSleeps) {
+  r4c::SystemClock clock;
+  const auto start = clock.now();
+  clock.sleep_until(start + 15ms);
+  EXPECT_GE(clock.now() - start, 15ms);
+}
+
+// A task firing on the timer thread holds up cancel() until it has fired, so the owner may
+// destroy it as soon as cancel() returns.
+struct SlowTask final : r4c::detail::TimerTask {
+  void fire() noexcept override {
+    started.store(true);
+    while (!release.load()) std::this_thread::yield();
+    finished.store(true);
+  }
+  std::atomic<bool> started{false}, release{false}, finished{false};
+};
+
+TEST(SystemClockTimerTest, CancelWaitsForAFireInProgress) {
+  r4c::SystemClock clock;
+  SlowTask task;
+  clock.schedule(task, clock.now());
+  while (!task.started.load()) std::this_thread::yield();
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(10ms);
+    task.release.store(true);
+  });
+  EXPECT_FALSE(clock.cancel(task));
+  EXPECT_TRUE(task.finished.load());
+  releaser.join();
+}
+
+}  // namespace
