@@ -106,11 +106,12 @@ SystemClock::SystemClock() noexcept {
 Clock::~Clock() = default;
 
 void Clock::schedule(detail::TimerTask& task, std::chrono::nanoseconds deadline) {
-  // A timer thread waits in steady_clock time; a manual clock compares its own time.
-  const bool manual = fires_timers_itself();
-  const std::int64_t key =
-      manual ? deadline.count() : detail::steady_now_ns() + (deadline - now()).count();
-  timers_.schedule(task, key, !manual);
+  if (const auto* manual = dynamic_cast<const ManualClock*>(this)) {
+    timers_.schedule_manual(task, deadline.count(), manual->now_);
+  } else {
+    // The timer thread waits in steady_clock time.
+    timers_.schedule_threaded(task, detail::steady_now_ns() + (deadline - now()).count());
+  }
 }
 
 bool Clock::cancel(detail::TimerTask& task) noexcept { return timers_.cancel(task); }
@@ -154,14 +155,11 @@ void ManualClock::advance(std::chrono::nanoseconds by) {
   const std::int64_t target = now_.load(std::memory_order_relaxed) + by.count();
   timers().fire_due(
       target,
-      [](void* self, std::int64_t deadline) {
+      [](void* self, std::int64_t time) {
         auto& now = static_cast<ManualClock*>(self)->now_;
-        if (deadline > now.load(std::memory_order_relaxed)) {
-          now.store(deadline, std::memory_order_relaxed);
-        }
+        if (time > now.load(std::memory_order_relaxed)) now.store(time, std::memory_order_relaxed);
       },
       this);
-  now_.store(target, std::memory_order_relaxed);
 }
 
 }  // namespace r4c

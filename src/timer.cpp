@@ -59,21 +59,41 @@ void TimerQueue::erase(std::size_t index) {
   sift_up(last->index_);
 }
 
-void TimerQueue::schedule(TimerTask& task, std::int64_t key, bool threaded) {
+void TimerQueue::schedule_threaded(TimerTask& task, std::int64_t key) {
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     task.key_ = key;
     task.state_ = TimerTask::State::scheduled;
     push(task);
-    if (threaded) {
-      if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-      // Deadlines usually come later than the one the thread sleeps until: no wake-up then.
-      wake = key < wake_key_;
-      if (wake) wake_key_ = key;
-    }
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    // Deadlines usually come later than the one the thread sleeps until: no wake-up then.
+    wake = key < wake_key_;
+    if (wake) wake_key_ = key;
   }
   if (wake) changed_.notify_all();
+}
+
+void TimerQueue::schedule_manual(TimerTask& task, std::int64_t key,
+                                 const std::atomic<std::int64_t>& now) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  task.key_ = key;
+  if (key <= now.load(std::memory_order_relaxed)) {
+    fire_now(task, lock);
+    return;
+  }
+  task.state_ = TimerTask::State::scheduled;
+  push(task);
+}
+
+// Fires a task that is off the heap, outside the lock; cancel() waits meanwhile.
+void TimerQueue::fire_now(TimerTask& task, std::unique_lock<std::mutex>& lock) {
+  task.state_ = TimerTask::State::firing;
+  lock.unlock();
+  task.fire();
+  lock.lock();
+  task.state_ = TimerTask::State::fired;
+  changed_.notify_all();
 }
 
 bool TimerQueue::cancel(TimerTask& task) noexcept {
@@ -93,19 +113,16 @@ std::size_t TimerQueue::pending() const {
   return heap_.size();
 }
 
-void TimerQueue::fire_due(std::int64_t limit, void (*before)(void*, std::int64_t), void* context) {
+void TimerQueue::fire_due(std::int64_t limit, void (*advance_to)(void*, std::int64_t),
+                          void* context) {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!heap_.empty() && heap_.front()->key_ <= limit) {
     TimerTask* task = heap_.front();
     erase(0);
-    task->state_ = TimerTask::State::firing;
-    lock.unlock();
-    before(context, task->key_);
-    task->fire();
-    lock.lock();
-    task->state_ = TimerTask::State::fired;
-    changed_.notify_all();
+    advance_to(context, task->key_);
+    fire_now(*task, lock);
   }
+  advance_to(context, limit);
 }
 
 void TimerQueue::run() {
@@ -124,12 +141,7 @@ void TimerQueue::run() {
     }
     TimerTask* task = heap_.front();
     erase(0);
-    task->state_ = TimerTask::State::firing;
-    lock.unlock();
-    task->fire();
-    lock.lock();
-    task->state_ = TimerTask::State::fired;
-    changed_.notify_all();
+    fire_now(*task, lock);
   }
 }
 

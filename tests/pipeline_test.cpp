@@ -203,6 +203,9 @@ TEST_F(PipelineTest, APipelineRebuiltWithOtherSettingsFailsWithReg008) {
     FAIL();
   } catch (const r4c::ConfigException& e) {
     EXPECT_EQ(e.code(), "R4C-REG-008");
+    EXPECT_NE(std::string(e.what()).find("bulkhead 'orders' is shared by pipeline 'orders'"),
+              std::string::npos)
+        << e.what();
   }
 }
 

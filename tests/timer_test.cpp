@@ -67,6 +67,29 @@ TEST(ManualClockTimerTest, ATaskMayBeScheduledAgainAfterItFired) {
   EXPECT_EQ(log, (std::vector<std::int64_t>{1'000'000'000, 3'000'000'000}));
 }
 
+// An advance that has passed a deadline has returned: a task scheduled for it fires at once,
+// rather than waiting for an advance that may never come.
+TEST(ManualClockTimerTest, ATaskAlreadyDueFiresAtOnceOnTheSchedulingThread) {
+  r4c::ManualClock clock;
+  std::vector<std::int64_t> log;
+  Recorder task(clock, log);
+  clock.advance(2s);
+  clock.schedule(task, 1s);
+  EXPECT_EQ(log, (std::vector<std::int64_t>{2'000'000'000}));
+  EXPECT_EQ(clock.pending_tasks(), 0u);
+  EXPECT_FALSE(clock.cancel(task));
+}
+
+// A sleeper racing an advance past its deadline never misses it.
+TEST(ManualClockTimerTest, SleepersRacingAnAdvanceAllWake) {
+  for (int round = 0; round < 200; ++round) {
+    r4c::ManualClock clock;
+    std::thread sleeper([&] { clock.sleep_until(1ms); });
+    clock.advance(1ms);
+    sleeper.join();  // hangs if the sleeper scheduled its wake-up after the advance
+  }
+}
+
 TEST(ManualClockTimerTest, SleepUntilEndsWhenAnotherThreadAdvancesTheClock) {
   r4c::ManualClock clock;
   std::atomic<bool> woke{false};

@@ -50,8 +50,6 @@ class Clock {
   std::size_t pending_tasks() const;
 
  protected:
-  /// Whether advance()-like calls fire this clock's timers instead of a timer thread.
-  virtual bool fires_timers_itself() const noexcept { return false; }
   detail::TimerQueue& timers() const noexcept { return timers_; }
 
  private:
@@ -139,10 +137,8 @@ class ManualClock final : public Clock {
   /// Concurrent advances are serialised.
   void advance(std::chrono::nanoseconds by);
 
- protected:
-  bool fires_timers_itself() const noexcept override { return true; }
-
  private:
+  friend class Clock;              // schedules against now_ under the timer queue's lock
   std::atomic<std::int64_t> now_;  // relaxed: the value guards no other data
   std::mutex advance_mutex_;
 };

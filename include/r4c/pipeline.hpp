@@ -138,17 +138,19 @@ class Pipeline<T>::Builder {
   Pipeline build() const {
     Pipeline pipeline;
     pipeline.id_ = id_;
+    const std::string owner = "pipeline '" + id_ + "'";  // names it in R4C-REG-008 messages
     if (rate_limiter_.wanted) {
-      pipeline.rate_limiter_ = &registry_->rate_limiter_policy(id_, id_, "", rate_limiter_.setup);
+      pipeline.rate_limiter_ = &registry_->rate_limiter_policy(owner, id_, "", rate_limiter_.setup);
     }
     if (adaptive_limit_.wanted) {
       pipeline.adaptive_limit_ =
-          &registry_->adaptive_limit_policy(id_, id_, "", {}, adaptive_limit_.setup);
+          &registry_->adaptive_limit_policy(owner, id_, "", {}, adaptive_limit_.setup);
     }
-    if (timeout_.wanted)
-      pipeline.timeout_ = &registry_->timeout_policy(id_, id_, "", timeout_.setup);
+    if (timeout_.wanted) {
+      pipeline.timeout_ = &registry_->timeout_policy(owner, id_, "", timeout_.setup);
+    }
     if (bulkhead_.wanted) {
-      pipeline.bulkhead_ = &registry_->bulkhead_policy(id_, id_, "", bulkhead_.setup);
+      pipeline.bulkhead_ = &registry_->bulkhead_policy(owner, id_, "", bulkhead_.setup);
     }
     return pipeline;
   }

@@ -4,6 +4,7 @@
 // ManualClock fires them inside the advance() that reaches them, on the advancing thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -45,18 +46,24 @@ class TimerQueue {
   TimerQueue(const TimerQueue&) = delete;
   TimerQueue& operator=(const TimerQueue&) = delete;
 
-  /// `threaded`: keys are steady_clock nanoseconds and the queue's thread fires them.
-  void schedule(TimerTask& task, std::int64_t key, bool threaded);
+  /// Keys are steady_clock nanoseconds and the queue's own thread fires the tasks.
+  void schedule_threaded(TimerTask& task, std::int64_t key);
+  /// Keys are a manual clock's time, `now`; fire_due() fires the tasks. A task already due
+  /// fires at once on this thread: the advance that passed its key has already returned.
+  void schedule_manual(TimerTask& task, std::int64_t key, const std::atomic<std::int64_t>& now);
   /// Removes the task; when it is firing on another thread, waits until it has fired.
   /// Returns whether it was removed before firing.
   bool cancel(TimerTask& task) noexcept;
   /// Fires, in key order on this thread, every task whose key is <= limit, calling
-  /// `before(context, key)` before each.
-  void fire_due(std::int64_t limit, void (*before)(void* context, std::int64_t key), void* context);
+  /// `advance_to(context, key)` before each and `advance_to(context, limit)` at the end, under
+  /// the queue's lock, so that no schedule_manual() falls between the last check and the end.
+  void fire_due(std::int64_t limit, void (*advance_to)(void* context, std::int64_t key),
+                void* context);
   std::size_t pending() const;
 
  private:
   void run();
+  void fire_now(TimerTask& task, std::unique_lock<std::mutex>& lock);
   void push(TimerTask& task);
   void erase(std::size_t index);
   void sift_up(std::size_t index);
