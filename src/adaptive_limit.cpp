@@ -5,22 +5,14 @@
 #include <algorithm>
 #include <limits>
 
+#include "config_check.hpp"
+
 namespace r4c {
 namespace {
 
 // window_end_ while one thread closes the window: later than any now, so no other thread
 // tries to close it too.
 constexpr std::int64_t kClosing = std::numeric_limits<std::int64_t>::max();
-
-const AdaptiveLimitConfig& validated(const AdaptiveLimitConfig& config) {
-  config.validate();
-  return config;
-}
-
-const Clock* or_system_clock(std::shared_ptr<Clock>& clock) {
-  if (!clock) clock = std::make_shared<SystemClock>();
-  return clock.get();
-}
 
 // Totals only grow on a stripe with one writer. On a shared stripe a racing writer can store a
 // stale total, so what was consumed is a high-water mark and a dip counts as nothing: a
@@ -33,9 +25,9 @@ std::uint64_t growth(std::uint64_t consumed, std::uint64_t seen) {
 
 AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config,
                              std::shared_ptr<Clock> clock)
-    : limit_(validated(config).initial_limit()),
+    : limit_(detail::validated(config).initial_limit()),
       enabled_(config.enabled()),
-      clock_(or_system_clock(clock)),
+      clock_(detail::or_system_clock(clock)),
       window_end_(0),
       window_ticks_(clock_.to_ticks(config.window().count())),
       instance_id_(std::move(instance_id)),

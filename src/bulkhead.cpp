@@ -20,15 +20,8 @@ std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
       .result();
 }
 
-namespace {
-const BulkheadConfig& validated(const BulkheadConfig& config) {
-  config.validate();
-  return config;
-}
-}  // namespace
-
 Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config)
-    : max_concurrent_(validated(config).max_concurrent()),
+    : max_concurrent_(detail::validated(config).max_concurrent()),
       instance_id_(std::move(instance_id)),
       config_(std::move(config)),
       full_(std::make_exception_ptr(BulkheadFullException(

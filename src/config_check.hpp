@@ -4,12 +4,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "r4c/adaptive_limit_config.hpp"
+#include "r4c/clock.hpp"
 #include "r4c/errors.hpp"
 
 namespace r4c::detail {
@@ -30,6 +32,20 @@ std::string show(const std::vector<ExceptionType>& types);
 /// Throws ConfigException "<code>: <setting> is <value>; valid: <valid>".
 [[noreturn]] void fail(std::string_view code, std::string_view setting, const std::string& value,
                        std::string_view valid);
+
+/// A policy constructor's first step: validates its config (throws ConfigException) and hands
+/// it on, so the members initialised from it see only valid values.
+template <class Config>
+const Config& validated(const Config& config) {
+  config.validate();
+  return config;
+}
+
+/// A policy constructor's clock: the given one, or a new SystemClock when none was given.
+inline const Clock* or_system_clock(std::shared_ptr<Clock>& clock) {
+  if (!clock) clock = std::make_shared<SystemClock>();
+  return clock.get();
+}
 
 /// Collects the first setting in which two configs differ.
 class DifferenceFinder {

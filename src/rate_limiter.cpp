@@ -36,16 +36,6 @@ void check_period(const char* setting, std::chrono::nanoseconds value, std::chro
   }
 }
 
-const RateLimiterConfig& validated(const RateLimiterConfig& config) {
-  config.validate();
-  return config;
-}
-
-const Clock* or_system_clock(std::shared_ptr<Clock>& clock) {
-  if (!clock) clock = std::make_shared<SystemClock>();
-  return clock.get();
-}
-
 }  // namespace
 
 RateLimiterConfig& RateLimiterConfig::limit_for_period(int value) {
@@ -91,8 +81,8 @@ std::optional<SettingDifference> first_difference(const RateLimiterConfig& first
 
 RateLimiter::RateLimiter(std::string instance_id, RateLimiterConfig config,
                          std::shared_ptr<Clock> clock)
-    : state_(pack({0, validated(config).limit_for_period()})),
-      clock_(or_system_clock(clock)),
+    : state_(pack({0, detail::validated(config).limit_for_period()})),
+      clock_(detail::or_system_clock(clock)),
       start_(clock_.ticks()),
       period_ticks_(std::max<std::int64_t>(1, clock_.to_ticks(config.refresh_period().count()))),
       timeout_ticks_(clock_.to_ticks(config.timeout_duration().count())),

@@ -29,20 +29,6 @@ StopAtDeadline::~StopAtDeadline() {
 
 }  // namespace detail
 
-namespace {
-
-const TimeoutConfig& validated(const TimeoutConfig& config) {
-  config.validate();
-  return config;
-}
-
-const Clock* or_system_clock(std::shared_ptr<Clock>& clock) {
-  if (!clock) clock = std::make_shared<SystemClock>();
-  return clock.get();
-}
-
-}  // namespace
-
 TimeoutConfig& TimeoutConfig::timeout(std::chrono::nanoseconds value) {
   if (value <= std::chrono::nanoseconds(0) || value > std::chrono::hours(24)) {
     detail::fail(detail::kInvalidValue, "timeout", detail::show(value), "1 ns .. 24 h");
@@ -59,8 +45,8 @@ std::optional<SettingDifference> first_difference(const TimeoutConfig& first,
 }
 
 Timeout::Timeout(std::string instance_id, TimeoutConfig config, std::shared_ptr<Clock> clock)
-    : clock_(or_system_clock(clock)),
-      timeout_ticks_(clock_.to_ticks(validated(config).timeout().count())),
+    : clock_(detail::or_system_clock(clock)),
+      timeout_ticks_(clock_.to_ticks(detail::validated(config).timeout().count())),
       instance_id_(std::move(instance_id)),
       config_(std::move(config)),
       clock_owner_(std::move(clock)),

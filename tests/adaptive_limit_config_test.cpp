@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "r4c/adaptive_limit.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -16,16 +17,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using namespace std::chrono_literals;
 
-// Runs `action`, expecting a ConfigException; returns it.
-r4c::ConfigException config_error(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const r4c::ConfigException& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no ConfigException was thrown";
-  return r4c::ConfigException("none");
-}
+using r4c::test::config_error;
 
 TEST(AdaptiveLimitConfigTest, DefaultsAreThoseOfTheProductDocument) {
   const r4c::AdaptiveLimitConfig config;

@@ -1,4 +1,5 @@
 #include "r4c/registry.hpp"
+#include "test_support.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,15 +20,7 @@ struct SocketTimeout : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-r4c::ConfigException config_error(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const r4c::ConfigException& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no ConfigException was thrown";
-  return r4c::ConfigException("none");
-}
+using r4c::test::config_error;
 
 r4c::ConfigException build_error(const std::string& text) {
   return config_error([&] { r4c::ResilienceRegistry::builder().config_text(text).build(); });
