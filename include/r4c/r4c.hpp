@@ -10,4 +10,5 @@
 #include "r4c/pipeline.hpp"
 #include "r4c/rate_limiter.hpp"
 #include "r4c/registry.hpp"
+#include "r4c/retry.hpp"
 #include "r4c/timeout.hpp"

@@ -1,0 +1,269 @@
+// A retry: calls a function up to max_attempts times, waiting on the clock between attempts.
+//
+// Use it outside the other policies, for failures that a later attempt may not meet (a full
+// limit, a dropped connection). Which failures are retried is chosen by type (retry_on /
+// abort_on, abort wins) and, for results, by a predicate. The last failure reaches the caller
+// unchanged: the same exception object, rethrown.
+//
+//   using namespace std::chrono_literals;
+//   r4c::Retry retry("orders", r4c::RetryConfig().max_attempts(4).wait(100ms)
+//                                  .exponential_backoff(2.0, 1s).abort_on<NotFound>(), clock);
+//   auto order = retry.execute([&] { return backend.place(request); });
+//
+// Waits come from the clock (Clock::sleep_until), so with a ManualClock a wait ends only when
+// another thread advances the clock: tests never sleep. resilience4j's Retry is the reference.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <typeindex>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "r4c/adaptive_limit_config.hpp"
+#include "r4c/clock.hpp"
+#include "r4c/detail/striped_counter.hpp"
+#include "r4c/errors.hpp"
+
+namespace r4c {
+
+/// Settings of a retry. A setter rejects a value invalid on its own at once (the config keeps
+/// its old value); validate() then checks the settings against each other.
+class RetryConfig {
+ public:
+  static constexpr int kDefaultMaxAttempts = 3;
+  static constexpr std::chrono::nanoseconds kDefaultWait = std::chrono::milliseconds(500);
+  static constexpr std::chrono::nanoseconds kLongestWait = std::chrono::hours(1);
+
+  /// Most calls of the function, the first included (3). Throws R4C-ATR-003 below 1.
+  RetryConfig& max_attempts(int value);
+  /// The wait before the first retry (500 ms). Throws R4C-REG-001 outside 0 .. 1 h.
+  RetryConfig& wait(std::chrono::nanoseconds value);
+  /// Makes the wait before retry n (n >= 1) wait * multiplier^(n-1), capped at max_wait (off by
+  /// default). Throws R4C-REG-001 for a multiplier that is not a finite number >= 1 or a
+  /// max_wait outside 0 .. 1 h; validate() throws R4C-ATR-009 when max_wait < wait.
+  RetryConfig& exponential_backoff(double multiplier, std::chrono::nanoseconds max_wait);
+  /// Draws each wait w uniformly from [w * (1 - jitter), w * (1 + jitter)], after the backoff
+  /// cap as in resilience4j (0: off, the default). Throws R4C-REG-001 outside [0, 1).
+  RetryConfig& randomized_wait(double jitter);
+  /// The failures that are retried, matched by dynamic type (derived classes included).
+  /// Replaces the list; an empty list (the default) retries every failure.
+  template <class Exception, class... More>
+  RetryConfig& retry_on() {
+    retry_on_ = {ExceptionType::of<Exception>(), ExceptionType::of<More>()...};
+    return *this;
+  }
+  /// Same as `retry_on<...>()` with types known at run time.
+  RetryConfig& retry_on(std::vector<ExceptionType> types);
+  /// The failures that reach the caller at once, even when retry_on lists them (abort wins).
+  /// Matched by dynamic type; replaces the list (empty by default).
+  template <class Exception, class... More>
+  RetryConfig& abort_on() {
+    abort_on_ = {ExceptionType::of<Exception>(), ExceptionType::of<More>()...};
+    return *this;
+  }
+  /// Same as `abort_on<...>()` with types known at run time.
+  RetryConfig& abort_on(std::vector<ExceptionType> types);
+  /// Retries a result for which `predicate` returns true while attempts remain; when they run
+  /// out the last result is returned. Applies only to callables whose result type, without
+  /// reference and const, is T. Replaces any earlier predicate. Throws R4C-REG-001 when empty.
+  /// Thread safety: the predicate is called from every thread that executes the retry.
+  template <class T>
+  RetryConfig& retry_on_result(std::function<bool(const T&)> predicate);
+
+  /// Most calls of the function, the first included.
+  int max_attempts() const noexcept { return max_attempts_; }
+  /// The wait before the first retry.
+  std::chrono::nanoseconds wait() const noexcept { return wait_; }
+  /// Whether exponential_backoff() was set.
+  bool exponential_backoff() const noexcept { return exponential_backoff_; }
+  /// The backoff multiplier (1 when the backoff is off).
+  double backoff_multiplier() const noexcept { return backoff_multiplier_; }
+  /// The backoff cap (0 when the backoff is off).
+  std::chrono::nanoseconds max_wait() const noexcept { return max_wait_; }
+  /// The jitter (0 when off).
+  double randomized_wait() const noexcept { return jitter_; }
+  /// The retried failure types (empty: every failure).
+  const std::vector<ExceptionType>& retry_on_types() const noexcept { return retry_on_; }
+  /// The failure types that reach the caller at once.
+  const std::vector<ExceptionType>& abort_on_types() const noexcept { return abort_on_; }
+  /// The result type the predicate applies to, or nullopt without one.
+  std::optional<std::type_index> retry_on_result_type() const noexcept;
+  /// The predicate when it applies to results of type T, else nullptr.
+  template <class T>
+  const std::function<bool(const T&)>* result_predicate() const noexcept {
+    if (!result_predicate_ || result_type_ != std::type_index(typeid(T))) return nullptr;
+    return static_cast<const std::function<bool(const T&)>*>(result_predicate_.get());
+  }
+
+  /// Checks every setting, each on its own first, then R4C-ATR-009 when the backoff is on and
+  /// max_wait < wait. Throws ConfigException; does nothing when the config is valid.
+  void validate() const;
+
+ private:
+  void check_predicate(bool present) const;
+
+  int max_attempts_ = kDefaultMaxAttempts;
+  std::chrono::nanoseconds wait_ = kDefaultWait;
+  bool exponential_backoff_ = false;
+  double backoff_multiplier_ = 1.0;
+  std::chrono::nanoseconds max_wait_{0};
+  double jitter_ = 0.0;
+  std::vector<ExceptionType> retry_on_;
+  std::vector<ExceptionType> abort_on_;
+  // Type-erased std::function<bool(const T&)>, shared by copies (it is never modified).
+  std::shared_ptr<const void> result_predicate_;
+  std::type_index result_type_ = typeid(void);
+};
+
+/// Compares two configs setting by setting; nullopt when they are equal. Result predicates
+/// compare by presence and result type only.
+std::optional<SettingDifference> first_difference(const RetryConfig& first,
+                                                  const RetryConfig& second);
+
+/// Counters of a retry since it was built; every finished call is in exactly one of the four
+/// outcome counters.
+struct RetrySnapshot {
+  int max_attempts = 0;
+  std::uint64_t successful_without_retry = 0;  // succeeded at the first attempt; exact
+  std::uint64_t successful_with_retry = 0;     // succeeded after one or more retries; exact
+  /// Failed at the first attempt without a retry (aborted, not retryable, or max_attempts 1);
+  /// exact.
+  std::uint64_t failed_without_retry = 0;
+  /// Failed after one or more retries (ran out of attempts, or aborted / not retryable after a
+  /// retry); a retried result still wanting a retry at the last attempt counts here too; exact.
+  std::uint64_t failed_with_retry = 0;
+  std::uint64_t retries = 0;  // attempts after the first, over every call; exact
+  int waiting_calls = 0;      // calls waiting between attempts right now
+};
+
+class Retry;
+
+/// A view of a retry for operators and tests. Valid while the retry lives.
+class RetryHandle {
+ public:
+  explicit RetryHandle(const Retry& retry) noexcept : retry_(&retry) {}
+  /// The retry's counters now.
+  RetrySnapshot snapshot() const;
+  /// The retry's id.
+  const std::string& instance_id() const noexcept;
+
+ private:
+  const Retry* retry_;
+};
+
+/// Calls a function up to max_attempts times, waiting on the clock between attempts.
+/// Thread safety: every member may be called from any number of threads.
+class Retry {
+ public:
+  /// Validates `config` (throws ConfigException); a null clock means a SystemClock.
+  Retry(std::string instance_id, RetryConfig config = {}, std::shared_ptr<Clock> clock = nullptr);
+  Retry(const Retry&) = delete;
+  Retry& operator=(const Retry&) = delete;
+
+  /// Calls `f()` until it succeeds, its failure is not retried, or max_attempts calls were made;
+  /// returns its result or rethrows its last exception unchanged. `f` is called as an lvalue.
+  /// Blocking: waits on the clock between attempts. Allocation: none when `f` succeeds at once
+  /// and allocates nothing.
+  template <class F>
+  decltype(auto) execute(F&& f);
+
+  /// A view for operators and tests.
+  RetryHandle handle() const noexcept { return RetryHandle(*this); }
+  /// The id given at construction.
+  const std::string& instance_id() const noexcept { return instance_id_; }
+  /// The validated config.
+  const RetryConfig& config() const noexcept { return config_; }
+  /// The clock the waits run on.
+  const std::shared_ptr<Clock>& clock() const noexcept { return clock_; }
+  /// The counters now; each is exact, read without stopping calls.
+  RetrySnapshot snapshot() const;
+
+ private:
+  // Inside a catch: whether the exception being handled is retried at all by type.
+  bool retryable_current() const noexcept;
+  // Counts a call that ends after `attempts` attempts.
+  void count_success(int attempts) noexcept;
+  void count_failure(int attempts) noexcept;
+  // Counts a retry and waits before the attempt after `failed_attempt`.
+  void wait_after(int failed_attempt);
+
+  const std::string instance_id_;
+  const RetryConfig config_;
+  const std::shared_ptr<Clock> clock_;
+  const int max_attempts_;
+  const bool classify_by_type_;  // false when every failure is retried: no rethrow needed
+  std::atomic<std::int32_t> waiting_{0};
+  detail::StripedCounter successful_without_retry_;
+  detail::StripedCounter successful_with_retry_;
+  detail::StripedCounter failed_without_retry_;
+  detail::StripedCounter failed_with_retry_;
+  detail::StripedCounter retries_;
+};
+
+template <class T>
+RetryConfig& RetryConfig::retry_on_result(std::function<bool(const T&)> predicate) {
+  check_predicate(static_cast<bool>(predicate));
+  result_predicate_ = std::make_shared<const std::function<bool(const T&)>>(std::move(predicate));
+  result_type_ = typeid(T);
+  return *this;
+}
+
+template <class F>
+decltype(auto) Retry::execute(F&& f) {
+  using Result = std::invoke_result_t<F&>;
+  for (int attempt = 1;; ++attempt) {
+    bool in_predicate = false;  // a throwing predicate is not the function's failure
+    try {
+      if constexpr (std::is_void_v<Result>) {
+        std::invoke(f);
+        count_success(attempt);
+        return;
+      } else {
+        using Value = std::remove_cvref_t<Result>;
+        Result result = std::invoke(f);
+        const std::function<bool(const Value&)>* retry_result = config_.result_predicate<Value>();
+        bool wanted = true;
+        if (retry_result != nullptr) [[unlikely]] {
+          in_predicate = true;
+          wanted = !(*retry_result)(static_cast<const Value&>(result));
+          in_predicate = false;
+        }
+        if (wanted || attempt >= max_attempts_) {
+          if (wanted) {
+            count_success(attempt);
+          } else {
+            count_failure(attempt);  // out of attempts: the last result is returned
+          }
+          if constexpr (std::is_reference_v<Result>) {
+            return static_cast<Result>(result);
+          } else {
+            return result;
+          }
+        }
+        // Falls through: the unwanted result is destroyed before the wait.
+      }
+    } catch (...) {
+      if (in_predicate || attempt >= max_attempts_ || !retryable_current()) {
+        count_failure(attempt);
+        throw;  // the same exception object
+      }
+    }
+    // Outside the handler, so the failure is destroyed before the wait.
+    wait_after(attempt);
+  }
+}
+
+inline RetrySnapshot RetryHandle::snapshot() const { return retry_->snapshot(); }
+inline const std::string& RetryHandle::instance_id() const noexcept {
+  return retry_->instance_id();
+}
+
+}  // namespace r4c

@@ -1,0 +1,215 @@
+#include "r4c/retry.hpp"
+
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+#include "config_check.hpp"
+
+namespace r4c {
+namespace {
+
+void check_wait(const char* setting, std::chrono::nanoseconds value) {
+  if (value.count() < 0 || value > RetryConfig::kLongestWait) {
+    detail::fail(detail::kInvalidValue, setting, detail::show(value),
+                 "0 .. 1 h (0 .. 3600000000000 ns)");
+  }
+}
+
+std::string type_name(const std::optional<std::type_index>& type) {
+  if (!type) return "none";
+  int status = 0;
+  const std::unique_ptr<char, void (*)(void*)> demangled(
+      abi::__cxa_demangle(type->name(), nullptr, nullptr, &status), std::free);
+  return status == 0 && demangled ? std::string(demangled.get()) : std::string(type->name());
+}
+
+RetryConfig validated(RetryConfig config) {
+  config.validate();
+  return config;
+}
+
+std::shared_ptr<Clock> or_system_clock(std::shared_ptr<Clock> clock) {
+  if (!clock) clock = std::make_shared<SystemClock>();
+  return clock;
+}
+
+bool matches_any(const std::vector<ExceptionType>& types) noexcept {
+  for (const ExceptionType& type : types) {
+    if (type.matches_current()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+RetryConfig& RetryConfig::max_attempts(int value) {
+  if (value < 1) {
+    detail::fail(detail::kLimitBelowOne, "max_attempts", detail::show(value), "an integer >= 1");
+  }
+  max_attempts_ = value;
+  return *this;
+}
+
+RetryConfig& RetryConfig::wait(std::chrono::nanoseconds value) {
+  check_wait("wait", value);
+  wait_ = value;
+  return *this;
+}
+
+RetryConfig& RetryConfig::exponential_backoff(double multiplier,
+                                              std::chrono::nanoseconds max_wait) {
+  // Written so that NaN fails too.
+  if (!(multiplier >= 1.0 && std::isfinite(multiplier))) {
+    detail::fail(detail::kInvalidValue, "backoff_multiplier", detail::show(multiplier),
+                 "a finite number >= 1");
+  }
+  check_wait("max_wait", max_wait);
+  exponential_backoff_ = true;
+  backoff_multiplier_ = multiplier;
+  max_wait_ = max_wait;
+  return *this;
+}
+
+RetryConfig& RetryConfig::randomized_wait(double jitter) {
+  if (!(jitter >= 0.0 && jitter < 1.0)) {
+    detail::fail(detail::kInvalidValue, "randomized_wait", detail::show(jitter), "[0, 1)");
+  }
+  jitter_ = jitter;
+  return *this;
+}
+
+RetryConfig& RetryConfig::retry_on(std::vector<ExceptionType> types) {
+  retry_on_ = std::move(types);
+  return *this;
+}
+
+RetryConfig& RetryConfig::abort_on(std::vector<ExceptionType> types) {
+  abort_on_ = std::move(types);
+  return *this;
+}
+
+void RetryConfig::check_predicate(bool present) const {
+  if (!present) {
+    detail::fail(detail::kInvalidValue, "retry_on_result", "an empty function",
+                 "a callable predicate");
+  }
+}
+
+std::optional<std::type_index> RetryConfig::retry_on_result_type() const noexcept {
+  if (!result_predicate_) return std::nullopt;
+  return result_type_;
+}
+
+void RetryConfig::validate() const {
+  RetryConfig check;
+  check.max_attempts(max_attempts_).wait(wait_).randomized_wait(jitter_);
+  if (exponential_backoff_) {
+    check.exponential_backoff(backoff_multiplier_, max_wait_);
+    if (max_wait_ < wait_) {
+      throw ConfigException(detail::kBoundsOrRange,
+                            "max_wait (" + detail::show(max_wait_) + ") is less than wait (" +
+                                detail::show(wait_) + "); valid: max_wait >= wait");
+    }
+  }
+}
+
+std::optional<SettingDifference> first_difference(const RetryConfig& first,
+                                                  const RetryConfig& second) {
+  if (auto difference =
+          detail::DifferenceFinder()
+              .compare("max_attempts", first.max_attempts(), second.max_attempts())
+              .compare("wait", first.wait(), second.wait())
+              .compare("exponential_backoff", first.exponential_backoff(),
+                       second.exponential_backoff())
+              .compare("backoff_multiplier", first.backoff_multiplier(),
+                       second.backoff_multiplier())
+              .compare("max_wait", first.max_wait(), second.max_wait())
+              .compare("randomized_wait", first.randomized_wait(), second.randomized_wait())
+              .compare("retry_on", first.retry_on_types(), second.retry_on_types())
+              .compare("abort_on", first.abort_on_types(), second.abort_on_types())
+              .result()) {
+    return difference;
+  }
+  // A predicate cannot be compared; its presence and result type can.
+  if (first.retry_on_result_type() != second.retry_on_result_type()) {
+    return SettingDifference{"retry_on_result", type_name(first.retry_on_result_type()),
+                             type_name(second.retry_on_result_type())};
+  }
+  return std::nullopt;
+}
+
+Retry::Retry(std::string instance_id, RetryConfig config, std::shared_ptr<Clock> clock)
+    : instance_id_(std::move(instance_id)),
+      config_(validated(std::move(config))),
+      clock_(or_system_clock(std::move(clock))),
+      max_attempts_(config_.max_attempts()),
+      classify_by_type_(!config_.retry_on_types().empty() || !config_.abort_on_types().empty()) {}
+
+bool Retry::retryable_current() const noexcept {
+  if (!classify_by_type_) return true;
+  if (matches_any(config_.abort_on_types())) return false;
+  return config_.retry_on_types().empty() || matches_any(config_.retry_on_types());
+}
+
+void Retry::count_success(int attempts) noexcept {
+  if (attempts == 1) [[likely]] {
+    successful_without_retry_.increment();
+  } else {
+    successful_with_retry_.increment();
+  }
+}
+
+void Retry::count_failure(int attempts) noexcept {
+  if (attempts == 1) {
+    failed_without_retry_.increment();
+  } else {
+    failed_with_retry_.increment();
+  }
+}
+
+void Retry::wait_after(int failed_attempt) {
+  retries_.increment();
+  double wait = static_cast<double>(config_.wait().count());
+  if (config_.exponential_backoff() && wait > 0.0) {  // 0 * inf would be NaN
+    // Capped in double: multiplier^n may overflow any integer long before the cap matters.
+    wait *= std::pow(config_.backoff_multiplier(), failed_attempt - 1);
+    wait = std::min(wait, static_cast<double>(config_.max_wait().count()));
+  }
+  if (const double jitter = config_.randomized_wait(); jitter > 0.0 && wait > 0.0) {
+    // One engine per thread, seeded once: no lock, and threads do not share a sequence.
+    thread_local std::mt19937 engine{std::random_device{}()};
+    wait = std::uniform_real_distribution<double>(wait * (1.0 - jitter),
+                                                  wait * (1.0 + jitter))(engine);
+  }
+  const auto span = std::chrono::nanoseconds(static_cast<std::int64_t>(wait));
+  waiting_.fetch_add(1, std::memory_order_relaxed);
+  // Ends the wait count however the wait ends (sleep_until may throw std::bad_alloc).
+  struct Unwait {
+    std::atomic<std::int32_t>& waiting;
+    ~Unwait() { waiting.fetch_sub(1, std::memory_order_relaxed); }
+  } unwait{waiting_};
+  try {
+    clock_->sleep_until(clock_->now() + span);
+  } catch (...) {
+    count_failure(failed_attempt + 1);  // the call ends here: it still gets one outcome
+    throw;
+  }
+}
+
+RetrySnapshot Retry::snapshot() const {
+  RetrySnapshot snap;
+  snap.max_attempts = max_attempts_;
+  snap.successful_without_retry = successful_without_retry_.total();
+  snap.successful_with_retry = successful_with_retry_.total();
+  snap.failed_without_retry = failed_without_retry_.total();
+  snap.failed_with_retry = failed_with_retry_.total();
+  snap.retries = retries_.total();
+  snap.waiting_calls = waiting_.load(std::memory_order_relaxed);
+  return snap;
+}
+
+}  // namespace r4c
