@@ -9,6 +9,7 @@
 
 #include "r4c/adaptive_limit.hpp"
 #include "r4c/pipeline.hpp"
+#include "r4c/retry.hpp"
 
 namespace {
 std::atomic<bool> counting{false};
@@ -151,6 +152,23 @@ TEST_F(PipelineAllocationTest, ACallWithATokenAllocatesNothingOnceWarm) {
   });
   EXPECT_EQ(count, 0u);
   EXPECT_EQ(clock_->pending_tasks(), 0u);
+}
+
+TEST(RetryAllocationTest, ASuccessAtTheFirstAttemptAllocatesNothing) {
+  struct NotFound : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+  r4c::Retry retry("orders",
+                   r4c::RetryConfig().abort_on<NotFound>().retry_on_result<int>(
+                       [](const int&) { return false; }),
+                   std::make_shared<r4c::ManualClock>());
+  retry.execute([] { return 0; });  // this thread's counter stripes are set up
+  int sum = 0;
+  const auto count = allocations_during([&] {
+    for (int i = 0; i < kCalls; ++i) sum += retry.execute([i] { return i & 1; });
+  });
+  EXPECT_EQ(count, 0u);
+  EXPECT_EQ(sum, kCalls / 2);
 }
 
 }  // namespace

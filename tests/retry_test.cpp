@@ -5,32 +5,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <new>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
-
-// Counts operator new while `counting` is set, as tests/allocation_test.cpp does. malloc/free is
-// a matched pair that g++ 12 still flags once both are inlined into one function.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-namespace {
-std::atomic<bool> counting{false};
-std::atomic<std::uint64_t> allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -291,21 +273,6 @@ TEST_F(RetryTest, ReturnsMoveOnlyResultsAndReferences) {
   int value = 1;
   int& same = retry.execute([&]() -> int& { return value; });
   EXPECT_EQ(&same, &value);
-}
-
-TEST_F(RetryTest, ASuccessAtTheFirstAttemptAllocatesNothing) {
-  r4c::Retry retry("orders",
-                   r4c::RetryConfig().abort_on<NotFound>().retry_on_result<int>(
-                       [](const int&) { return false; }),
-                   clock_);
-  retry.execute([] { return 0; });  // this thread's counter stripes are set up
-  int sum = 0;
-  allocations.store(0);
-  counting.store(true);
-  for (int i = 0; i < 100000; ++i) sum += retry.execute([i] { return i & 1; });
-  counting.store(false);
-  EXPECT_EQ(allocations.load(), 0u);
-  EXPECT_EQ(sum, 50000);
 }
 
 TEST(RetryConfigTest, InvalidSettingsGiveTheirDocumentedCodesAndKeepTheOldValue) {
