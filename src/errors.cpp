@@ -40,6 +40,13 @@ RequestNotPermittedException::RequestNotPermittedException(std::string instance_
                                                            const std::string& message)
     : std::runtime_error(message), instance_id_(std::move(instance_id)) {}
 
+CallNotPermittedException::CallNotPermittedException(const std::string& message)
+    : std::runtime_error(message) {}
+
+CallNotPermittedException::CallNotPermittedException(std::string instance_id,
+                                                     const std::string& message)
+    : std::runtime_error(message), instance_id_(std::move(instance_id)) {}
+
 ConfigException::ConfigException(const std::string& message)
     : std::invalid_argument(message), code_(code_prefix(message)) {}
 

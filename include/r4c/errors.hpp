@@ -55,6 +55,20 @@ class RequestNotPermittedException : public std::runtime_error {
   std::string instance_id_;
 };
 
+/// An open (or saturated half-open) circuit breaker refused the call without running it. Thrown
+/// by the circuit breaker policy; one preallocated object per instance, rethrown.
+class CallNotPermittedException : public std::runtime_error {
+ public:
+  explicit CallNotPermittedException(const std::string& message);
+  CallNotPermittedException(std::string instance_id, const std::string& message);
+
+  /// The id of the circuit breaker that refused the call ("" when built from a message only).
+  const std::string& instance_id() const noexcept { return instance_id_; }
+
+ private:
+  std::string instance_id_;
+};
+
 /// A configuration mistake. `what()` starts with the documented code, e.g.
 /// "R4C-ATR-009: min_limit (30) is greater than initial_limit (20); valid: ...".
 class ConfigException : public std::invalid_argument {

@@ -1,0 +1,420 @@
+#include "r4c/circuit_breaker.hpp"
+
+#include <algorithm>
+
+#include "config_check.hpp"
+
+namespace r4c {
+
+std::string_view to_string(CircuitBreakerState state) noexcept {
+  switch (state) {
+    case CircuitBreakerState::closed:
+      return "closed";
+    case CircuitBreakerState::open:
+      return "open";
+    case CircuitBreakerState::half_open:
+      return "half_open";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(SlidingWindowType type) noexcept {
+  switch (type) {
+    case SlidingWindowType::count_based:
+      return "count_based";
+    case SlidingWindowType::time_based:
+      return "time_based";
+  }
+  return "unknown";
+}
+
+// Found by DifferenceFinder through argument-dependent lookup (config_check.hpp knows only the
+// types it was written for).
+static std::string show(SlidingWindowType value) { return std::string(to_string(value)); }
+
+namespace {
+
+void check_rate(const char* setting, double value) {
+  // Written so that NaN fails too.
+  if (!(value > 0 && value <= 100)) {
+    detail::fail(detail::kInvalidValue, setting, detail::show(value), "a percentage in (0, 100]");
+  }
+}
+
+void check_count(const char* setting, int value) {
+  if (value < 1)
+    detail::fail(detail::kLimitBelowOne, setting, detail::show(value), "an integer >= 1");
+}
+
+const CircuitBreakerConfig& validated(const CircuitBreakerConfig& config) {
+  config.validate();
+  return config;
+}
+
+const Clock* or_system_clock(std::shared_ptr<Clock>& clock) {
+  if (!clock) clock = std::make_shared<SystemClock>();
+  return clock.get();
+}
+
+std::int64_t floor_div(std::int64_t value, std::int64_t divisor) {
+  const std::int64_t quotient = value / divisor;
+  return (value % divisor != 0 && value < 0) ? quotient - 1 : quotient;
+}
+
+// Where second `second` lives in a ring of `size` buckets (seconds may be negative).
+std::size_t ring_index(std::int64_t second, std::int64_t size) {
+  return static_cast<std::size_t>(second - floor_div(second, size) * size);
+}
+
+}  // namespace
+
+CircuitBreakerConfig& CircuitBreakerConfig::failure_rate_threshold(double value) {
+  check_rate("failure_rate_threshold", value);
+  failure_rate_threshold_ = value;
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::slow_call_rate_threshold(double value) {
+  check_rate("slow_call_rate_threshold", value);
+  slow_call_rate_threshold_ = value;
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::slow_call_duration(std::chrono::nanoseconds value) {
+  if (value <= std::chrono::nanoseconds::zero()) {
+    detail::fail(detail::kInvalidValue, "slow_call_duration", detail::show(value), "> 0 ns");
+  }
+  slow_call_duration_ = value;
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::sliding_window_type(SlidingWindowType value) {
+  if (value != SlidingWindowType::count_based && value != SlidingWindowType::time_based) {
+    detail::fail(detail::kInvalidValue, "sliding_window_type",
+                 detail::show(static_cast<int>(value)), "count_based or time_based");
+  }
+  sliding_window_type_ = value;
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::sliding_window_size(int value) {
+  check_count("sliding_window_size", value);
+  if (value > kMaxSlidingWindowSize) {
+    detail::fail(detail::kInvalidValue, "sliding_window_size", detail::show(value),
+                 "an integer from 1 to 1000000");
+  }
+  sliding_window_size_ = value;
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::minimum_number_of_calls(int value) {
+  check_count("minimum_number_of_calls", value);
+  minimum_number_of_calls_ = value;
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::wait_in_open(std::chrono::nanoseconds value) {
+  if (value <= std::chrono::nanoseconds::zero() || value > kMaxWaitInOpen) {
+    detail::fail(detail::kInvalidValue, "wait_in_open", detail::show(value), "1 ns .. 24 h");
+  }
+  wait_in_open_ = value;
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::permitted_calls_in_half_open(int value) {
+  check_count("permitted_calls_in_half_open", value);
+  permitted_calls_in_half_open_ = value;
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::record_on(std::vector<ExceptionType> types) {
+  record_on_ = std::move(types);
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::ignore_on(std::vector<ExceptionType> types) {
+  ignore_on_ = std::move(types);
+  return *this;
+}
+
+void CircuitBreakerConfig::validate() const {
+  CircuitBreakerConfig()
+      .failure_rate_threshold(failure_rate_threshold_)
+      .slow_call_rate_threshold(slow_call_rate_threshold_)
+      .slow_call_duration(slow_call_duration_)
+      .sliding_window_type(sliding_window_type_)
+      .sliding_window_size(sliding_window_size_)
+      .minimum_number_of_calls(minimum_number_of_calls_)
+      .wait_in_open(wait_in_open_)
+      .permitted_calls_in_half_open(permitted_calls_in_half_open_);
+}
+
+std::optional<SettingDifference> first_difference(const CircuitBreakerConfig& first,
+                                                  const CircuitBreakerConfig& second) {
+  return detail::DifferenceFinder()
+      .compare("failure_rate_threshold", first.failure_rate_threshold(),
+               second.failure_rate_threshold())
+      .compare("slow_call_rate_threshold", first.slow_call_rate_threshold(),
+               second.slow_call_rate_threshold())
+      .compare("slow_call_duration", first.slow_call_duration(), second.slow_call_duration())
+      .compare("sliding_window_type", first.sliding_window_type(), second.sliding_window_type())
+      .compare("sliding_window_size", first.sliding_window_size(), second.sliding_window_size())
+      .compare("minimum_number_of_calls", first.minimum_number_of_calls(),
+               second.minimum_number_of_calls())
+      .compare("wait_in_open", first.wait_in_open(), second.wait_in_open())
+      .compare("permitted_calls_in_half_open", first.permitted_calls_in_half_open(),
+               second.permitted_calls_in_half_open())
+      .compare("record_on", first.record_on_types(), second.record_on_types())
+      .compare("ignore_on", first.ignore_on_types(), second.ignore_on_types())
+      .result();
+}
+
+namespace detail {
+
+CallWindow::CallWindow(SlidingWindowType type, int size) : type_(type), size_(size) {
+  if (type_ == SlidingWindowType::count_based) {
+    outcomes_.assign(static_cast<std::size_t>(size_), 0);
+  } else {
+    buckets_.assign(static_cast<std::size_t>(size_), Bucket{});
+  }
+}
+
+void CallWindow::record(std::int64_t second, bool failed, bool slow) {
+  if (type_ == SlidingWindowType::count_based) {
+    std::uint8_t& slot = outcomes_[static_cast<std::size_t>(next_)];
+    if (totals_.calls == static_cast<std::uint64_t>(size_)) {  // full: the oldest call leaves
+      totals_.failed -= (slot & kFailed) ? 1 : 0;
+      totals_.slow -= (slot & kSlow) ? 1 : 0;
+    } else {
+      ++totals_.calls;
+    }
+    slot = static_cast<std::uint8_t>((failed ? kFailed : 0) | (slow ? kSlow : 0));
+    totals_.failed += failed ? 1 : 0;
+    totals_.slow += slow ? 1 : 0;
+    next_ = next_ + 1 == size_ ? 0 : next_ + 1;
+  } else {
+    advance_to(second);
+    // A call whose reading is older than the newest second (read before another thread's) is
+    // counted in the newest: it ended at most a lock wait earlier.
+    Bucket& bucket = buckets_[ring_index(latest_second_, size_)];
+    ++bucket.calls;
+    ++totals_.calls;
+    if (failed) ++bucket.failed, ++totals_.failed;
+    if (slow) ++bucket.slow, ++totals_.slow;
+  }
+}
+
+void CallWindow::advance_to(std::int64_t second) {
+  if (type_ != SlidingWindowType::time_based) return;
+  if (!started_) {
+    started_ = true;
+    latest_second_ = second;
+    return;
+  }
+  if (second <= latest_second_) return;
+  // The seconds that begin now reuse the buckets of the seconds that leave the window.
+  const std::int64_t entering = std::min(second - latest_second_, size_);
+  for (std::int64_t k = second - entering + 1; k <= second; ++k) {
+    Bucket& bucket = buckets_[ring_index(k, size_)];
+    totals_.calls -= bucket.calls;
+    totals_.failed -= bucket.failed;
+    totals_.slow -= bucket.slow;
+    bucket = Bucket{};
+  }
+  latest_second_ = second;
+}
+
+void CallWindow::reset() {
+  std::fill(outcomes_.begin(), outcomes_.end(), std::uint8_t{0});
+  std::fill(buckets_.begin(), buckets_.end(), Bucket{});
+  next_ = 0;
+  started_ = false;
+  totals_ = Totals{};
+}
+
+}  // namespace detail
+
+CircuitBreaker::CircuitBreaker(std::string instance_id, CircuitBreakerConfig config,
+                               std::shared_ptr<Clock> clock)
+    : clock_(or_system_clock(clock)),
+      window_(validated(config).sliding_window_type(), config.sliding_window_size()),
+      wait_in_open_ticks_(clock_.to_ticks(config.wait_in_open().count())),
+      // As resilience4j: a count-based window never needs more calls than it holds.
+      minimum_calls_(static_cast<std::uint64_t>(
+          config.sliding_window_type() == SlidingWindowType::count_based
+              ? std::min(config.minimum_number_of_calls(), config.sliding_window_size())
+              : config.minimum_number_of_calls())),
+      instance_id_(std::move(instance_id)),
+      config_(std::move(config)),
+      clock_owner_(std::move(clock)),
+      not_permitted_(std::make_exception_ptr(CallNotPermittedException(
+          instance_id_, "circuit breaker '" + instance_id_ +
+                            "' does not permit the call (open, or half-open with its " +
+                            std::to_string(config_.permitted_calls_in_half_open()) +
+                            " trial calls taken): the call was rejected without running"))) {}
+
+void CircuitBreaker::throw_not_permitted() const { std::rethrow_exception(not_permitted_); }
+
+std::int64_t CircuitBreaker::second_of(std::int64_t ticks) const noexcept {
+  return floor_div(clock_.to_clock_ns(ticks), 1'000'000'000);
+}
+
+CircuitBreakerPermit CircuitBreaker::acquire_slow(std::uint64_t word) noexcept {
+  const std::int64_t now = clock_.ticks();
+  // An open breaker rejects without the lock. open_until_ only grows (the clock is monotonic),
+  // so a stale reading is earlier and merely sends the call to the locked check.
+  if (state_of(word) == CircuitBreakerState::open &&
+      now < open_until_.load(std::memory_order_relaxed)) {
+    not_permitted_count_.increment();
+    return CircuitBreakerPermit();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    word = word_.load(std::memory_order_relaxed);
+    switch (state_of(word)) {
+      case CircuitBreakerState::closed:
+        return CircuitBreakerPermit(this, word >> kStateBits);
+      case CircuitBreakerState::open:
+        if (now < open_until_.load(std::memory_order_relaxed)) break;
+        move_to(CircuitBreakerState::half_open, now);  // lazily: the first call after the wait
+        word = word_.load(std::memory_order_relaxed);
+        [[fallthrough]];
+      case CircuitBreakerState::half_open:
+        if (trials_permitted_ < config_.permitted_calls_in_half_open()) {
+          ++trials_permitted_;
+          return CircuitBreakerPermit(this, word >> kStateBits);
+        }
+        break;
+    }
+  }
+  not_permitted_count_.increment();
+  return CircuitBreakerPermit();
+}
+
+void CircuitBreaker::record(std::uint64_t epoch, bool failed,
+                            std::chrono::nanoseconds duration) noexcept {
+  const bool slow = duration >= config_.slow_call_duration();
+  const std::int64_t now = clock_.ticks();
+  std::lock_guard lock(mutex_);
+  const std::uint64_t word = word_.load(std::memory_order_relaxed);
+  switch (state_of(word)) {
+    case CircuitBreakerState::closed:
+      window_.record(second_of(now), failed, slow);
+      if (window_.totals().calls >= minimum_calls_ && rates_exceeded(window_.totals())) {
+        move_to(CircuitBreakerState::open, now);
+      }
+      break;
+    case CircuitBreakerState::open:
+      // A call admitted before the breaker opened: kept in the window, as resilience4j does.
+      window_.record(second_of(now), failed, slow);
+      break;
+    case CircuitBreakerState::half_open:
+      // Only the trial calls of this half-open period rate it.
+      if (epoch != kCurrentEpoch && epoch != word >> kStateBits) break;
+      ++trials_.calls;
+      if (failed) ++trials_.failed;
+      if (slow) ++trials_.slow;
+      if (trials_.calls >= static_cast<std::uint64_t>(config_.permitted_calls_in_half_open())) {
+        move_to(rates_exceeded(trials_) ? CircuitBreakerState::open : CircuitBreakerState::closed,
+                now);
+      }
+      break;
+  }
+}
+
+void CircuitBreaker::release(std::uint64_t epoch) noexcept {
+  std::lock_guard lock(mutex_);
+  const std::uint64_t word = word_.load(std::memory_order_relaxed);
+  if (state_of(word) != CircuitBreakerState::half_open) return;
+  if (epoch != kCurrentEpoch && epoch != word >> kStateBits) return;
+  if (trials_permitted_ > 0) --trials_permitted_;
+}
+
+void CircuitBreaker::on_success(std::chrono::nanoseconds duration) noexcept {
+  record(kCurrentEpoch, false, duration);
+}
+
+void CircuitBreaker::on_error(std::chrono::nanoseconds duration) noexcept {
+  record(kCurrentEpoch, true, duration);
+}
+
+void CircuitBreaker::release_permission() noexcept { release(kCurrentEpoch); }
+
+void CircuitBreaker::record_current_exception(CircuitBreakerPermit& permit,
+                                              std::chrono::nanoseconds duration) noexcept {
+  for (const ExceptionType& type : config_.ignore_on_types()) {
+    if (type.matches_current()) return permit.release();
+  }
+  const std::vector<ExceptionType>& recorded = config_.record_on_types();
+  if (!recorded.empty() && std::none_of(recorded.begin(), recorded.end(),
+                                        [](const auto& type) { return type.matches_current(); })) {
+    return permit.on_success(duration);  // as resilience4j: a failure not recorded is a success
+  }
+  permit.on_error(duration);
+}
+
+bool CircuitBreaker::rates_exceeded(const detail::CallWindow::Totals& totals) const noexcept {
+  const double calls = static_cast<double>(totals.calls);
+  return static_cast<double>(totals.failed) * 100.0 / calls >= config_.failure_rate_threshold() ||
+         static_cast<double>(totals.slow) * 100.0 / calls >= config_.slow_call_rate_threshold();
+}
+
+void CircuitBreaker::move_to(CircuitBreakerState state, std::int64_t now) {
+  switch (state) {
+    case CircuitBreakerState::open:
+      open_until_.store(now + wait_in_open_ticks_, std::memory_order_relaxed);
+      break;
+    case CircuitBreakerState::half_open:
+      trials_permitted_ = 0;
+      trials_ = detail::CallWindow::Totals{};
+      break;
+    case CircuitBreakerState::closed:
+      window_.reset();
+      break;
+  }
+  const std::uint64_t transitions = (word_.load(std::memory_order_relaxed) >> kStateBits) + 1;
+  // release: a thread that sees the new state (acquire in try_acquire) sees open_until_.
+  word_.store(transitions << kStateBits | static_cast<std::uint64_t>(state),
+              std::memory_order_release);
+}
+
+void CircuitBreaker::transition_to_closed() {
+  std::lock_guard lock(mutex_);
+  if (state() != CircuitBreakerState::closed) move_to(CircuitBreakerState::closed, clock_.ticks());
+}
+
+void CircuitBreaker::transition_to_open() {
+  std::lock_guard lock(mutex_);
+  if (state() != CircuitBreakerState::open) move_to(CircuitBreakerState::open, clock_.ticks());
+}
+
+CircuitBreakerSnapshot CircuitBreaker::snapshot() const {
+  CircuitBreakerSnapshot snap;
+  const std::int64_t now = clock_.ticks();
+  std::lock_guard lock(mutex_);
+  const std::uint64_t word = word_.load(std::memory_order_relaxed);
+  snap.state = state_of(word);
+  snap.transitions = word >> kStateBits;
+  detail::CallWindow::Totals totals;
+  std::uint64_t minimum = minimum_calls_;
+  if (snap.state == CircuitBreakerState::half_open) {
+    totals = trials_;
+    minimum = static_cast<std::uint64_t>(config_.permitted_calls_in_half_open());
+  } else {
+    window_.advance_to(second_of(now));
+    totals = window_.totals();
+  }
+  snap.buffered_calls = totals.calls;
+  snap.failed_calls = totals.failed;
+  snap.slow_calls = totals.slow;
+  if (totals.calls > 0 && totals.calls >= minimum) {
+    snap.failure_rate =
+        static_cast<double>(totals.failed) * 100.0 / static_cast<double>(totals.calls);
+    snap.slow_call_rate =
+        static_cast<double>(totals.slow) * 100.0 / static_cast<double>(totals.calls);
+  }
+  snap.not_permitted_calls = not_permitted_count_.total();
+  return snap;
+}
+
+}  // namespace r4c

@@ -1,0 +1,504 @@
+#include "r4c/circuit_breaker.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+using State = r4c::CircuitBreakerState;
+
+struct Unavailable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct NotFound : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct PartitionUnavailable : Unavailable {
+  using Unavailable::Unavailable;
+};
+
+class CircuitBreakerTest : public ::testing::Test {
+ protected:
+  void TearDown() override { EXPECT_EQ(clock_->pending_tasks(), 0u); }
+
+  std::unique_ptr<r4c::CircuitBreaker> make(r4c::CircuitBreakerConfig config) {
+    return std::make_unique<r4c::CircuitBreaker>("inventory", std::move(config), clock_);
+  }
+  // A breaker that rates every `window` calls from the `minimum`-th on and waits 10 s when open.
+  std::unique_ptr<r4c::CircuitBreaker> make_small(int window = 10, int minimum = 4,
+                                                  int permitted = 3) {
+    return make(r4c::CircuitBreakerConfig()
+                    .sliding_window_size(window)
+                    .minimum_number_of_calls(minimum)
+                    .permitted_calls_in_half_open(permitted)
+                    .wait_in_open(10s));
+  }
+  static void succeed(r4c::CircuitBreaker& breaker) {
+    breaker.execute([] {});
+  }
+  template <class E = Unavailable>
+  static void fail(r4c::CircuitBreaker& breaker) {
+    EXPECT_THROW(breaker.execute([] { throw E("down"); }), E);
+  }
+  void open_and_wait(r4c::CircuitBreaker& breaker) {
+    breaker.transition_to_open();
+    clock_->advance(10s);
+  }
+
+  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
+};
+
+TEST_F(CircuitBreakerTest, OpensAtTheFailureRateThresholdOnlyAfterMinimumNumberOfCalls) {
+  auto breaker = make_small(/*window=*/10, /*minimum=*/4);
+  fail(*breaker);
+  fail(*breaker);
+  fail(*breaker);
+  EXPECT_EQ(breaker->state(), State::closed);  // 100% failures, but only 3 calls
+  EXPECT_EQ(breaker->snapshot().failure_rate, -1);
+  succeed(*breaker);  // 3 of 4 failed: 75% >= 50%
+  EXPECT_EQ(breaker->state(), State::open);
+  const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.failure_rate, 75);
+  EXPECT_EQ(snap.buffered_calls, 4u);
+  EXPECT_EQ(snap.failed_calls, 3u);
+  EXPECT_EQ(snap.transitions, 1u);
+}
+
+TEST_F(CircuitBreakerTest, StaysClosedWhileTheFailureRateIsUnderTheThreshold) {
+  auto breaker = make_small(/*window=*/4, /*minimum=*/4);
+  fail(*breaker);
+  succeed(*breaker);
+  succeed(*breaker);
+  succeed(*breaker);
+  EXPECT_EQ(breaker->state(), State::closed);
+  EXPECT_EQ(breaker->snapshot().failure_rate, 25);
+}
+
+TEST_F(CircuitBreakerTest, ACountBasedWindowRatesOnlyTheLastCalls) {
+  auto breaker = make_small(/*window=*/4, /*minimum=*/4);
+  fail(*breaker);
+  for (int i = 0; i < 4; ++i) succeed(*breaker);  // the failure leaves the window
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 4u);
+  EXPECT_EQ(breaker->snapshot().failed_calls, 0u);
+  fail(*breaker);
+  EXPECT_EQ(breaker->state(), State::closed);  // 1 of the last 4
+}
+
+TEST_F(CircuitBreakerTest, SlowCallsOpenItThroughTheSlowCallRateThreshold) {
+  auto breaker = make(r4c::CircuitBreakerConfig()
+                          .sliding_window_size(2)
+                          .minimum_number_of_calls(2)
+                          .slow_call_duration(1s)
+                          .slow_call_rate_threshold(50));
+  breaker->execute([&] { clock_->advance(999ms); });  // not slow
+  EXPECT_EQ(breaker->snapshot().slow_calls, 0u);
+  EXPECT_EQ(breaker->state(), State::closed);
+  breaker->execute([&] { clock_->advance(1s); });  // slow: 1 of 2
+  EXPECT_EQ(breaker->state(), State::open);
+  const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.slow_call_rate, 50);
+  EXPECT_EQ(snap.failure_rate, 0);
+}
+
+TEST_F(CircuitBreakerTest, AnOpenBreakerRejectsWithoutCallingTheMethodWithOneException) {
+  auto breaker = make_small();
+  breaker->transition_to_open();
+  bool called = false;
+  const void* first = nullptr;
+  for (int i = 0; i < 2; ++i) {
+    try {
+      breaker->execute([&] { called = true; });
+      FAIL() << "not rejected";
+    } catch (const r4c::CallNotPermittedException& e) {
+      EXPECT_EQ(e.instance_id(), "inventory");
+      EXPECT_THAT(e.what(), HasSubstr("circuit breaker 'inventory' does not permit the call"));
+      if (first == nullptr) first = &e;
+      EXPECT_EQ(&e, first);  // one preallocated object
+    }
+  }
+  EXPECT_FALSE(called);
+  EXPECT_FALSE(breaker->try_acquire_permission());
+  EXPECT_EQ(breaker->snapshot().not_permitted_calls, 3u);
+}
+
+TEST_F(CircuitBreakerTest, StaysOpenUntilWaitInOpenHasPassed) {
+  auto breaker = make_small();
+  breaker->transition_to_open();
+  clock_->advance(10s - 1ns);
+  EXPECT_FALSE(breaker->try_acquire());
+  EXPECT_EQ(breaker->state(), State::open);
+}
+
+TEST_F(CircuitBreakerTest, MovesToHalfOpenOnTheFirstCallAfterWaitInOpen) {
+  auto breaker = make_small();
+  breaker->transition_to_open();
+  clock_->advance(10s);
+  EXPECT_EQ(breaker->state(), State::open);  // lazily: no timer moves it
+  EXPECT_EQ(clock_->pending_tasks(), 0u);
+  r4c::CircuitBreakerPermit permit = breaker->try_acquire();
+  EXPECT_TRUE(permit);
+  EXPECT_EQ(breaker->state(), State::half_open);
+  EXPECT_EQ(breaker->snapshot().transitions, 2u);
+}
+
+TEST_F(CircuitBreakerTest, HalfOpenPermitsExactlyPermittedCallsInHalfOpenThenRejects) {
+  auto breaker = make_small(10, 4, /*permitted=*/3);
+  open_and_wait(*breaker);
+  std::vector<r4c::CircuitBreakerPermit> trials;
+  for (int i = 0; i < 3; ++i) trials.push_back(breaker->try_acquire());
+  for (const auto& trial : trials) EXPECT_TRUE(trial);
+  EXPECT_FALSE(breaker->try_acquire());
+  EXPECT_THROW(succeed(*breaker), r4c::CallNotPermittedException);
+  EXPECT_EQ(breaker->snapshot().not_permitted_calls, 2u);
+  trials[0].release();  // an ignored trial gives its place back
+  EXPECT_TRUE(breaker->try_acquire_permission());
+  EXPECT_EQ(breaker->state(), State::half_open);
+}
+
+TEST_F(CircuitBreakerTest, HalfOpenClosesWhenItsTrialsAreUnderTheThresholds) {
+  auto breaker = make_small(10, 4, /*permitted=*/3);
+  fail(*breaker);
+  open_and_wait(*breaker);
+  succeed(*breaker);
+  fail(*breaker);
+  EXPECT_EQ(breaker->state(), State::half_open);  // waits for its last trial
+  EXPECT_EQ(breaker->snapshot().failure_rate, -1);
+  succeed(*breaker);  // 1 of 3 failed: 33% < 50%
+  EXPECT_EQ(breaker->state(), State::closed);
+  const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.buffered_calls, 0u);  // a fresh window
+  EXPECT_EQ(snap.transitions, 3u);
+}
+
+TEST_F(CircuitBreakerTest, HalfOpenReopensWhenItsTrialsReachAThreshold) {
+  auto breaker = make_small(10, 4, /*permitted=*/2);
+  open_and_wait(*breaker);
+  succeed(*breaker);
+  fail(*breaker);  // 50%
+  EXPECT_EQ(breaker->state(), State::open);
+  clock_->advance(10s - 1ns);  // a new wait from the reopening
+  EXPECT_FALSE(breaker->try_acquire());
+  clock_->advance(1ns);
+  EXPECT_TRUE(breaker->try_acquire());
+  EXPECT_EQ(breaker->state(), State::half_open);
+}
+
+TEST_F(CircuitBreakerTest, AnOutcomeFromBeforeHalfOpenIsNotATrial) {
+  auto breaker = make_small(10, 4, /*permitted=*/1);
+  r4c::CircuitBreakerPermit straggler = breaker->try_acquire();  // admitted while closed
+  open_and_wait(*breaker);
+  r4c::CircuitBreakerPermit trial = breaker->try_acquire();
+  straggler.on_error(1ms);
+  EXPECT_EQ(breaker->state(), State::half_open);
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 0u);
+  trial.on_success(1ms);
+  EXPECT_EQ(breaker->state(), State::closed);
+}
+
+TEST_F(CircuitBreakerTest, IgnoredExceptionsAreNeitherSuccessesNorFailures) {
+  auto breaker = make(r4c::CircuitBreakerConfig()
+                          .sliding_window_size(2)
+                          .minimum_number_of_calls(2)
+                          .ignore_on<NotFound>()
+                          .record_on<std::runtime_error>());  // ignore wins over record
+  for (int i = 0; i < 5; ++i) fail<NotFound>(*breaker);
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 0u);
+  EXPECT_EQ(breaker->state(), State::closed);
+}
+
+TEST_F(CircuitBreakerTest, RecordOnRestrictsWhatCountsAsAFailure) {
+  auto breaker = make(r4c::CircuitBreakerConfig()
+                          .sliding_window_size(4)
+                          .minimum_number_of_calls(4)
+                          .record_on<Unavailable>());
+  fail<NotFound>(*breaker);  // not recorded: a success
+  fail<Unavailable>(*breaker);
+  const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.buffered_calls, 2u);
+  EXPECT_EQ(snap.failed_calls, 1u);
+}
+
+TEST_F(CircuitBreakerTest, DerivedExceptionTypesMatch) {
+  auto recorded = make(r4c::CircuitBreakerConfig().record_on<Unavailable>());
+  fail<PartitionUnavailable>(*recorded);
+  EXPECT_EQ(recorded->snapshot().failed_calls, 1u);
+  auto ignored = make(
+      r4c::CircuitBreakerConfig().ignore_on(std::vector{r4c::ExceptionType::of<Unavailable>()}));
+  fail<PartitionUnavailable>(*ignored);
+  EXPECT_EQ(ignored->snapshot().buffered_calls, 0u);
+}
+
+TEST_F(CircuitBreakerTest, TheOriginalExceptionIsRethrownUnchanged) {
+  auto breaker = make_small();
+  const std::exception_ptr original = std::make_exception_ptr(NotFound("404"));
+  const void* original_address = nullptr;
+  try {
+    std::rethrow_exception(original);
+  } catch (const NotFound& e) {
+    original_address = &e;
+  }
+  try {
+    breaker->execute([&]() -> int { std::rethrow_exception(original); });
+    FAIL() << "nothing thrown";
+  } catch (const NotFound& e) {
+    EXPECT_EQ(&e, original_address);
+  }
+  EXPECT_EQ(breaker->snapshot().failed_calls, 1u);
+}
+
+TEST_F(CircuitBreakerTest, ExecuteReturnsTheResultAndReferencesAsTheyAre) {
+  auto breaker = make_small();
+  EXPECT_EQ(breaker->execute([] { return 42; }), 42);
+  int value = 1;
+  int& same = breaker->execute([&]() -> int& { return value; });
+  EXPECT_EQ(&same, &value);
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 2u);
+}
+
+TEST_F(CircuitBreakerTest, ATimeBasedWindowForgetsCallsOlderThanTheWindow) {
+  auto breaker = make(r4c::CircuitBreakerConfig()
+                          .sliding_window_type(r4c::SlidingWindowType::time_based)
+                          .sliding_window_size(3)  // seconds
+                          .minimum_number_of_calls(2)
+                          .failure_rate_threshold(60));
+  succeed(*breaker);  // second 0
+  succeed(*breaker);
+  clock_->advance(1s);
+  fail(*breaker);  // second 1: 1 of 3
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 3u);
+  clock_->advance(2s);  // second 3: the window is seconds 1 .. 3
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 1u);
+  EXPECT_EQ(breaker->snapshot().failure_rate, -1);
+  fail(*breaker);  // 2 of 2 (2 of 4, under 60%, had second 0 still counted)
+  EXPECT_EQ(breaker->state(), State::open);
+  EXPECT_EQ(breaker->snapshot().failure_rate, 100);
+  clock_->advance(10s);
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 0u);
+}
+
+TEST_F(CircuitBreakerTest, ATimeBasedWindowRatesOnlyOnceItHoldsTheMinimum) {
+  auto breaker = make(r4c::CircuitBreakerConfig()
+                          .sliding_window_type(r4c::SlidingWindowType::time_based)
+                          .sliding_window_size(2)
+                          .minimum_number_of_calls(2));
+  fail(*breaker);
+  clock_->advance(2s);  // the failure leaves the window
+  fail(*breaker);
+  EXPECT_EQ(breaker->state(), State::closed);
+  EXPECT_EQ(breaker->snapshot().failure_rate, -1);
+}
+
+TEST_F(CircuitBreakerTest, TheNonThrowingPairRecordsForOtherPolicies) {
+  auto breaker = make_small(/*window=*/2, /*minimum=*/2, /*permitted=*/1);
+  ASSERT_TRUE(breaker->try_acquire_permission());
+  breaker->on_error(1ms);
+  ASSERT_TRUE(breaker->try_acquire_permission());
+  breaker->release_permission();  // ignored while closed: nothing recorded
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 1u);
+  ASSERT_TRUE(breaker->try_acquire_permission());
+  breaker->on_success(1ms);  // 1 of 2 failed
+  EXPECT_EQ(breaker->state(), State::open);
+  EXPECT_FALSE(breaker->try_acquire_permission());
+  clock_->advance(10s);
+  ASSERT_TRUE(breaker->try_acquire_permission());
+  EXPECT_FALSE(breaker->try_acquire_permission());
+  breaker->on_success(1ms);
+  EXPECT_EQ(breaker->state(), State::closed);
+  EXPECT_EQ(breaker->snapshot().not_permitted_calls, 2u);
+}
+
+TEST_F(CircuitBreakerTest, OperatorsCanCloseAndOpenItByHand) {
+  auto breaker = make_small();
+  fail(*breaker);
+  breaker->transition_to_open();
+  breaker->transition_to_open();  // already open: no change
+  EXPECT_EQ(breaker->state(), State::open);
+  breaker->transition_to_closed();
+  EXPECT_EQ(breaker->state(), State::closed);
+  const r4c::CircuitBreakerSnapshot snap = breaker->handle().snapshot();
+  EXPECT_EQ(snap.transitions, 2u);
+  EXPECT_EQ(snap.buffered_calls, 0u);
+  EXPECT_EQ(breaker->handle().state(), State::closed);
+  EXPECT_EQ(breaker->handle().instance_id(), "inventory");
+}
+
+TEST_F(CircuitBreakerTest, StatesAndWindowTypesHaveNames) {
+  EXPECT_EQ(r4c::to_string(State::closed), "closed");
+  EXPECT_EQ(r4c::to_string(State::open), "open");
+  EXPECT_EQ(r4c::to_string(State::half_open), "half_open");
+  EXPECT_EQ(r4c::to_string(r4c::SlidingWindowType::count_based), "count_based");
+  EXPECT_EQ(r4c::to_string(r4c::SlidingWindowType::time_based), "time_based");
+}
+
+TEST(CircuitBreakerConfigTest, DefaultsAreResilience4js) {
+  const r4c::CircuitBreakerConfig config;
+  EXPECT_EQ(config.failure_rate_threshold(), 50);
+  EXPECT_EQ(config.slow_call_rate_threshold(), 100);
+  EXPECT_EQ(config.slow_call_duration(), 60s);
+  EXPECT_EQ(config.sliding_window_type(), r4c::SlidingWindowType::count_based);
+  EXPECT_EQ(config.sliding_window_size(), 100);
+  EXPECT_EQ(config.minimum_number_of_calls(), 100);
+  EXPECT_EQ(config.wait_in_open(), 60s);
+  EXPECT_EQ(config.permitted_calls_in_half_open(), 10);
+  EXPECT_TRUE(config.record_on_types().empty());
+  EXPECT_TRUE(config.ignore_on_types().empty());
+}
+
+TEST(CircuitBreakerConfigTest, InvalidSettingsNameTheSettingTheValueAndTheRange) {
+  auto message_of = [](auto&& set) {
+    try {
+      set();
+    } catch (const r4c::ConfigException& e) {
+      return std::string(e.what());
+    }
+    return std::string("none");
+  };
+  using Config = r4c::CircuitBreakerConfig;
+  EXPECT_EQ(message_of([] { Config().failure_rate_threshold(0); }),
+            "R4C-REG-001: failure_rate_threshold is 0; valid: a percentage in (0, 100]");
+  EXPECT_EQ(message_of([] { Config().failure_rate_threshold(100.5); }),
+            "R4C-REG-001: failure_rate_threshold is 100.5; valid: a percentage in (0, 100]");
+  EXPECT_EQ(message_of([] { Config().slow_call_rate_threshold(-1); }),
+            "R4C-REG-001: slow_call_rate_threshold is -1; valid: a percentage in (0, 100]");
+  EXPECT_EQ(message_of([] { Config().slow_call_duration(0ns); }),
+            "R4C-REG-001: slow_call_duration is 0 ns; valid: > 0 ns");
+  EXPECT_EQ(message_of([] { Config().sliding_window_type(r4c::SlidingWindowType{7}); }),
+            "R4C-REG-001: sliding_window_type is 7; valid: count_based or time_based");
+  EXPECT_EQ(message_of([] { Config().sliding_window_size(0); }),
+            "R4C-ATR-003: sliding_window_size is 0; valid: an integer >= 1");
+  EXPECT_EQ(message_of([] { Config().sliding_window_size(1'000'001); }),
+            "R4C-REG-001: sliding_window_size is 1000001; valid: an integer from 1 to 1000000");
+  EXPECT_EQ(message_of([] { Config().minimum_number_of_calls(0); }),
+            "R4C-ATR-003: minimum_number_of_calls is 0; valid: an integer >= 1");
+  EXPECT_EQ(message_of([] { Config().wait_in_open(0ns); }),
+            "R4C-REG-001: wait_in_open is 0 ns; valid: 1 ns .. 24 h");
+  EXPECT_EQ(message_of([] { Config().wait_in_open(24h + 1ns); }),
+            "R4C-REG-001: wait_in_open is 86400000000001 ns; valid: 1 ns .. 24 h");
+  EXPECT_EQ(message_of([] { Config().permitted_calls_in_half_open(-3); }),
+            "R4C-ATR-003: permitted_calls_in_half_open is -3; valid: an integer >= 1");
+}
+
+TEST(CircuitBreakerConfigTest, ARejectedValueLeavesTheSettingAsItWas) {
+  r4c::CircuitBreakerConfig config;
+  config.failure_rate_threshold(30);
+  EXPECT_THROW(config.failure_rate_threshold(0), r4c::ConfigException);
+  EXPECT_EQ(config.failure_rate_threshold(), 30);
+  config.validate();
+}
+
+TEST(CircuitBreakerConfigTest, FirstDifferenceNamesTheFirstSettingThatDiffers) {
+  using Config = r4c::CircuitBreakerConfig;
+  EXPECT_FALSE(r4c::first_difference(Config(), Config()));
+  auto difference = r4c::first_difference(
+      Config().sliding_window_type(r4c::SlidingWindowType::time_based).wait_in_open(1s),
+      Config().wait_in_open(2s));
+  ASSERT_TRUE(difference);
+  EXPECT_EQ(difference->setting, "sliding_window_type");
+  EXPECT_EQ(difference->first, "time_based");
+  EXPECT_EQ(difference->second, "count_based");
+  auto settings = [](const Config& a, const Config& b) {
+    auto found = r4c::first_difference(a, b);
+    return found ? found->setting : std::string("none");
+  };
+  EXPECT_EQ(settings(Config().failure_rate_threshold(1), Config()), "failure_rate_threshold");
+  EXPECT_EQ(settings(Config().slow_call_rate_threshold(1), Config()), "slow_call_rate_threshold");
+  EXPECT_EQ(settings(Config().slow_call_duration(1s), Config()), "slow_call_duration");
+  EXPECT_EQ(settings(Config().sliding_window_size(1), Config()), "sliding_window_size");
+  EXPECT_EQ(settings(Config().minimum_number_of_calls(1), Config()), "minimum_number_of_calls");
+  EXPECT_EQ(settings(Config().wait_in_open(1s), Config()), "wait_in_open");
+  EXPECT_EQ(settings(Config().permitted_calls_in_half_open(1), Config()),
+            "permitted_calls_in_half_open");
+  EXPECT_EQ(settings(Config().record_on<NotFound>(), Config()), "record_on");
+  EXPECT_EQ(settings(Config().ignore_on<NotFound>(), Config()), "ignore_on");
+}
+
+// 8 threads call a breaker with random outcomes while a driver thread moves the clock, so it
+// opens, half-opens and closes many times. A call is known to be a trial when the breaker was
+// half-open before it asked and had made no transition by the time it ran; those trials, per
+// half-open period, never number more than permitted_calls_in_half_open at once.
+TEST(CircuitBreakerConcurrencyTest, NeverRunsMoreTrialsThanPermittedAndCountsEveryRejection) {
+  constexpr int kPermitted = 3;
+  auto clock = std::make_shared<r4c::ManualClock>();
+  r4c::CircuitBreaker breaker("hot",
+                              r4c::CircuitBreakerConfig()
+                                  .sliding_window_size(10)
+                                  .minimum_number_of_calls(5)
+                                  .permitted_calls_in_half_open(kPermitted)
+                                  .wait_in_open(1s)
+                                  .ignore_on<NotFound>(),
+                              clock);
+  std::atomic<bool> done{false};
+  std::thread driver([&] {
+    while (!done.load()) {
+      clock->advance(100ms);
+      std::this_thread::yield();
+    }
+  });
+  std::mutex trials_mutex;
+  std::map<std::uint64_t, int> trials_running;  // by half-open period (its transition count)
+  int most_trials = 0;
+  std::atomic<std::uint64_t> rejected{0}, trials_seen{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 random(static_cast<unsigned>(t));
+      for (int i = 0; i < 4000 || (i < 100000 && breaker.snapshot().transitions < 12); ++i) {
+        const r4c::CircuitBreakerSnapshot before = breaker.snapshot();
+        const unsigned outcome = random() % 10;
+        try {
+          breaker.execute([&] {
+            const bool trial = before.state == State::half_open &&
+                               breaker.snapshot().transitions == before.transitions;
+            if (trial) {
+              trials_seen.fetch_add(1);
+              std::lock_guard lock(trials_mutex);
+              most_trials = std::max(most_trials, ++trials_running[before.transitions]);
+            }
+            std::this_thread::yield();  // lets other threads in while this call runs
+            if (trial) {
+              std::lock_guard lock(trials_mutex);
+              --trials_running[before.transitions];
+            }
+            if (outcome < 5) return;
+            if (outcome < 9) throw Unavailable("down");
+            throw NotFound("ignored");
+          });
+        } catch (const r4c::CallNotPermittedException&) {
+          rejected.fetch_add(1);
+        } catch (const std::runtime_error&) {
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  done.store(true);
+  driver.join();
+
+  const r4c::CircuitBreakerSnapshot snap = breaker.snapshot();
+  EXPECT_LE(most_trials, kPermitted);
+  EXPECT_GT(trials_seen.load(), 0u);
+  EXPECT_GE(snap.transitions, 12u);
+  EXPECT_EQ(snap.not_permitted_calls, rejected.load());
+  EXPECT_TRUE(snap.state == State::closed || snap.state == State::open ||
+              snap.state == State::half_open);
+  EXPECT_EQ(snap.state, breaker.state());
+  if (snap.state == State::half_open) {
+    EXPECT_LT(snap.buffered_calls, static_cast<std::uint64_t>(kPermitted));
+  } else {
+    EXPECT_LE(snap.buffered_calls, 10u);
+  }
+  EXPECT_EQ(clock->pending_tasks(), 0u);
+}
+
+}  // namespace
