@@ -32,8 +32,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           registry.bulkhead_policy("fuzz#method()", id, config).execute([] {});
           registry.timeout_policy("fuzz#method()", id, config).execute([] {});
           registry.rate_limiter_policy("fuzz#method()", id, config).try_acquire();
+          registry.circuit_breaker_policy("fuzz#method()", id, config).execute([] {});
+          registry.retry_policy("fuzz#method()", id, config);
         } catch (const r4c::ConfigException&) {
         } catch (const r4c::BulkheadFullException&) {
+        } catch (const r4c::CallNotPermittedException&) {
         }
       }
     }

@@ -186,11 +186,117 @@ struct TimeoutKind {
   }
 };
 
-const std::array<detail::KindKeys, 4> kKinds = {
+struct RetryKind {
+  using Config = RetryConfig;
+  using Policy = Retry;
+  static constexpr std::string_view kFileName = "retry";
+  static constexpr std::string_view kLabel = "retry";
+  static constexpr std::array<std::string_view, 7> kKeys = {
+      "maxAttempts", "wait",   "exponentialBackoffMultiplier", "maxWait", "randomizedWait",
+      "retryOn",     "abortOn"};
+
+  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog& catalog) {
+    const std::string where = entry.where();
+    const std::string_view key = entry.key;
+    if (key == "maxAttempts") {
+      const int number = detail::parse_int(entry.value, where);
+      with_context(where, [&] { config.max_attempts(number); });
+    } else if (key == "wait") {
+      const auto duration = detail::parse_duration(entry.value, where);
+      with_context(where, [&] { config.wait(duration); });
+    } else if (key == "exponentialBackoffMultiplier") {
+      const double multiplier = detail::parse_double(entry.value, where);
+      // Without a maxWait line the backoff is capped only by the longest wait (1 h).
+      const auto cap = config.exponential_backoff() ? config.max_wait() : RetryConfig::kLongestWait;
+      with_context(where, [&] { config.exponential_backoff(multiplier, cap); });
+    } else if (key == "maxWait") {
+      const auto duration = detail::parse_duration(entry.value, where);
+      with_context(where,
+                   [&] { config.exponential_backoff(config.backoff_multiplier(), duration); });
+    } else if (key == "randomizedWait") {
+      const double jitter = detail::parse_double(entry.value, where);
+      with_context(where, [&] { config.randomized_wait(jitter); });
+    } else if (key == "retryOn") {
+      config.retry_on(parse_exception_list(entry.value, where, catalog));
+    } else {
+      config.abort_on(parse_exception_list(entry.value, where, catalog));
+    }
+  }
+  static std::unique_ptr<Policy> make(const std::string& id, Config config,
+                                      const std::shared_ptr<Clock>& clock) {
+    return std::make_unique<Policy>(id, std::move(config), clock);
+  }
+};
+
+SlidingWindowType parse_window_type(std::string_view value, const std::string& where) {
+  std::string lower(value);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "count_based" || lower == "countbased") return SlidingWindowType::count_based;
+  if (lower == "time_based" || lower == "timebased") return SlidingWindowType::time_based;
+  throw ConfigException("R4C-CFG-004", where + " is '" + std::string(value) +
+                                           "'; expected count_based or time_based");
+}
+
+struct CircuitBreakerKind {
+  using Config = CircuitBreakerConfig;
+  using Policy = CircuitBreaker;
+  static constexpr std::string_view kFileName = "circuitBreaker";
+  static constexpr std::string_view kLabel = "circuit breaker";
+  static constexpr std::array<std::string_view, 10> kKeys = {"failureRateThreshold",
+                                                             "slowCallRateThreshold",
+                                                             "slowCallDuration",
+                                                             "slidingWindowType",
+                                                             "slidingWindowSize",
+                                                             "minimumNumberOfCalls",
+                                                             "waitInOpen",
+                                                             "permittedCallsInHalfOpen",
+                                                             "recordOn",
+                                                             "ignoreOn"};
+
+  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog& catalog) {
+    const std::string where = entry.where();
+    const std::string_view key = entry.key;
+    if (key == "failureRateThreshold" || key == "slowCallRateThreshold") {
+      const double rate = detail::parse_double(entry.value, where);
+      with_context(where, [&] {
+        if (key == "failureRateThreshold") config.failure_rate_threshold(rate);
+        if (key == "slowCallRateThreshold") config.slow_call_rate_threshold(rate);
+      });
+    } else if (key == "slowCallDuration" || key == "waitInOpen") {
+      const auto duration = detail::parse_duration(entry.value, where);
+      with_context(where, [&] {
+        if (key == "slowCallDuration") config.slow_call_duration(duration);
+        if (key == "waitInOpen") config.wait_in_open(duration);
+      });
+    } else if (key == "slidingWindowType") {
+      config.sliding_window_type(parse_window_type(entry.value, where));
+    } else if (key == "recordOn") {
+      config.record_on(parse_exception_list(entry.value, where, catalog));
+    } else if (key == "ignoreOn") {
+      config.ignore_on(parse_exception_list(entry.value, where, catalog));
+    } else {
+      const int number = detail::parse_int(entry.value, where);
+      with_context(where, [&] {
+        if (key == "slidingWindowSize") config.sliding_window_size(number);
+        if (key == "minimumNumberOfCalls") config.minimum_number_of_calls(number);
+        if (key == "permittedCallsInHalfOpen") config.permitted_calls_in_half_open(number);
+      });
+    }
+  }
+  static std::unique_ptr<Policy> make(const std::string& id, Config config,
+                                      const std::shared_ptr<Clock>& clock) {
+    return std::make_unique<Policy>(id, std::move(config), clock);
+  }
+};
+
+const std::array<detail::KindKeys, 6> kKinds = {
     detail::KindKeys{AdaptiveLimitKind::kFileName, AdaptiveLimitKind::kKeys},
     detail::KindKeys{BulkheadKind::kFileName, BulkheadKind::kKeys},
     detail::KindKeys{RateLimiterKind::kFileName, RateLimiterKind::kKeys},
-    detail::KindKeys{TimeoutKind::kFileName, TimeoutKind::kKeys}};
+    detail::KindKeys{TimeoutKind::kFileName, TimeoutKind::kKeys},
+    detail::KindKeys{RetryKind::kFileName, RetryKind::kKeys},
+    detail::KindKeys{CircuitBreakerKind::kFileName, CircuitBreakerKind::kKeys}};
 
 ExceptionCatalog built_in_exception_types() {
   ExceptionCatalog catalog;
@@ -202,6 +308,7 @@ ExceptionCatalog built_in_exception_types() {
   add("CallTimeoutException", ExceptionType::of<CallTimeoutException>());
   add("BulkheadFullException", ExceptionType::of<BulkheadFullException>());
   add("RequestNotPermittedException", ExceptionType::of<RequestNotPermittedException>());
+  add("CallNotPermittedException", ExceptionType::of<CallNotPermittedException>());
   return catalog;
 }
 
@@ -214,7 +321,8 @@ struct CodeSettings {
 };
 
 using AllCodeSettings = std::tuple<CodeSettings<AdaptiveLimitKind>, CodeSettings<BulkheadKind>,
-                                   CodeSettings<RateLimiterKind>, CodeSettings<TimeoutKind>>;
+                                   CodeSettings<RateLimiterKind>, CodeSettings<TimeoutKind>,
+                                   CodeSettings<RetryKind>, CodeSettings<CircuitBreakerKind>>;
 
 // One kind's configuration and instances in a built registry.
 template <class Kind>
@@ -414,7 +522,9 @@ struct ResilienceRegistry::State {
         adaptive_limits(std::move(std::get<0>(code)), entries, exception_types),
         bulkheads(std::move(std::get<1>(code)), entries, exception_types),
         rate_limiters(std::move(std::get<2>(code)), entries, exception_types),
-        timeouts(std::move(std::get<3>(code)), entries, exception_types) {}
+        timeouts(std::move(std::get<3>(code)), entries, exception_types),
+        retries(std::move(std::get<4>(code)), entries, exception_types),
+        circuit_breakers(std::move(std::get<5>(code)), entries, exception_types) {}
 
   std::shared_ptr<Clock> clock;
   ExceptionCatalog exception_types;
@@ -422,6 +532,8 @@ struct ResilienceRegistry::State {
   PolicyTable<BulkheadKind> bulkheads;
   PolicyTable<RateLimiterKind> rate_limiters;
   PolicyTable<TimeoutKind> timeouts;
+  PolicyTable<RetryKind> retries;
+  PolicyTable<CircuitBreakerKind> circuit_breakers;
 };
 
 ResilienceRegistry::Builder::Builder() : settings_(std::make_unique<Settings>()) {}
@@ -488,6 +600,30 @@ ResilienceRegistry::Builder& ResilienceRegistry::Builder::timeout(
   return *this;
 }
 
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::retry_defaults(
+    std::function<void(RetryConfig&)> setup) {
+  add_defaults<RetryKind>(settings_->code, std::move(setup));
+  return *this;
+}
+
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::retry(
+    std::string name, std::function<void(RetryConfig&)> setup) {
+  add_named<RetryKind>(settings_->code, std::move(name), std::move(setup));
+  return *this;
+}
+
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::circuit_breaker_defaults(
+    std::function<void(CircuitBreakerConfig&)> setup) {
+  add_defaults<CircuitBreakerKind>(settings_->code, std::move(setup));
+  return *this;
+}
+
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::circuit_breaker(
+    std::string name, std::function<void(CircuitBreakerConfig&)> setup) {
+  add_named<CircuitBreakerKind>(settings_->code, std::move(name), std::move(setup));
+  return *this;
+}
+
 ResilienceRegistry::Builder& ResilienceRegistry::Builder::config_file(std::filesystem::path path) {
   settings_->sources.push_back({std::move(path), {}});
   return *this;
@@ -525,6 +661,8 @@ ResilienceRegistry ResilienceRegistry::Builder::build() {
   state->bulkheads.validate();
   state->rate_limiters.validate();
   state->timeouts.validate();
+  state->retries.validate();
+  state->circuit_breakers.validate();
   return ResilienceRegistry(std::move(state));
 }
 
@@ -591,12 +729,35 @@ TimeoutHandle ResilienceRegistry::timeout(std::string_view id) const {
   return state_->timeouts.find(id).handle();
 }
 
+Retry& ResilienceRegistry::retry_policy(std::string_view method_id, std::string_view name,
+                                        std::string_view config,
+                                        const std::function<void(RetryConfig&)>& instance) {
+  return state_->retries.get_or_create(method_id, name, config, nullptr, &instance, state_->clock);
+}
+
+RetryHandle ResilienceRegistry::retry(std::string_view id) const {
+  return state_->retries.find(id).handle();
+}
+
+CircuitBreaker& ResilienceRegistry::circuit_breaker_policy(
+    std::string_view method_id, std::string_view name, std::string_view config,
+    const std::function<void(CircuitBreakerConfig&)>& instance) {
+  return state_->circuit_breakers.get_or_create(method_id, name, config, nullptr, &instance,
+                                                state_->clock);
+}
+
+CircuitBreakerHandle ResilienceRegistry::circuit_breaker(std::string_view id) const {
+  return state_->circuit_breakers.find(id).handle();
+}
+
 RegistrySnapshot ResilienceRegistry::snapshot() const {
   RegistrySnapshot snapshot;
   state_->adaptive_limits.snapshot_into(snapshot.adaptive_limits_);
   state_->bulkheads.snapshot_into(snapshot.bulkheads_);
   state_->rate_limiters.snapshot_into(snapshot.rate_limiters_);
   state_->timeouts.snapshot_into(snapshot.timeouts_);
+  state_->retries.snapshot_into(snapshot.retries_);
+  state_->circuit_breakers.snapshot_into(snapshot.circuit_breakers_);
   return snapshot;
 }
 

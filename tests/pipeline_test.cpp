@@ -275,4 +275,133 @@ TEST(PipelineConcurrencyTest, RandomFailuresTimeoutsAndRejectionsReturnEverySlot
   EXPECT_GT(pipeline.timeout()->snapshot().timed_out, 0u);
 }
 
+// ---- the outer policies: how a retry and a circuit breaker see the limit -------------------
+
+class OuterPolicyTest : public PipelineTest {
+ protected:
+  // Advances the clock by `step` whenever the pipeline's retry waits, until `done`.
+  void drive_retry_waits(const r4c::Pipeline<int>& pipeline, std::chrono::nanoseconds step,
+                         const std::atomic<bool>& done) {
+    while (!done.load()) {
+      if (pipeline.retry()->snapshot().waiting_calls > 0 && clock_->pending_tasks() > 0) {
+        clock_->advance(step);
+      }
+      std::this_thread::yield();
+    }
+  }
+};
+
+// 1. By default a retry outside retries LimitExceededException after its wait.
+TEST_F(OuterPolicyTest, ARetryOutsideRetriesAFullLimitAfterItsWaitWhichHoldsNoSlot) {
+  auto pipeline = r4c::Pipeline<int>::builder(registry_, "orders")
+                      .retry([](r4c::RetryConfig& r) { r.max_attempts(3).wait(100ms); })
+                      .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(1); })
+                      .build();
+  r4c::Permit held = pipeline.adaptive_limit()->try_acquire();  // another call's slot
+  std::atomic<int> result{0};
+  std::thread caller([&] { result.store(pipeline.execute([] { return 7; })); });
+  while (pipeline.retry()->snapshot().waiting_calls == 0) std::this_thread::yield();
+  EXPECT_EQ(pipeline.adaptive_limit()->in_flight(), 1);  // the waiting call holds no slot
+  held.on_ignore();
+  clock_->advance(100ms);
+  caller.join();
+  EXPECT_EQ(result.load(), 7);
+  EXPECT_EQ(pipeline.adaptive_limit()->snapshot().rejected, 1u);
+  EXPECT_EQ(pipeline.retry()->snapshot().successful_with_retry, 1u);
+  EXPECT_EQ(clock_->pending_tasks(), 0u);
+}
+
+// 1. With LimitExceededException in abort_on the call fails at once.
+TEST_F(OuterPolicyTest, ARetryThatAbortsOnAFullLimitFailsAtOnce) {
+  auto pipeline = r4c::Pipeline<int>::builder(registry_, "orders")
+                      .retry([](r4c::RetryConfig& r) {
+                        r.max_attempts(3).wait(100ms).abort_on<r4c::LimitExceededException>();
+                      })
+                      .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(1); })
+                      .build();
+  r4c::Permit held = pipeline.adaptive_limit()->try_acquire();
+  EXPECT_THROW(pipeline.execute([] { return 7; }), r4c::LimitExceededException);
+  EXPECT_EQ(pipeline.adaptive_limit()->snapshot().rejected, 1u);
+  EXPECT_EQ(clock_->pending_tasks(), 0u);
+}
+
+// 2. By default a circuit breaker outside records LimitExceededException as a failure.
+TEST_F(OuterPolicyTest, ACircuitBreakerOutsideOpensOnAFullLimit) {
+  auto pipeline =
+      r4c::Pipeline<int>::builder(registry_, "orders")
+          .circuit_breaker([](r4c::CircuitBreakerConfig& c) {
+            c.failure_rate_threshold(50).minimum_number_of_calls(2).sliding_window_size(2);
+          })
+          .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(1); })
+          .build();
+  r4c::Permit held = pipeline.adaptive_limit()->try_acquire();
+  EXPECT_THROW(pipeline.execute([] { return 1; }), r4c::LimitExceededException);
+  EXPECT_THROW(pipeline.execute([] { return 1; }), r4c::LimitExceededException);
+  EXPECT_EQ(pipeline.circuit_breaker()->state(), r4c::CircuitBreakerState::open);
+  EXPECT_THROW(pipeline.execute([] { return 1; }), r4c::CallNotPermittedException);
+  EXPECT_EQ(pipeline.adaptive_limit()->snapshot().rejected, 2u);  // the open breaker kept it out
+}
+
+// 2. With LimitExceededException in ignore_on a full limit never opens the breaker.
+TEST_F(OuterPolicyTest, ACircuitBreakerIgnoringAFullLimitStaysClosed) {
+  auto pipeline = r4c::Pipeline<int>::builder(registry_, "orders")
+                      .circuit_breaker([](r4c::CircuitBreakerConfig& c) {
+                        c.failure_rate_threshold(50)
+                            .minimum_number_of_calls(2)
+                            .sliding_window_size(2)
+                            .ignore_on<r4c::LimitExceededException>();
+                      })
+                      .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(1); })
+                      .build();
+  r4c::Permit held = pipeline.adaptive_limit()->try_acquire();
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_THROW(pipeline.execute([] { return 1; }), r4c::LimitExceededException);
+  }
+  EXPECT_EQ(pipeline.circuit_breaker()->state(), r4c::CircuitBreakerState::closed);
+  EXPECT_EQ(pipeline.adaptive_limit()->snapshot().rejected, 10u);
+}
+
+// 4. Each attempt is measured on its own: a retried call adds one sample per attempt.
+TEST_F(OuterPolicyTest, ARetriedCallAddsOneSamplePerAttempt) {
+  auto pipeline = r4c::Pipeline<int>::builder(registry_, "orders")
+                      .retry([](r4c::RetryConfig& r) { r.max_attempts(3).wait(10ms); })
+                      .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(3); })
+                      .build();
+  std::atomic<int> attempts{0};
+  std::atomic<bool> done{false};
+  std::thread caller([&] {
+    pipeline.execute([&] {
+      if (attempts.fetch_add(1) < 2) throw r4c::CallTimeoutException("slow");  // a drop
+      clock_->advance(1s);  // the window ends with this third sample
+      return 0;
+    });
+    done.store(true);
+  });
+  drive_retry_waits(pipeline, 10ms, done);
+  caller.join();
+  const r4c::AdaptiveLimitSnapshot snap = pipeline.adaptive_limit()->snapshot();
+  EXPECT_EQ(attempts.load(), 3);
+  EXPECT_EQ(snap.windows, 1u);
+  EXPECT_EQ(snap.window_samples, 3u);
+  EXPECT_TRUE(snap.window_dropped);
+}
+
+TEST_F(OuterPolicyTest, TheOuterPoliciesHaveTheirPlaceWhateverTheBuilderOrder) {
+  auto pipeline = r4c::Pipeline<int>::builder(registry_, "orders")
+                      .adaptive_limit()
+                      .circuit_breaker()
+                      .rate_limiter()
+                      .retry([](r4c::RetryConfig& r) { r.max_attempts(1); })
+                      .build();
+  EXPECT_EQ(pipeline.execute([&] {
+    EXPECT_EQ(pipeline.adaptive_limit()->in_flight(), 1);
+    return 3;
+  }),
+            3);
+  EXPECT_EQ(registry_.retry("orders").instance_id(), "orders");
+  EXPECT_EQ(registry_.circuit_breaker("orders").state(), r4c::CircuitBreakerState::closed);
+  EXPECT_EQ(registry_.snapshot().retries().count("orders"), 1u);
+  EXPECT_EQ(registry_.snapshot().circuit_breakers().count("orders"), 1u);
+}
+
 }  // namespace

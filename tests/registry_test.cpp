@@ -488,4 +488,53 @@ TEST(RegistryPolicyKindsTest, NamedConfigsAreLookedUpPerKind) {
   EXPECT_THAT(e.what(), HasSubstr("of timeout"));
 }
 
+TEST(RegistryPolicyKindsTest, RetryAndCircuitBreakerTakeTheirFileKeys) {
+  auto registry = r4c::ResilienceRegistry::builder()
+                      .config_text(R"(
+                        defaults.retry.maxAttempts = 5
+                        defaults.retry.wait = 200ms
+                        defaults.retry.exponentialBackoffMultiplier = 2
+                        defaults.retry.maxWait = 1s
+                        defaults.retry.randomizedWait = 0.5
+                        defaults.retry.abortOn = LimitExceededException
+                        defaults.circuitBreaker.failureRateThreshold = 25
+                        defaults.circuitBreaker.slowCallRateThreshold = 80
+                        defaults.circuitBreaker.slowCallDuration = 2s
+                        defaults.circuitBreaker.slidingWindowType = TIME_BASED
+                        defaults.circuitBreaker.slidingWindowSize = 30
+                        defaults.circuitBreaker.minimumNumberOfCalls = 7
+                        defaults.circuitBreaker.waitInOpen = 5s
+                        defaults.circuitBreaker.permittedCallsInHalfOpen = 2
+                        defaults.circuitBreaker.ignoreOn = LimitExceededException
+                      )")
+                      .build();
+  const r4c::RetryConfig& retry = registry.retry_policy("a#f()").config();
+  EXPECT_EQ(retry.max_attempts(), 5);
+  EXPECT_EQ(retry.wait(), 200ms);
+  EXPECT_TRUE(retry.exponential_backoff());
+  EXPECT_EQ(retry.backoff_multiplier(), 2.0);
+  EXPECT_EQ(retry.max_wait(), 1s);
+  EXPECT_EQ(retry.randomized_wait(), 0.5);
+  EXPECT_EQ(
+      retry.abort_on_types(),
+      (std::vector<r4c::ExceptionType>{r4c::ExceptionType::of<r4c::LimitExceededException>()}));
+  const r4c::CircuitBreakerConfig& breaker = registry.circuit_breaker_policy("a#f()").config();
+  EXPECT_EQ(breaker.failure_rate_threshold(), 25.0);
+  EXPECT_EQ(breaker.slow_call_rate_threshold(), 80.0);
+  EXPECT_EQ(breaker.slow_call_duration(), 2s);
+  EXPECT_EQ(breaker.sliding_window_type(), r4c::SlidingWindowType::time_based);
+  EXPECT_EQ(breaker.sliding_window_size(), 30);
+  EXPECT_EQ(breaker.minimum_number_of_calls(), 7);
+  EXPECT_EQ(breaker.wait_in_open(), 5s);
+  EXPECT_EQ(breaker.permitted_calls_in_half_open(), 2);
+  EXPECT_EQ(
+      breaker.ignore_on_types(),
+      (std::vector<r4c::ExceptionType>{r4c::ExceptionType::of<r4c::LimitExceededException>()}));
+  EXPECT_EQ(registry.circuit_breaker("a#f()").state(), r4c::CircuitBreakerState::closed);
+  EXPECT_THAT(build_error("defaults.circuitBreaker.slidingWindowType=sliding").what(),
+              AllOf(StartsWith("R4C-CFG-004"), HasSubstr("count_based or time_based")));
+  EXPECT_THAT(build_error("defaults.retry.maxAtempts=2").what(),
+              HasSubstr("did you mean 'maxAttempts'?"));
+}
+
 }  // namespace

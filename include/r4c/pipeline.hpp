@@ -1,8 +1,9 @@
 // A pipeline: the policies around one dependency, applied in one fixed order whatever order the
 // builder is called in. Outside to inside:
 //
-//   rate limiter -> adaptive limit -> timeout -> bulkhead -> the call
+//   retry -> circuit breaker -> rate limiter -> adaptive limit -> timeout -> bulkhead -> the call
 //
+// (The hedge, when it comes, sits between the retry and the circuit breaker.)
 // The rate limiter paces callers before they take a slot; the adaptive limit measures each
 // attempt and sees the timeout and the bulkhead inside it as overload signals (their exceptions
 // are drops by default). See docs/pipeline.md.
@@ -27,8 +28,10 @@
 
 #include "r4c/adaptive_limit.hpp"
 #include "r4c/bulkhead.hpp"
+#include "r4c/circuit_breaker.hpp"
 #include "r4c/rate_limiter.hpp"
 #include "r4c/registry.hpp"
+#include "r4c/retry.hpp"
 #include "r4c/timeout.hpp"
 
 namespace r4c {
@@ -52,15 +55,16 @@ class Pipeline {
   /// LimitExceededException, CallTimeoutException, BulkheadFullException).
   template <class F>
   T execute(F&& f) const {
-    if (rate_limiter_ != nullptr) rate_limiter_->acquire();
-    if (adaptive_limit_ != nullptr) {
-      return adaptive_limit_->execute([&]() -> T { return through_timeout(f); });
-    }
-    return through_timeout(f);
+    // Each attempt of the retry passes every inner policy and is measured on its own; the
+    // retry's wait holds no slot of theirs.
+    if (retry_ != nullptr) return retry_->execute([&]() -> T { return through_breaker(f); });
+    return through_breaker(f);
   }
 
   const std::string& id() const noexcept { return id_; }
   /// The pipeline's policies; nullptr for those it does not have.
+  Retry* retry() const noexcept { return retry_; }
+  CircuitBreaker* circuit_breaker() const noexcept { return circuit_breaker_; }
   RateLimiter* rate_limiter() const noexcept { return rate_limiter_; }
   AdaptiveLimit* adaptive_limit() const noexcept { return adaptive_limit_; }
   Timeout* timeout() const noexcept { return timeout_; }
@@ -68,6 +72,23 @@ class Pipeline {
 
  private:
   Pipeline() = default;
+
+  template <class F>
+  T through_breaker(F& f) const {
+    if (circuit_breaker_ != nullptr) {
+      return circuit_breaker_->execute([&]() -> T { return through_limits(f); });
+    }
+    return through_limits(f);
+  }
+
+  template <class F>
+  T through_limits(F& f) const {
+    if (rate_limiter_ != nullptr) rate_limiter_->acquire();
+    if (adaptive_limit_ != nullptr) {
+      return adaptive_limit_->execute([&]() -> T { return through_timeout(f); });
+    }
+    return through_timeout(f);
+  }
 
   template <class F>
   T through_timeout(F& f) const {
@@ -101,6 +122,8 @@ class Pipeline {
   }
 
   std::string id_;
+  Retry* retry_ = nullptr;
+  CircuitBreaker* circuit_breaker_ = nullptr;
   RateLimiter* rate_limiter_ = nullptr;
   AdaptiveLimit* adaptive_limit_ = nullptr;
   Timeout* timeout_ = nullptr;
@@ -133,12 +156,25 @@ class Pipeline<T>::Builder {
     rate_limiter_ = Stage<RateLimiterConfig>{true, std::move(setup)};
     return *this;
   }
+  Builder& retry(std::function<void(RetryConfig&)> setup = {}) {
+    retry_ = Stage<RetryConfig>{true, std::move(setup)};
+    return *this;
+  }
+  Builder& circuit_breaker(std::function<void(CircuitBreakerConfig&)> setup = {}) {
+    circuit_breaker_ = Stage<CircuitBreakerConfig>{true, std::move(setup)};
+    return *this;
+  }
 
   /// Creates or finds the policies; throws ConfigException for invalid settings.
   Pipeline build() const {
     Pipeline pipeline;
     pipeline.id_ = id_;
     const std::string owner = "pipeline '" + id_ + "'";  // names it in R4C-REG-008 messages
+    if (retry_.wanted) pipeline.retry_ = &registry_->retry_policy(owner, id_, "", retry_.setup);
+    if (circuit_breaker_.wanted) {
+      pipeline.circuit_breaker_ =
+          &registry_->circuit_breaker_policy(owner, id_, "", circuit_breaker_.setup);
+    }
     if (rate_limiter_.wanted) {
       pipeline.rate_limiter_ = &registry_->rate_limiter_policy(owner, id_, "", rate_limiter_.setup);
     }
@@ -168,6 +204,8 @@ class Pipeline<T>::Builder {
   Stage<TimeoutConfig> timeout_;
   Stage<BulkheadConfig> bulkhead_;
   Stage<RateLimiterConfig> rate_limiter_;
+  Stage<RetryConfig> retry_;
+  Stage<CircuitBreakerConfig> circuit_breaker_;
 };
 
 }  // namespace r4c

@@ -28,8 +28,10 @@
 
 #include "r4c/adaptive_limit.hpp"
 #include "r4c/bulkhead.hpp"
+#include "r4c/circuit_breaker.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/rate_limiter.hpp"
+#include "r4c/retry.hpp"
 #include "r4c/timeout.hpp"
 
 namespace r4c {
@@ -63,6 +65,10 @@ class RegistrySnapshot {
     return rate_limiters_;
   }
   const std::map<std::string, TimeoutSnapshot>& timeouts() const noexcept { return timeouts_; }
+  const std::map<std::string, RetrySnapshot>& retries() const noexcept { return retries_; }
+  const std::map<std::string, CircuitBreakerSnapshot>& circuit_breakers() const noexcept {
+    return circuit_breakers_;
+  }
 
  private:
   friend class ResilienceRegistry;
@@ -70,6 +76,8 @@ class RegistrySnapshot {
   std::map<std::string, BulkheadSnapshot> bulkheads_;
   std::map<std::string, RateLimiterSnapshot> rate_limiters_;
   std::map<std::string, TimeoutSnapshot> timeouts_;
+  std::map<std::string, RetrySnapshot> retries_;
+  std::map<std::string, CircuitBreakerSnapshot> circuit_breakers_;
 };
 
 /// Owns policies and their configuration. Build one with `builder()`.
@@ -121,6 +129,16 @@ class ResilienceRegistry {
                           const std::function<void(TimeoutConfig&)>& instance = {});
   TimeoutHandle timeout(std::string_view id) const;
 
+  Retry& retry_policy(std::string_view method_id, std::string_view name = "",
+                      std::string_view config = "",
+                      const std::function<void(RetryConfig&)>& instance = {});
+  RetryHandle retry(std::string_view id) const;
+
+  CircuitBreaker& circuit_breaker_policy(
+      std::string_view method_id, std::string_view name = "", std::string_view config = "",
+      const std::function<void(CircuitBreakerConfig&)>& instance = {});
+  CircuitBreakerHandle circuit_breaker(std::string_view id) const;
+
   /// A copy of every policy's snapshot.
   RegistrySnapshot snapshot() const;
 
@@ -154,6 +172,10 @@ class ResilienceRegistry::Builder {
   Builder& rate_limiter(std::string name, std::function<void(RateLimiterConfig&)> setup);
   Builder& timeout_defaults(std::function<void(TimeoutConfig&)> setup);
   Builder& timeout(std::string name, std::function<void(TimeoutConfig&)> setup);
+  Builder& retry_defaults(std::function<void(RetryConfig&)> setup);
+  Builder& retry(std::string name, std::function<void(RetryConfig&)> setup);
+  Builder& circuit_breaker_defaults(std::function<void(CircuitBreakerConfig&)> setup);
+  Builder& circuit_breaker(std::string name, std::function<void(CircuitBreakerConfig&)> setup);
   /// External configuration from a file (read at build; R4C-CFG-001 when missing).
   Builder& config_file(std::filesystem::path path);
   /// External configuration as text, in the file's format.
@@ -162,7 +184,8 @@ class ResilienceRegistry::Builder {
   Builder& clock(std::shared_ptr<Clock> clock);
   /// Names an exception type for `dropOn` in the external file. The built-in types are
   /// registered under their class names (LimitExceededException, CallTimeoutException,
-  /// BulkheadFullException, RequestNotPermittedException), with and without "r4c::".
+  /// BulkheadFullException, RequestNotPermittedException, CallNotPermittedException), with and
+  /// without "r4c::".
   template <class E>
   Builder& exception_type(std::string name) {
     return exception_type(std::move(name), ExceptionType::of<E>());
