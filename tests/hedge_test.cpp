@@ -140,6 +140,34 @@ TEST_F(HedgeTest, WhenEveryAttemptFailsTheCallerGetsTheLastFailure) {
   EXPECT_EQ(snapshot.failed, 1u);
 }
 
+TEST_F(HedgeTest, AFailedAttemptDoesNotEndTheCallWhileAnotherIsInFlight) {
+  auto hedge = make(r4c::HedgeConfig().delay(100ms));
+  auto attempts = std::make_shared<Attempts>();
+  auto hedge_may_end = std::make_shared<std::atomic<bool>>(false);
+  auto result = std::async(std::launch::async, [&] {
+    return hedge->execute([attempts, hedge_may_end](std::stop_token stop) {
+      const int attempt = attempts->begin();
+      if (attempt == 1) {
+        attempts->block(stop);
+        attempts->end();
+        throw SlowReplica("attempt 1");
+      }
+      wait_until([&] { return hedge_may_end->load(); });
+      attempts->end();
+      return attempt;
+    });
+  });
+  wait_for_timer(*attempts, 1);
+  clock_->advance(100ms);
+  wait_until([&] { return attempts->started.load() == 2; });
+  attempts->release = true;
+  wait_until([&] { return executor_->completed() == 1; });  // the first failed and reported
+  *hedge_may_end = true;
+  EXPECT_EQ(result.get(), 2);
+  EXPECT_EQ(hedge->snapshot().failed, 0u);
+  EXPECT_EQ(hedge->snapshot().won_by_hedge, 1u);
+}
+
 TEST_F(HedgeTest, AFirstAttemptRejectedByAnInnerPolicyEndsTheCallWithoutAHedge) {
   auto hedge = make(r4c::HedgeConfig().delay(100ms).max_attempts(3));
   EXPECT_THROW(hedge->execute([]() -> int { throw r4c::LimitExceededException("full"); }),

@@ -114,7 +114,7 @@ class HedgeCallBase : public std::enable_shared_from_this<HedgeCallBase> {
 
  protected:
   // Whether the attempt that just succeeded is the first to: then it stores its result and
-  // calls report_win(). Both under `lock`.
+  // reports with won = true. Both under `lock`.
   bool first_win(const std::unique_lock<std::mutex>&) const noexcept { return winner_ == 0; }
   void report_end(int index, bool won, std::unique_lock<std::mutex>& lock) noexcept;
 
