@@ -137,6 +137,7 @@ void Hedge::run(detail::HedgeCallBase& call) {
   Clock& clock = *clock_;
   if (!launch(call, 1)) {
     // The executor is full: this thread runs the one attempt, without hedging.
+    executor_refusals_.increment();
     {
       std::lock_guard<std::mutex> lock(call.mutex_);
       ++call.running_;
@@ -172,6 +173,7 @@ void Hedge::run(detail::HedgeCallBase& call) {
           hedges_launched_.increment();
           arm();
         } else {
+          executor_refusals_.increment();
           refused = true;
         }
       } catch (...) {
@@ -207,6 +209,7 @@ HedgeSnapshot Hedge::snapshot() const {
   snapshot.hedges_launched = hedges_launched_.total();
   snapshot.won_by_hedge = won_by_hedge_.total();
   snapshot.failed = failed_.total();
+  snapshot.executor_refusals = executor_refusals_.total();
   return snapshot;
 }
 

@@ -248,6 +248,7 @@ TEST_F(HedgeTest, AFirstAttemptTheExecutorRefusesRunsOnTheCallersThread) {
   release.count_down();
   EXPECT_EQ(hedge->snapshot().calls, 1u);
   EXPECT_EQ(hedge->snapshot().hedges_launched, 0u);
+  EXPECT_EQ(hedge->snapshot().executor_refusals, 1u);
   hedge.reset();
   executor_.reset();  // joins the blocker before `release` dies
 }
@@ -273,6 +274,7 @@ TEST_F(HedgeTest, AHedgeTheExecutorRefusesEndsTheLaunching) {
   wait_for_timer(*attempts, 1);
   ASSERT_TRUE(executor_->try_post([] {}));  // both threads busy: the queue is full
   clock_->advance(100ms);                   // the hedge is refused
+  wait_until([&] { return hedge->snapshot().executor_refusals == 1; });
   clock_->advance(1s);
   attempts->release = true;
   EXPECT_EQ(result.get(), 1);

@@ -75,6 +75,9 @@ struct HedgeSnapshot {
   std::uint64_t hedges_launched = 0;  // attempts after the first, over every call
   std::uint64_t won_by_hedge = 0;     // calls whose result came from an attempt after the first
   std::uint64_t failed = 0;           // calls that ended with a failure
+  /// Attempts the executor refused: a first attempt then ran on the caller's thread, a later
+  /// one ended the launching for its call.
+  std::uint64_t executor_refusals = 0;
 };
 
 class Hedge;
@@ -267,6 +270,7 @@ class Hedge {
   detail::StripedCounter hedges_launched_;
   detail::StripedCounter won_by_hedge_;
   detail::StripedCounter failed_;
+  detail::StripedCounter executor_refusals_;
 };
 
 template <class F>
