@@ -8,6 +8,8 @@
 #include "r4c/circuit_breaker.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/executor.hpp"
+#include "r4c/hedge.hpp"
 #include "r4c/pipeline.hpp"
 #include "r4c/rate_limiter.hpp"
 #include "r4c/registry.hpp"
