@@ -206,9 +206,9 @@ class HedgeCall final : public HedgeCallBase {
 };
 
 template <class Fn>
-using HedgeResult =
-    std::conditional_t<std::is_invocable_v<Fn&, std::stop_token>,
-                       std::invoke_result<Fn&, std::stop_token>, std::invoke_result<Fn&>>::type;
+using HedgeResult = typename std::conditional_t<std::is_invocable_v<Fn&, std::stop_token>,
+                                                std::invoke_result<Fn&, std::stop_token>,
+                                                std::invoke_result<Fn&>>::type;
 
 }  // namespace detail
 
