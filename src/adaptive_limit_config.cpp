@@ -38,6 +38,13 @@ std::string show(const std::vector<ExceptionType>& types) {
   return text + "}";
 }
 
+std::string demangle(const char* mangled) {
+  int status = 0;
+  const std::unique_ptr<char, void (*)(void*)> demangled(
+      abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  return status == 0 && demangled ? std::string(demangled.get()) : std::string(mangled);
+}
+
 void fail(std::string_view code, std::string_view setting, const std::string& value,
           std::string_view valid) {
   throw ConfigException(code,
@@ -189,12 +196,7 @@ AdaptiveLimitConfig& AdaptiveLimitConfig::drop_on(std::vector<ExceptionType> typ
   return *this;
 }
 
-std::string ExceptionType::name() const {
-  int status = 0;
-  const std::unique_ptr<char, void (*)(void*)> demangled(
-      abi::__cxa_demangle(type_.name(), nullptr, nullptr, &status), std::free);
-  return status == 0 && demangled ? std::string(demangled.get()) : std::string(type_.name());
-}
+std::string ExceptionType::name() const { return detail::demangle(type_.name()); }
 
 std::optional<SettingDifference> first_difference(const AdaptiveLimitConfig& first,
                                                   const AdaptiveLimitConfig& second) {

@@ -29,6 +29,9 @@ std::string show(std::chrono::nanoseconds value);  // "1500000 ns"
 std::string show(LimitAlgorithm value);
 std::string show(const std::vector<ExceptionType>& types);
 
+/// A type's name as C++ spells it ("r4c::CallTimeoutException"), from its mangled name.
+std::string demangle(const char* mangled);
+
 /// Throws ConfigException "<code>: <setting> is <value>; valid: <valid>".
 [[noreturn]] void fail(std::string_view code, std::string_view setting, const std::string& value,
                        std::string_view valid);

@@ -1,7 +1,5 @@
 #include "r4c/retry.hpp"
 
-#include <cxxabi.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -21,10 +19,7 @@ void check_wait(const char* setting, std::chrono::nanoseconds value) {
 
 std::string type_name(const std::optional<std::type_index>& type) {
   if (!type) return "none";
-  int status = 0;
-  const std::unique_ptr<char, void (*)(void*)> demangled(
-      abi::__cxa_demangle(type->name(), nullptr, nullptr, &status), std::free);
-  return status == 0 && demangled ? std::string(demangled.get()) : std::string(type->name());
+  return detail::demangle(type->name());
 }
 
 RetryConfig validated(RetryConfig config) {
