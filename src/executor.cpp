@@ -23,13 +23,18 @@ Executor::Executor(int threads, int max_queued)
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { run(); });
 }
 
-Executor::~Executor() {
+Executor::~Executor() { shutdown(); }
+
+void Executor::shutdown() {
+  std::lock_guard<std::mutex> joining(joining_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   ready_.notify_all();
-  for (std::thread& worker : workers_) worker.join();
+  for (std::thread& worker : workers_) {
+    if (worker.joinable()) worker.join();
+  }
 }
 
 bool Executor::try_post(std::function<void()> task) {

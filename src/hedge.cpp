@@ -1,5 +1,7 @@
 #include "r4c/hedge.hpp"
 
+#include <stdexcept>
+
 #include "config_check.hpp"
 
 namespace r4c {
@@ -74,6 +76,13 @@ std::optional<SettingDifference> first_difference(const HedgeConfig& first,
 }
 
 namespace detail {
+
+void throw_hedge_needs_copyable(const std::string& id) {
+  throw std::invalid_argument("hedge '" + id +
+                              "': the callable cannot be copied, and each hedged call needs a "
+                              "copy its attempts share (they may outlive the call); capture "
+                              "move-only state in a std::shared_ptr");
+}
 
 void HedgeCallBase::report_failure(std::exception_ptr failure) noexcept {
   const bool rejection = is_inner_rejection(failure);

@@ -14,6 +14,40 @@ using detail::ConfigEntry;
 using detail::ConfigScope;
 using ExceptionCatalog = std::map<std::string, ExceptionType, std::less<>>;
 
+// What a registry gives the policies it makes: its clock, and the executor hedged attempts run
+// on, started with the first hedge (a registry without hedges starts no thread).
+class Resources {
+ public:
+  struct Options {
+    std::shared_ptr<Clock> clock;
+    int executor_threads;
+    int executor_queue;
+  };
+  explicit Resources(Options options)
+      : clock_(std::move(options.clock)),
+        executor_threads_(options.executor_threads),
+        executor_queue_(options.executor_queue) {}
+  // Runs the queued attempts and joins the executor's threads while every policy they may
+  // call still lives.
+  ~Resources() {
+    if (executor_) executor_->shutdown();
+  }
+
+  const std::shared_ptr<Clock>& clock() const noexcept { return clock_; }
+  const std::shared_ptr<Executor>& executor() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!executor_) executor_ = std::make_shared<Executor>(executor_threads_, executor_queue_);
+    return executor_;
+  }
+
+ private:
+  const std::shared_ptr<Clock> clock_;
+  const int executor_threads_;
+  const int executor_queue_;
+  std::mutex mutex_;  // guards the executor's creation (cold)
+  std::shared_ptr<Executor> executor_;
+};
+
 // The part of a ConfigException's message after its code.
 std::string detail_of(const ConfigException& e) {
   const std::string_view what = e.what();
@@ -119,9 +153,8 @@ struct AdaptiveLimitKind {
       });
     }
   }
-  static std::unique_ptr<Policy> make(const std::string& id, Config config,
-                                      const std::shared_ptr<Clock>& clock) {
-    return std::make_unique<Policy>(id, std::move(config), clock);
+  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources& resources) {
+    return std::make_unique<Policy>(id, std::move(config), resources.clock());
   }
 };
 
@@ -136,8 +169,7 @@ struct BulkheadKind {
     const int number = detail::parse_int(entry.value, entry.where());
     with_context(entry.where(), [&] { config.max_concurrent(number); });
   }
-  static std::unique_ptr<Policy> make(const std::string& id, Config config,
-                                      const std::shared_ptr<Clock>&) {
+  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources&) {
     return std::make_unique<Policy>(id, std::move(config));
   }
 };
@@ -163,9 +195,8 @@ struct RateLimiterKind {
       });
     }
   }
-  static std::unique_ptr<Policy> make(const std::string& id, Config config,
-                                      const std::shared_ptr<Clock>& clock) {
-    return std::make_unique<Policy>(id, std::move(config), clock);
+  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources& resources) {
+    return std::make_unique<Policy>(id, std::move(config), resources.clock());
   }
 };
 
@@ -180,9 +211,8 @@ struct TimeoutKind {
     const auto duration = detail::parse_duration(entry.value, entry.where());
     with_context(entry.where(), [&] { config.timeout(duration); });
   }
-  static std::unique_ptr<Policy> make(const std::string& id, Config config,
-                                      const std::shared_ptr<Clock>& clock) {
-    return std::make_unique<Policy>(id, std::move(config), clock);
+  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources& resources) {
+    return std::make_unique<Policy>(id, std::move(config), resources.clock());
   }
 };
 
@@ -222,9 +252,8 @@ struct RetryKind {
       config.abort_on(parse_exception_list(entry.value, where, catalog));
     }
   }
-  static std::unique_ptr<Policy> make(const std::string& id, Config config,
-                                      const std::shared_ptr<Clock>& clock) {
-    return std::make_unique<Policy>(id, std::move(config), clock);
+  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources& resources) {
+    return std::make_unique<Policy>(id, std::move(config), resources.clock());
   }
 };
 
@@ -284,19 +313,41 @@ struct CircuitBreakerKind {
       });
     }
   }
-  static std::unique_ptr<Policy> make(const std::string& id, Config config,
-                                      const std::shared_ptr<Clock>& clock) {
-    return std::make_unique<Policy>(id, std::move(config), clock);
+  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources& resources) {
+    return std::make_unique<Policy>(id, std::move(config), resources.clock());
   }
 };
 
-const std::array<detail::KindKeys, 6> kKinds = {
+struct HedgeKind {
+  using Config = HedgeConfig;
+  using Policy = Hedge;
+  static constexpr std::string_view kFileName = "hedge";
+  static constexpr std::string_view kLabel = "hedge";
+  static constexpr std::array<std::string_view, 2> kKeys = {"delay", "maxAttempts"};
+
+  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog&) {
+    const std::string where = entry.where();
+    if (entry.key == "delay") {
+      const auto duration = detail::parse_duration(entry.value, where);
+      with_context(where, [&] { config.delay(duration); });
+    } else {
+      const int number = detail::parse_int(entry.value, where);
+      with_context(where, [&] { config.max_attempts(number); });
+    }
+  }
+  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources& resources) {
+    return std::make_unique<Policy>(id, std::move(config), resources.clock(), resources.executor());
+  }
+};
+
+const std::array<detail::KindKeys, 7> kKinds = {
     detail::KindKeys{AdaptiveLimitKind::kFileName, AdaptiveLimitKind::kKeys},
     detail::KindKeys{BulkheadKind::kFileName, BulkheadKind::kKeys},
     detail::KindKeys{RateLimiterKind::kFileName, RateLimiterKind::kKeys},
     detail::KindKeys{TimeoutKind::kFileName, TimeoutKind::kKeys},
     detail::KindKeys{RetryKind::kFileName, RetryKind::kKeys},
-    detail::KindKeys{CircuitBreakerKind::kFileName, CircuitBreakerKind::kKeys}};
+    detail::KindKeys{CircuitBreakerKind::kFileName, CircuitBreakerKind::kKeys},
+    detail::KindKeys{HedgeKind::kFileName, HedgeKind::kKeys}};
 
 ExceptionCatalog built_in_exception_types() {
   ExceptionCatalog catalog;
@@ -320,9 +371,10 @@ struct CodeSettings {
   std::map<std::string, std::vector<Setup>, std::less<>> named;
 };
 
-using AllCodeSettings = std::tuple<CodeSettings<AdaptiveLimitKind>, CodeSettings<BulkheadKind>,
-                                   CodeSettings<RateLimiterKind>, CodeSettings<TimeoutKind>,
-                                   CodeSettings<RetryKind>, CodeSettings<CircuitBreakerKind>>;
+using AllCodeSettings =
+    std::tuple<CodeSettings<AdaptiveLimitKind>, CodeSettings<BulkheadKind>,
+               CodeSettings<RateLimiterKind>, CodeSettings<TimeoutKind>, CodeSettings<RetryKind>,
+               CodeSettings<CircuitBreakerKind>, CodeSettings<HedgeKind>>;
 
 // One kind's configuration and instances in a built registry.
 template <class Kind>
@@ -356,8 +408,7 @@ class PolicyTable {
   }
 
   Policy& get_or_create(std::string_view method_id, std::string_view name, std::string_view named,
-                        const Setup* site, const Setup* instance,
-                        const std::shared_ptr<Clock>& clock) {
+                        const Setup* site, const Setup* instance, Resources& resources) {
     const std::string id(name.empty() ? method_id : name);
     if (!named.empty() && !has_named_config(named)) unknown_named_config(named, method_id);
     Config resolved = resolve(named, site, instance, id);
@@ -377,7 +428,7 @@ class PolicyTable {
       }
       return *existing.policy;
     }
-    auto policy = Kind::make(id, std::move(resolved), clock);
+    auto policy = Kind::make(id, std::move(resolved), resources);
     Policy& created = *policy;
     instances_.emplace(id, Instance{std::move(policy), std::string(method_id)});
     return created;
@@ -512,21 +563,23 @@ struct ResilienceRegistry::Builder::Settings {
   AllCodeSettings code;
   std::vector<Source> sources;
   ExceptionCatalog exception_types = built_in_exception_types();
+  int executor_threads = ResilienceRegistry::kDefaultExecutorThreads;
+  int executor_queue = Executor::kDefaultMaxQueued;
 };
 
 struct ResilienceRegistry::State {
-  State(std::shared_ptr<Clock> clock_in, AllCodeSettings code, std::vector<ConfigEntry> entries,
-        ExceptionCatalog catalog)
-      : clock(std::move(clock_in)),
-        exception_types(std::move(catalog)),
+  State(Resources::Options options, ExceptionCatalog catalog, AllCodeSettings code,
+        const std::vector<ConfigEntry>& entries)
+      : exception_types(std::move(catalog)),
         adaptive_limits(std::move(std::get<0>(code)), entries, exception_types),
         bulkheads(std::move(std::get<1>(code)), entries, exception_types),
         rate_limiters(std::move(std::get<2>(code)), entries, exception_types),
         timeouts(std::move(std::get<3>(code)), entries, exception_types),
         retries(std::move(std::get<4>(code)), entries, exception_types),
-        circuit_breakers(std::move(std::get<5>(code)), entries, exception_types) {}
+        circuit_breakers(std::move(std::get<5>(code)), entries, exception_types),
+        hedges(std::move(std::get<6>(code)), entries, exception_types),
+        resources(std::move(options)) {}
 
-  std::shared_ptr<Clock> clock;
   ExceptionCatalog exception_types;
   PolicyTable<AdaptiveLimitKind> adaptive_limits;
   PolicyTable<BulkheadKind> bulkheads;
@@ -534,6 +587,10 @@ struct ResilienceRegistry::State {
   PolicyTable<TimeoutKind> timeouts;
   PolicyTable<RetryKind> retries;
   PolicyTable<CircuitBreakerKind> circuit_breakers;
+  PolicyTable<HedgeKind> hedges;
+  // Last, so destroyed first: its executor finishes every attempt (which may call any policy
+  // above) before a policy goes.
+  Resources resources;
 };
 
 ResilienceRegistry::Builder::Builder() : settings_(std::make_unique<Settings>()) {}
@@ -624,6 +681,36 @@ ResilienceRegistry::Builder& ResilienceRegistry::Builder::circuit_breaker(
   return *this;
 }
 
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::hedge_defaults(
+    std::function<void(HedgeConfig&)> setup) {
+  add_defaults<HedgeKind>(settings_->code, std::move(setup));
+  return *this;
+}
+
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::hedge(
+    std::string name, std::function<void(HedgeConfig&)> setup) {
+  add_named<HedgeKind>(settings_->code, std::move(name), std::move(setup));
+  return *this;
+}
+
+ResilienceRegistry::Builder& ResilienceRegistry::Builder::hedge_executor(int threads,
+                                                                         int max_queued) {
+  // Checked here, before anything else, so the message names the setting; the threads start
+  // with the registry's first hedge.
+  if (threads < 1) {
+    throw ConfigException("R4C-ATR-003", "hedge_executor threads is " + std::to_string(threads) +
+                                             "; valid: an integer >= 1");
+  }
+  if (max_queued < 1) {
+    throw ConfigException(
+        "R4C-ATR-003",
+        "hedge_executor max_queued is " + std::to_string(max_queued) + "; valid: an integer >= 1");
+  }
+  settings_->executor_threads = threads;
+  settings_->executor_queue = max_queued;
+  return *this;
+}
+
 ResilienceRegistry::Builder& ResilienceRegistry::Builder::config_file(std::filesystem::path path) {
   settings_->sources.push_back({std::move(path), {}});
   return *this;
@@ -654,15 +741,17 @@ ResilienceRegistry ResilienceRegistry::Builder::build() {
     entries.insert(entries.end(), std::make_move_iterator(parsed.begin()),
                    std::make_move_iterator(parsed.end()));
   }
-  auto state =
-      std::make_unique<State>(settings_->clock ? settings_->clock : std::make_shared<SystemClock>(),
-                              settings_->code, entries, settings_->exception_types);
+  Resources::Options options{settings_->clock ? settings_->clock : std::make_shared<SystemClock>(),
+                             settings_->executor_threads, settings_->executor_queue};
+  auto state = std::make_unique<State>(std::move(options), settings_->exception_types,
+                                       settings_->code, entries);
   state->adaptive_limits.validate();
   state->bulkheads.validate();
   state->rate_limiters.validate();
   state->timeouts.validate();
   state->retries.validate();
   state->circuit_breakers.validate();
+  state->hedges.validate();
   return ResilienceRegistry(std::move(state));
 }
 
@@ -690,7 +779,7 @@ AdaptiveLimit& ResilienceRegistry::adaptive_limit_policy(
     site.apply_to(c);
   };
   return state_->adaptive_limits.get_or_create(method_id, name, config, &apply_site, &instance,
-                                               state_->clock);
+                                               state_->resources);
 }
 
 AdaptiveLimitHandle ResilienceRegistry::adaptive_limit(std::string_view id) const {
@@ -701,7 +790,7 @@ Bulkhead& ResilienceRegistry::bulkhead_policy(
     std::string_view method_id, std::string_view name, std::string_view config,
     const std::function<void(BulkheadConfig&)>& instance) {
   return state_->bulkheads.get_or_create(method_id, name, config, nullptr, &instance,
-                                         state_->clock);
+                                         state_->resources);
 }
 
 BulkheadHandle ResilienceRegistry::bulkhead(std::string_view id) const {
@@ -712,7 +801,7 @@ RateLimiter& ResilienceRegistry::rate_limiter_policy(
     std::string_view method_id, std::string_view name, std::string_view config,
     const std::function<void(RateLimiterConfig&)>& instance) {
   return state_->rate_limiters.get_or_create(method_id, name, config, nullptr, &instance,
-                                             state_->clock);
+                                             state_->resources);
 }
 
 RateLimiterHandle ResilienceRegistry::rate_limiter(std::string_view id) const {
@@ -722,7 +811,8 @@ RateLimiterHandle ResilienceRegistry::rate_limiter(std::string_view id) const {
 Timeout& ResilienceRegistry::timeout_policy(std::string_view method_id, std::string_view name,
                                             std::string_view config,
                                             const std::function<void(TimeoutConfig&)>& instance) {
-  return state_->timeouts.get_or_create(method_id, name, config, nullptr, &instance, state_->clock);
+  return state_->timeouts.get_or_create(method_id, name, config, nullptr, &instance,
+                                        state_->resources);
 }
 
 TimeoutHandle ResilienceRegistry::timeout(std::string_view id) const {
@@ -732,7 +822,8 @@ TimeoutHandle ResilienceRegistry::timeout(std::string_view id) const {
 Retry& ResilienceRegistry::retry_policy(std::string_view method_id, std::string_view name,
                                         std::string_view config,
                                         const std::function<void(RetryConfig&)>& instance) {
-  return state_->retries.get_or_create(method_id, name, config, nullptr, &instance, state_->clock);
+  return state_->retries.get_or_create(method_id, name, config, nullptr, &instance,
+                                       state_->resources);
 }
 
 RetryHandle ResilienceRegistry::retry(std::string_view id) const {
@@ -743,11 +834,22 @@ CircuitBreaker& ResilienceRegistry::circuit_breaker_policy(
     std::string_view method_id, std::string_view name, std::string_view config,
     const std::function<void(CircuitBreakerConfig&)>& instance) {
   return state_->circuit_breakers.get_or_create(method_id, name, config, nullptr, &instance,
-                                                state_->clock);
+                                                state_->resources);
 }
 
 CircuitBreakerHandle ResilienceRegistry::circuit_breaker(std::string_view id) const {
   return state_->circuit_breakers.find(id).handle();
+}
+
+Hedge& ResilienceRegistry::hedge_policy(std::string_view method_id, std::string_view name,
+                                        std::string_view config,
+                                        const std::function<void(HedgeConfig&)>& instance) {
+  return state_->hedges.get_or_create(method_id, name, config, nullptr, &instance,
+                                      state_->resources);
+}
+
+HedgeHandle ResilienceRegistry::hedge(std::string_view id) const {
+  return state_->hedges.find(id).handle();
 }
 
 RegistrySnapshot ResilienceRegistry::snapshot() const {
@@ -758,10 +860,13 @@ RegistrySnapshot ResilienceRegistry::snapshot() const {
   state_->timeouts.snapshot_into(snapshot.timeouts_);
   state_->retries.snapshot_into(snapshot.retries_);
   state_->circuit_breakers.snapshot_into(snapshot.circuit_breakers_);
+  state_->hedges.snapshot_into(snapshot.hedges_);
   return snapshot;
 }
 
-const std::shared_ptr<Clock>& ResilienceRegistry::clock() const noexcept { return state_->clock; }
+const std::shared_ptr<Clock>& ResilienceRegistry::clock() const noexcept {
+  return state_->resources.clock();
+}
 
 namespace testing {
 

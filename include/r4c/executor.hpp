@@ -31,10 +31,14 @@ class Executor {
   explicit Executor(int threads, int max_queued = kDefaultMaxQueued);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
-  /// Stops accepting tasks, runs every task already queued, and joins the threads.
-  /// Blocking: until the queued tasks have run. Must not run on one of this executor's threads
-  /// (a task must not drop the last reference to its executor).
+  /// shutdown().
   ~Executor();
+
+  /// Stops accepting tasks, runs every task already queued, and joins the threads; later
+  /// try_post() calls return false. Calling it again (or from several threads) is harmless.
+  /// Blocking: until the queued tasks have run. Must not run on one of this executor's threads
+  /// (so a task must not drop the last reference to its executor).
+  void shutdown();
 
   /// Queues `task` to run on one of the threads. Returns false, without running or keeping it,
   /// when `max_queued` tasks are waiting or the executor is stopping. A task should not throw;
@@ -61,6 +65,7 @@ class Executor {
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
   std::atomic<std::uint64_t> completed_{0};  // relaxed: a statistic, guards nothing
+  std::mutex joining_;  // one shutdown() joins the threads; the others wait for it
   std::vector<std::thread> workers_;
 };
 

@@ -205,6 +205,10 @@ class HedgeCall final : public HedgeCallBase {
   Stored result_{};
 };
 
+/// Throws std::invalid_argument: hedge `id` was given a callable it cannot copy into the state
+/// its attempts share.
+[[noreturn]] void throw_hedge_needs_copyable(const std::string& id);
+
 template <class Fn>
 using HedgeResult = typename std::conditional_t<std::is_invocable_v<Fn&, std::stop_token>,
                                                 std::invoke_result<Fn&, std::stop_token>,

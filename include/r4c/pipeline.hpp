@@ -1,9 +1,9 @@
 // A pipeline: the policies around one dependency, applied in one fixed order whatever order the
 // builder is called in. Outside to inside:
 //
-//   retry -> circuit breaker -> rate limiter -> adaptive limit -> timeout -> bulkhead -> the call
+//   retry -> hedge -> circuit breaker -> rate limiter -> adaptive limit -> timeout -> bulkhead
+//   -> the call
 //
-// (The hedge, when it comes, sits between the retry and the circuit breaker.)
 // The rate limiter paces callers before they take a slot; the adaptive limit measures each
 // attempt and sees the timeout and the bulkhead inside it as overload signals (their exceptions
 // are drops by default). See docs/pipeline.md.
@@ -29,6 +29,7 @@
 #include "r4c/adaptive_limit.hpp"
 #include "r4c/bulkhead.hpp"
 #include "r4c/circuit_breaker.hpp"
+#include "r4c/hedge.hpp"
 #include "r4c/rate_limiter.hpp"
 #include "r4c/registry.hpp"
 #include "r4c/retry.hpp"
@@ -36,9 +37,99 @@
 
 namespace r4c {
 
+namespace detail {
+
+// The policy pointers of a pipeline, without its id: what a hedged attempt copies (attempts
+// may outlive the call; the policies live in the registry).
+template <class T>
+struct PipelineStages {
+  Retry* retry = nullptr;
+  Hedge* hedge = nullptr;
+  CircuitBreaker* circuit_breaker = nullptr;
+  RateLimiter* rate_limiter = nullptr;
+  AdaptiveLimit* adaptive_limit = nullptr;
+  Timeout* timeout = nullptr;
+  Bulkhead* bulkhead = nullptr;
+
+  template <class F>
+  T through_hedge(F& f) const {
+    if (hedge == nullptr) return through_breaker(f, std::stop_token());
+    using Fn = std::decay_t<F>;
+    if constexpr (std::is_constructible_v<Fn, F&>) {
+      // Every attempt runs the inner policies on its own copy of the stages, with the hedge's
+      // token for the attempt; a loser may still run after this call returned.
+      return static_cast<T>(
+          hedge->execute([stages = *this, fn = Fn(f)](std::stop_token stop) mutable -> T {
+            return stages.through_breaker(fn, std::move(stop));
+          }));
+    } else {
+      detail::throw_hedge_needs_copyable(hedge->instance_id());
+    }
+  }
+
+  template <class F>
+  T through_breaker(F& f, std::stop_token stop) const {
+    if (circuit_breaker != nullptr) {
+      return circuit_breaker->execute([&]() -> T { return through_limits(f, std::move(stop)); });
+    }
+    return through_limits(f, std::move(stop));
+  }
+
+  template <class F>
+  T through_limits(F& f, std::stop_token stop) const {
+    if (rate_limiter != nullptr) rate_limiter->acquire();
+    if (adaptive_limit != nullptr) {
+      return adaptive_limit->execute([&]() -> T { return through_timeout(f, std::move(stop)); });
+    }
+    return through_timeout(f, std::move(stop));
+  }
+
+  template <class F>
+  T through_timeout(F& f, std::stop_token outer) const {
+    if (timeout == nullptr) return through_bulkhead(f, std::move(outer));
+    if constexpr (std::is_invocable_v<F&, std::stop_token>) {
+      return timeout->execute([&](std::stop_token deadline) -> T {
+        if (!outer.stop_possible()) return through_bulkhead(f, std::move(deadline));
+        // A hedged attempt inside a timeout: its token stops at the deadline or when another
+        // attempt won, whichever comes first.
+        std::stop_source either;
+        auto request = [&either]() noexcept { either.request_stop(); };
+        std::stop_callback<decltype(request)> on_deadline(deadline, request);
+        std::stop_callback<decltype(request)> on_loss(outer, request);
+        return through_bulkhead(f, either.get_token());
+      });
+    } else {
+      return timeout->execute([&]() -> T { return through_bulkhead(f, std::stop_token()); });
+    }
+  }
+
+  template <class F>
+  T through_bulkhead(F& f, std::stop_token stop) const {
+    BulkheadPermit permit;
+    if (bulkhead != nullptr) {
+      permit = bulkhead->try_acquire();
+      if (!permit) [[unlikely]]
+        bulkhead->throw_full();
+    }
+    return call(f, std::move(stop));
+  }
+
+  template <class F>
+  static T call(F& f, std::stop_token stop) {
+    if constexpr (std::is_invocable_v<F&, std::stop_token>) {
+      return static_cast<T>(std::invoke(f, std::move(stop)));
+    } else {
+      return static_cast<T>(std::invoke(f));
+    }
+  }
+};
+
+}  // namespace detail
+
 /// Calls returning `T` (which may be `void`) through a fixed order of policies. A cheap value:
 /// a few pointers to policies the registry owns. Thread safety: execute() may be called from any
-/// number of threads. Allocation: none per call when the callable allocates nothing.
+/// number of threads. Allocation: none per call when the callable allocates nothing and the
+/// pipeline has no hedge.
 template <class T>
 class Pipeline {
  public:
@@ -52,82 +143,40 @@ class Pipeline {
   /// Runs `f()` or `f(std::stop_token)` through every policy and returns its result. What `f`
   /// throws reaches the caller unchanged (the same object) after every policy recorded it; a
   /// policy that refuses the call throws its own exception (RequestNotPermittedException,
-  /// LimitExceededException, CallTimeoutException, BulkheadFullException).
+  /// LimitExceededException, CallTimeoutException, BulkheadFullException,
+  /// CallNotPermittedException).
+  ///
+  /// With a hedge, `f` is copied (moved when it is an rvalue) once per call into state its
+  /// attempts share; they run on the registry's executor, may run at once and may outlive this
+  /// call, so what `f` refers to must outlive them (capture by value or shared_ptr) and `f`
+  /// must be callable from several threads at once. The token an attempt gets is stopped at
+  /// the timeout's deadline or when another attempt won. A callable that cannot be copied
+  /// throws std::invalid_argument there.
   template <class F>
   T execute(F&& f) const {
     // Each attempt of the retry passes every inner policy and is measured on its own; the
     // retry's wait holds no slot of theirs.
-    if (retry_ != nullptr) return retry_->execute([&]() -> T { return through_breaker(f); });
-    return through_breaker(f);
+    if (stages_.retry != nullptr) {
+      return stages_.retry->execute([&]() -> T { return stages_.through_hedge(f); });
+    }
+    return stages_.through_hedge(f);
   }
 
   const std::string& id() const noexcept { return id_; }
   /// The pipeline's policies; nullptr for those it does not have.
-  Retry* retry() const noexcept { return retry_; }
-  CircuitBreaker* circuit_breaker() const noexcept { return circuit_breaker_; }
-  RateLimiter* rate_limiter() const noexcept { return rate_limiter_; }
-  AdaptiveLimit* adaptive_limit() const noexcept { return adaptive_limit_; }
-  Timeout* timeout() const noexcept { return timeout_; }
-  Bulkhead* bulkhead() const noexcept { return bulkhead_; }
+  Retry* retry() const noexcept { return stages_.retry; }
+  Hedge* hedge() const noexcept { return stages_.hedge; }
+  CircuitBreaker* circuit_breaker() const noexcept { return stages_.circuit_breaker; }
+  RateLimiter* rate_limiter() const noexcept { return stages_.rate_limiter; }
+  AdaptiveLimit* adaptive_limit() const noexcept { return stages_.adaptive_limit; }
+  Timeout* timeout() const noexcept { return stages_.timeout; }
+  Bulkhead* bulkhead() const noexcept { return stages_.bulkhead; }
 
  private:
   Pipeline() = default;
 
-  template <class F>
-  T through_breaker(F& f) const {
-    if (circuit_breaker_ != nullptr) {
-      return circuit_breaker_->execute([&]() -> T { return through_limits(f); });
-    }
-    return through_limits(f);
-  }
-
-  template <class F>
-  T through_limits(F& f) const {
-    if (rate_limiter_ != nullptr) rate_limiter_->acquire();
-    if (adaptive_limit_ != nullptr) {
-      return adaptive_limit_->execute([&]() -> T { return through_timeout(f); });
-    }
-    return through_timeout(f);
-  }
-
-  template <class F>
-  T through_timeout(F& f) const {
-    if (timeout_ == nullptr) return through_bulkhead(f, std::stop_token());
-    if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      return timeout_->execute(
-          [&](std::stop_token stop) -> T { return through_bulkhead(f, stop); });
-    } else {
-      return timeout_->execute([&]() -> T { return through_bulkhead(f, std::stop_token()); });
-    }
-  }
-
-  template <class F>
-  T through_bulkhead(F& f, std::stop_token stop) const {
-    BulkheadPermit permit;
-    if (bulkhead_ != nullptr) {
-      permit = bulkhead_->try_acquire();
-      if (!permit) [[unlikely]]
-        bulkhead_->throw_full();
-    }
-    return call(f, std::move(stop));
-  }
-
-  template <class F>
-  static T call(F& f, std::stop_token stop) {
-    if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      return static_cast<T>(std::invoke(f, std::move(stop)));
-    } else {
-      return static_cast<T>(std::invoke(f));
-    }
-  }
-
   std::string id_;
-  Retry* retry_ = nullptr;
-  CircuitBreaker* circuit_breaker_ = nullptr;
-  RateLimiter* rate_limiter_ = nullptr;
-  AdaptiveLimit* adaptive_limit_ = nullptr;
-  Timeout* timeout_ = nullptr;
-  Bulkhead* bulkhead_ = nullptr;
+  detail::PipelineStages<T> stages_;
 };
 
 /// Chooses a pipeline's policies and their settings. The settings given here are the
@@ -164,29 +213,34 @@ class Pipeline<T>::Builder {
     circuit_breaker_ = Stage<CircuitBreakerConfig>{true, std::move(setup)};
     return *this;
   }
+  Builder& hedge(std::function<void(HedgeConfig&)> setup = {}) {
+    hedge_ = Stage<HedgeConfig>{true, std::move(setup)};
+    return *this;
+  }
 
   /// Creates or finds the policies; throws ConfigException for invalid settings.
   Pipeline build() const {
     Pipeline pipeline;
     pipeline.id_ = id_;
+    detail::PipelineStages<T>& stages = pipeline.stages_;
     const std::string owner = "pipeline '" + id_ + "'";  // names it in R4C-REG-008 messages
-    if (retry_.wanted) pipeline.retry_ = &registry_->retry_policy(owner, id_, "", retry_.setup);
+    if (retry_.wanted) stages.retry = &registry_->retry_policy(owner, id_, "", retry_.setup);
+    if (hedge_.wanted) stages.hedge = &registry_->hedge_policy(owner, id_, "", hedge_.setup);
     if (circuit_breaker_.wanted) {
-      pipeline.circuit_breaker_ =
+      stages.circuit_breaker =
           &registry_->circuit_breaker_policy(owner, id_, "", circuit_breaker_.setup);
     }
     if (rate_limiter_.wanted) {
-      pipeline.rate_limiter_ = &registry_->rate_limiter_policy(owner, id_, "", rate_limiter_.setup);
+      stages.rate_limiter = &registry_->rate_limiter_policy(owner, id_, "", rate_limiter_.setup);
     }
     if (adaptive_limit_.wanted) {
-      pipeline.adaptive_limit_ =
+      stages.adaptive_limit =
           &registry_->adaptive_limit_policy(owner, id_, "", {}, adaptive_limit_.setup);
     }
-    if (timeout_.wanted) {
-      pipeline.timeout_ = &registry_->timeout_policy(owner, id_, "", timeout_.setup);
-    }
+    if (timeout_.wanted)
+      stages.timeout = &registry_->timeout_policy(owner, id_, "", timeout_.setup);
     if (bulkhead_.wanted) {
-      pipeline.bulkhead_ = &registry_->bulkhead_policy(owner, id_, "", bulkhead_.setup);
+      stages.bulkhead = &registry_->bulkhead_policy(owner, id_, "", bulkhead_.setup);
     }
     return pipeline;
   }
@@ -206,6 +260,7 @@ class Pipeline<T>::Builder {
   Stage<RateLimiterConfig> rate_limiter_;
   Stage<RetryConfig> retry_;
   Stage<CircuitBreakerConfig> circuit_breaker_;
+  Stage<HedgeConfig> hedge_;
 };
 
 }  // namespace r4c

@@ -30,6 +30,8 @@
 #include "r4c/bulkhead.hpp"
 #include "r4c/circuit_breaker.hpp"
 #include "r4c/clock.hpp"
+#include "r4c/executor.hpp"
+#include "r4c/hedge.hpp"
 #include "r4c/rate_limiter.hpp"
 #include "r4c/retry.hpp"
 #include "r4c/timeout.hpp"
@@ -69,6 +71,7 @@ class RegistrySnapshot {
   const std::map<std::string, CircuitBreakerSnapshot>& circuit_breakers() const noexcept {
     return circuit_breakers_;
   }
+  const std::map<std::string, HedgeSnapshot>& hedges() const noexcept { return hedges_; }
 
  private:
   friend class ResilienceRegistry;
@@ -78,6 +81,7 @@ class RegistrySnapshot {
   std::map<std::string, TimeoutSnapshot> timeouts_;
   std::map<std::string, RetrySnapshot> retries_;
   std::map<std::string, CircuitBreakerSnapshot> circuit_breakers_;
+  std::map<std::string, HedgeSnapshot> hedges_;
 };
 
 /// Owns policies and their configuration. Build one with `builder()`.
@@ -86,6 +90,9 @@ class ResilienceRegistry {
  public:
   class Builder;
   static Builder builder();
+
+  /// Threads of the executor hedged attempts run on, unless Builder::hedge_executor says.
+  static constexpr int kDefaultExecutorThreads = 4;
 
   ResilienceRegistry(ResilienceRegistry&&) noexcept;
   ResilienceRegistry& operator=(ResilienceRegistry&&) noexcept;
@@ -139,6 +146,12 @@ class ResilienceRegistry {
       const std::function<void(CircuitBreakerConfig&)>& instance = {});
   CircuitBreakerHandle circuit_breaker(std::string_view id) const;
 
+  /// A hedge's attempts run on the registry's executor (see Builder::hedge_executor).
+  Hedge& hedge_policy(std::string_view method_id, std::string_view name = "",
+                      std::string_view config = "",
+                      const std::function<void(HedgeConfig&)>& instance = {});
+  HedgeHandle hedge(std::string_view id) const;
+
   /// A copy of every policy's snapshot.
   RegistrySnapshot snapshot() const;
 
@@ -176,6 +189,14 @@ class ResilienceRegistry::Builder {
   Builder& retry(std::string name, std::function<void(RetryConfig&)> setup);
   Builder& circuit_breaker_defaults(std::function<void(CircuitBreakerConfig&)> setup);
   Builder& circuit_breaker(std::string name, std::function<void(CircuitBreakerConfig&)> setup);
+  Builder& hedge_defaults(std::function<void(HedgeConfig&)> setup);
+  Builder& hedge(std::string name, std::function<void(HedgeConfig&)> setup);
+  /// Sizes the bounded pool every hedge of the registry runs its attempts on: `threads`
+  /// threads (4) and at most `max_queued` waiting attempts (1024); an attempt the full pool
+  /// refuses is not launched (a first attempt then runs on the caller's thread). The threads
+  /// start with the registry's first hedge; destroying the registry runs the queued attempts
+  /// and joins them. Throws ConfigException R4C-ATR-003 below 1.
+  Builder& hedge_executor(int threads, int max_queued = Executor::kDefaultMaxQueued);
   /// External configuration from a file (read at build; R4C-CFG-001 when missing).
   Builder& config_file(std::filesystem::path path);
   /// External configuration as text, in the file's format.
