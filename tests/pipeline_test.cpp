@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <random>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -402,6 +405,188 @@ TEST_F(OuterPolicyTest, TheOuterPoliciesHaveTheirPlaceWhateverTheBuilderOrder) {
   EXPECT_EQ(registry_.circuit_breaker("orders").state(), r4c::CircuitBreakerState::closed);
   EXPECT_EQ(registry_.snapshot().retries().count("orders"), 1u);
   EXPECT_EQ(registry_.snapshot().circuit_breakers().count("orders"), 1u);
+}
+
+// ---- the hedge: between the retry and the circuit breaker ----------------------------------
+
+// What the attempts of one hedged call share with the test; the callable holds it by
+// shared_ptr, as a losing attempt may outlive the call.
+struct HedgedAttempts {
+  std::atomic<int> started{0};
+  std::atomic<int> ended{0};
+  std::atomic<bool> release{false};
+  std::atomic<bool> first_saw_stop{false};
+};
+
+class HedgedPipelineTest : public PipelineTest {
+ protected:
+  // Until `attempts` attempts have started and the caller's hedge timer is on the clock.
+  void wait_for_timer(const HedgedAttempts& attempts, int started) {
+    while (attempts.started.load() != started || clock_->pending_tasks() == 0) {
+      std::this_thread::yield();
+    }
+  }
+  static void wait_until(const std::function<bool()>& done) {
+    while (!done()) std::this_thread::yield();
+  }
+};
+
+// The callable of the tests below: attempt 1 runs until it is released or its token stops,
+// every later attempt returns at once.
+auto first_attempt_is_slow(std::shared_ptr<HedgedAttempts> attempts) {
+  return [attempts](std::stop_token stop) {
+    const int attempt = attempts->started.fetch_add(1) + 1;
+    if (attempt == 1) {
+      while (!attempts->release.load() && !stop.stop_requested()) std::this_thread::yield();
+      attempts->first_saw_stop = stop.stop_requested();
+    }
+    attempts->ended.fetch_add(1);
+    return attempt;
+  };
+}
+
+enum class Rejecter { adaptive_limit, circuit_breaker, bulkhead };
+
+class HedgeStopsOnRejectionTest : public HedgedPipelineTest,
+                                  public ::testing::WithParamInterface<Rejecter> {};
+
+// 3. A hedge stops launching attempts when the limit rejects one, as with an open breaker or a
+// full bulkhead.
+TEST_P(HedgeStopsOnRejectionTest, AnInnerRejectionEndsTheLaunching) {
+  auto builder = r4c::Pipeline<int>::builder(registry_, "reads");
+  builder.hedge([](r4c::HedgeConfig& h) { h.delay(100ms).max_attempts(3); });
+  if (GetParam() == Rejecter::adaptive_limit) {
+    builder.adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(1); });
+  } else if (GetParam() == Rejecter::bulkhead) {
+    builder.bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(1); });
+  } else {
+    builder.circuit_breaker();
+  }
+  const auto pipeline = builder.build();
+  auto attempts = std::make_shared<HedgedAttempts>();
+  std::atomic<int> result{0};
+  std::thread caller([&] { result = pipeline.execute(first_attempt_is_slow(attempts)); });
+  wait_for_timer(*attempts, 1);
+  if (GetParam() == Rejecter::circuit_breaker) pipeline.circuit_breaker()->transition_to_open();
+  clock_->advance(100ms);  // launches attempt 2, which the inner policy rejects
+  const r4c::Hedge& hedge = *pipeline.hedge();
+  wait_until([&] { return hedge.executor()->completed() == 1 && clock_->pending_tasks() == 1; });
+  clock_->advance(100ms);  // a third attempt would be due: none is launched
+  clock_->advance(1s);
+  attempts->release = true;
+  caller.join();
+  EXPECT_EQ(result.load(), 1);
+  EXPECT_EQ(attempts->started.load(), 1);  // the rejected attempt never reached the call
+  EXPECT_EQ(hedge.snapshot().hedges_launched, 1u);
+  EXPECT_EQ(hedge.snapshot().won_by_hedge, 0u);
+  if (GetParam() == Rejecter::adaptive_limit) {
+    EXPECT_EQ(pipeline.adaptive_limit()->snapshot().rejected, 1u);
+    EXPECT_EQ(pipeline.adaptive_limit()->in_flight(), 0);
+  } else if (GetParam() == Rejecter::bulkhead) {
+    EXPECT_EQ(pipeline.bulkhead()->in_flight(), 0);
+  } else {
+    EXPECT_EQ(pipeline.circuit_breaker()->snapshot().not_permitted_calls, 1u);
+  }
+  EXPECT_EQ(clock_->pending_tasks(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(LimitBreakerAndBulkhead, HedgeStopsOnRejectionTest,
+                         ::testing::Values(Rejecter::adaptive_limit, Rejecter::circuit_breaker,
+                                           Rejecter::bulkhead));
+
+// The winner's success stops the loser's token, which passes through the timeout: the loser
+// sees stop long before its deadline, and its slot comes back.
+TEST_F(HedgedPipelineTest, TheWinnerStopsTheLoserThroughTheTimeout) {
+  const auto pipeline = r4c::Pipeline<int>::builder(registry_, "reads")
+                            .hedge([](r4c::HedgeConfig& h) { h.delay(100ms); })
+                            .adaptive_limit()
+                            .timeout([](r4c::TimeoutConfig& t) { t.timeout(10s); })
+                            .build();
+  auto attempts = std::make_shared<HedgedAttempts>();
+  std::atomic<int> result{0};
+  std::thread caller([&] { result = pipeline.execute(first_attempt_is_slow(attempts)); });
+  // Attempt 1's deadline and the hedge's delay are both on the clock.
+  while (attempts->started.load() != 1 || clock_->pending_tasks() != 2) std::this_thread::yield();
+  clock_->advance(100ms);
+  caller.join();
+  EXPECT_EQ(result.load(), 2);
+  wait_until([&] { return attempts->ended.load() == 2; });
+  EXPECT_TRUE(attempts->first_saw_stop.load());
+  wait_until([&] { return pipeline.adaptive_limit()->in_flight() == 0; });
+  EXPECT_EQ(pipeline.timeout()->snapshot().timed_out, 0u);  // stopped by the hedge, not the clock
+  EXPECT_EQ(pipeline.hedge()->snapshot().won_by_hedge, 1u);
+  wait_until([&] { return clock_->pending_tasks() == 0; });  // the loser's deadline is cancelled
+}
+
+// The timeout's deadline still reaches a hedged attempt's token; with every attempt timed out,
+// the caller gets the CallTimeoutException.
+TEST_F(HedgedPipelineTest, TheDeadlineStopsAHedgedAttempt) {
+  const auto pipeline = r4c::Pipeline<int>::builder(registry_, "reads")
+                            .hedge([](r4c::HedgeConfig& h) { h.delay(1s); })
+                            .timeout([](r4c::TimeoutConfig& t) { t.timeout(100ms); })
+                            .build();
+  auto attempts = std::make_shared<HedgedAttempts>();
+  std::atomic<bool> timed_out{false};
+  std::thread caller([&] {
+    try {
+      pipeline.execute(first_attempt_is_slow(attempts));
+    } catch (const r4c::CallTimeoutException&) {
+      timed_out = true;
+    }
+  });
+  while (attempts->started.load() != 1 || clock_->pending_tasks() != 2) std::this_thread::yield();
+  clock_->advance(100ms);
+  caller.join();
+  EXPECT_TRUE(timed_out.load());
+  EXPECT_TRUE(attempts->first_saw_stop.load());
+  EXPECT_EQ(pipeline.hedge()->snapshot().hedges_launched, 0u);
+  EXPECT_EQ(pipeline.hedge()->snapshot().failed, 1u);
+  EXPECT_EQ(clock_->pending_tasks(), 0u);
+}
+
+// Retry outside the hedge: each retried attempt is a whole hedged call.
+TEST_F(HedgedPipelineTest, EachAttemptOfTheRetryIsAWholeHedgedCall) {
+  const auto pipeline = r4c::Pipeline<int>::builder(registry_, "reads")
+                            .retry([](r4c::RetryConfig& r) { r.max_attempts(2).wait(10ms); })
+                            .hedge([](r4c::HedgeConfig& h) { h.delay(100ms); })
+                            .build();
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  std::atomic<int> result{0};
+  std::thread caller([&] {
+    result = pipeline.execute([calls] {
+      if (calls->fetch_add(1) == 0) throw NotFound("not yet replicated");
+      return 9;
+    });
+  });
+  // The retry's wait is the only task on the clock: the hedged call took its timer off.
+  wait_until([&] {
+    return pipeline.retry()->snapshot().waiting_calls == 1 && clock_->pending_tasks() == 1;
+  });
+  clock_->advance(10ms);
+  caller.join();
+  EXPECT_EQ(result.load(), 9);
+  const r4c::HedgeSnapshot hedge = registry_.hedge("reads").snapshot();
+  EXPECT_EQ(hedge.calls, 2u);
+  EXPECT_EQ(hedge.failed, 1u);
+  EXPECT_EQ(hedge.hedges_launched, 0u);
+  EXPECT_EQ(registry_.retry("reads").snapshot().successful_with_retry, 1u);
+  EXPECT_EQ(clock_->pending_tasks(), 0u);
+}
+
+TEST_F(HedgedPipelineTest, ACallableThatCannotBeCopiedIsRefusedWithAMessage) {
+  const auto pipeline = r4c::Pipeline<int>::builder(registry_, "reads").hedge().build();
+  auto move_only = [value = std::make_unique<int>(4)] { return *value; };
+  try {
+    pipeline.execute(move_only);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("hedge 'reads': the callable cannot be copied"),
+              std::string::npos)
+        << e.what();
+  }
+  // A copyable callable is copied once per call, and the hedge runs it.
+  EXPECT_EQ(pipeline.execute([value = std::make_shared<int>(5)] { return *value; }), 5);
+  EXPECT_EQ(pipeline.hedge()->snapshot().calls, 1u);
 }
 
 }  // namespace

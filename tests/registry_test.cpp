@@ -537,4 +537,87 @@ TEST(RegistryPolicyKindsTest, RetryAndCircuitBreakerTakeTheirFileKeys) {
               HasSubstr("did you mean 'maxAttempts'?"));
 }
 
+TEST(RegistryPolicyKindsTest, TheHedgeTakesItsFileKeysDefaultsAndNamedConfigs) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  auto registry = r4c::testing::registry(clock)
+                      .hedge_defaults([](r4c::HedgeConfig& h) { h.delay(80ms); })
+                      .hedge("replicas", [](r4c::HedgeConfig& h) { h.max_attempts(4); })
+                      .hedge_executor(3, 16)
+                      .config_text(R"(
+                        defaults.hedge.maxAttempts = 3
+                        configs.replicas.hedge.delay = 20ms
+                        instances.profiles.hedge.delay = 5ms
+                      )")
+                      .build();
+  const r4c::Hedge& plain = registry.hedge_policy("a#f()");
+  EXPECT_EQ(plain.config().delay(), 80ms);
+  EXPECT_EQ(plain.config().max_attempts(), 3);
+  r4c::Hedge& replicas = registry.hedge_policy("a#g()", "", "replicas");
+  EXPECT_EQ(replicas.config().delay(), 20ms);
+  EXPECT_EQ(replicas.config().max_attempts(), 4);
+  const r4c::Hedge& profiles = registry.hedge_policy("a#h()", "profiles", "replicas");
+  EXPECT_EQ(profiles.config().delay(), 5ms);
+  // Every hedge of a registry runs on the one executor the builder sized, and reads its clock.
+  EXPECT_EQ(plain.executor(), replicas.executor());
+  EXPECT_EQ(plain.executor()->threads(), 3);
+  EXPECT_EQ(plain.executor()->max_queued(), 16);
+  EXPECT_EQ(plain.clock(), registry.clock());
+  EXPECT_EQ(replicas.execute([] { return 5; }), 5);
+  EXPECT_EQ(registry.hedge("a#g()").snapshot().calls, 1u);
+  EXPECT_EQ(registry.hedge("profiles").snapshot().delay, 5ms);
+  const r4c::RegistrySnapshot all = registry.snapshot();
+  EXPECT_EQ(all.hedges().size(), 3u);
+  EXPECT_EQ(all.hedges().at("a#f()").max_attempts, 3);
+  EXPECT_EQ(config_error([&] { registry.hedge("profils"); }).code(), "R4C-REG-009");
+  EXPECT_EQ(clock->pending_tasks(), 0u);
+}
+
+TEST(RegistryPolicyKindsTest, HedgeErrorsNameTheKeyTheValueAndWhatIsValid) {
+  EXPECT_THAT(build_error("defaults.hedge.maxAttempts=0").what(),
+              AllOf(StartsWith("R4C-ATR-003"), HasSubstr("key defaults.hedge.maxAttempts")));
+  EXPECT_THAT(build_error("configs.fast.hedge.delay=0ms").what(),
+              AllOf(StartsWith("R4C-REG-001"), HasSubstr("delay")));
+  EXPECT_THAT(build_error("defaults.hedge.delay=fast").what(), StartsWith("R4C-ATR-001"));
+  EXPECT_THAT(build_error("defaults.hedge.dealy=5ms").what(),
+              AllOf(StartsWith("R4C-CFG-003"), HasSubstr("did you mean 'delay'?")));
+  EXPECT_THAT(build_error("defaults.hedg.delay=5ms").what(), HasSubstr("did you mean 'hedge'?"));
+  const auto threads = config_error([] { r4c::ResilienceRegistry::builder().hedge_executor(0); });
+  EXPECT_EQ(threads.code(), "R4C-ATR-003");
+  EXPECT_THAT(threads.what(), HasSubstr("hedge_executor threads is 0; valid: an integer >= 1"));
+  const auto queue = config_error([] { r4c::ResilienceRegistry::builder().hedge_executor(2, -1); });
+  EXPECT_THAT(queue.what(), HasSubstr("max_queued is -1"));
+
+  auto registry = r4c::ResilienceRegistry::builder().build();
+  registry.hedge_policy("a#f()", "reads", "", [](r4c::HedgeConfig& h) { h.delay(10ms); });
+  const auto shared = config_error([&] {
+    registry.hedge_policy("b#g()", "reads", "", [](r4c::HedgeConfig& h) { h.delay(20ms); });
+  });
+  EXPECT_EQ(shared.code(), "R4C-REG-008");
+  EXPECT_THAT(shared.what(),
+              HasSubstr("delay is 10000000 ns for the first and 20000000 ns for the second"));
+}
+
+// Destroying a registry runs the attempts still queued on its executor, while the policies
+// they call still live.
+TEST(RegistryPolicyKindsTest, DestroyingTheRegistryFinishesItsHedgedAttempts) {
+  auto finished = std::make_shared<std::atomic<int>>(0);
+  std::atomic<bool> release{false};
+  {
+    auto registry = r4c::ResilienceRegistry::builder().hedge_executor(1, 8).build();
+    r4c::Hedge& hedge = registry.hedge_policy("a#f()");
+    std::shared_ptr<r4c::Executor> executor = hedge.executor();
+    ASSERT_TRUE(executor->try_post([&release] {
+      while (!release.load()) std::this_thread::yield();
+    }));
+    // Queued attempts call a policy of the registry (ASan would see one destroyed first).
+    r4c::Bulkhead* bulkhead = &registry.bulkhead_policy("a#f()");
+    for (int i = 0; i < 5; ++i) {
+      ASSERT_TRUE(executor->try_post(
+          [finished, bulkhead] { bulkhead->execute([&] { finished->fetch_add(1); }); }));
+    }
+    release = true;
+  }
+  EXPECT_EQ(finished->load(), 5);
+}
+
 }  // namespace
