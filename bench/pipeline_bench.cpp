@@ -7,11 +7,18 @@
 //   BM_PipelineLimitTimeoutToken  + a timeout, callable taking a std::stop_token (a timer)
 //   BM_PipelineLimitBulkhead  + a bulkhead
 //   BM_PipelineAll            all four, callable taking a token
+//   BM_PipelineLimitRetry     + a retry (every call succeeds: its first attempt is its last)
+//   BM_PipelineLimitBreaker   + a circuit breaker (closed)
+//   BM_PipelineLimitHedge     + a hedge whose delay never passes: each call's one attempt runs
+//                             on the registry's executor while the caller waits
+//   BM_ExecutorRoundTrip      the hedge's baseline: post a task to an r4c::Executor and wait
+//                             for its result through a std::promise (the bare hand-off)
 //
 // Each pipeline has its own registry and policies (default SystemClock), shared by the
 // benchmark's threads.
 #include <benchmark/benchmark.h>
 
+#include <future>
 #include <stop_token>
 
 #include "alloc_counter.hpp"
@@ -53,6 +60,12 @@ void limit_timeout(r4c::Pipeline<int>::Builder& b) { b.adaptive_limit(roomy).tim
 void limit_bulkhead(r4c::Pipeline<int>::Builder& b) { b.adaptive_limit(roomy).bulkhead(wide); }
 void all(r4c::Pipeline<int>::Builder& b) {
   b.adaptive_limit(roomy).timeout().bulkhead(wide).rate_limiter(generous);
+}
+
+void limit_retry(r4c::Pipeline<int>::Builder& b) { b.adaptive_limit(roomy).retry(); }
+void limit_breaker(r4c::Pipeline<int>::Builder& b) { b.adaptive_limit(roomy).circuit_breaker(); }
+void limit_hedge(r4c::Pipeline<int>::Builder& b) {
+  b.adaptive_limit(roomy).hedge([](r4c::HedgeConfig& h) { h.delay(std::chrono::seconds(10)); });
 }
 
 void report_allocations(benchmark::State& state, const AllocCount& start) {
@@ -106,6 +119,22 @@ void BM_PipelineLimitBulkhead(benchmark::State& state) {
   run_pipeline<limit_bulkhead, false>(state);
 }
 void BM_PipelineAll(benchmark::State& state) { run_pipeline<all, true>(state); }
+void BM_PipelineLimitRetry(benchmark::State& state) { run_pipeline<limit_retry, false>(state); }
+void BM_PipelineLimitBreaker(benchmark::State& state) { run_pipeline<limit_breaker, false>(state); }
+void BM_PipelineLimitHedge(benchmark::State& state) { run_pipeline<limit_hedge, true>(state); }
+
+void BM_ExecutorRoundTrip(benchmark::State& state) {
+  // As many threads as the registry's executor has (4), like the hedge's.
+  static r4c::Executor executor(r4c::ResilienceRegistry::kDefaultExecutorThreads);
+  const AllocCount start = thread_alloc_count();
+  for (auto _ : state) {
+    std::promise<int> promise;
+    std::future<int> result = promise.get_future();
+    if (!executor.try_post([&promise] { promise.set_value(42); })) promise.set_value(42);
+    benchmark::DoNotOptimize(result.get());
+  }
+  report_allocations(state, start);
+}
 
 using r4c::bench::on_1_2_4_threads;
 
@@ -116,5 +145,9 @@ BENCHMARK(BM_PipelineLimitTimeout)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineLimitTimeoutToken)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineLimitBulkhead)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineAll)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_PipelineLimitRetry)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_PipelineLimitBreaker)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_PipelineLimitHedge)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_ExecutorRoundTrip)->Apply(on_1_2_4_threads);
 
 }  // namespace
