@@ -44,6 +44,24 @@ AdaptiveLimit::~AdaptiveLimit() = default;
 
 void AdaptiveLimit::throw_rejected() const { std::rethrow_exception(rejection_); }
 
+bool AdaptiveLimit::is_drop(const std::exception_ptr& failure) const noexcept {
+  if (!failure) return false;
+  try {
+    std::rethrow_exception(failure);
+  } catch (...) {
+    return is_drop_current();
+  }
+}
+
+bool AdaptiveLimit::is_drop(const std::error_code& code) const noexcept {
+  const auto& predicate = config_.drop_on_error();
+  try {
+    return code && predicate && predicate(code);
+  } catch (...) {
+    return false;  // a predicate that throws decides nothing
+  }
+}
+
 bool AdaptiveLimit::is_drop_current() const noexcept {
   for (const ExceptionType& type : config_.drop_on_types()) {
     if (type.matches_current()) return true;

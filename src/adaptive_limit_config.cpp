@@ -55,6 +55,14 @@ void fail(std::string_view code, std::string_view setting, const std::string& va
 
 namespace {
 
+// asio::error::timed_out: standalone Asio reports system errors in its own category
+// ("asio.system"), whose codes have no generic equivalents, so std::errc alone misses them.
+bool is_timed_out(const std::error_code& code) {
+  if (code == std::errc::timed_out) return true;
+  return code.value() == static_cast<int>(std::errc::timed_out) &&
+         std::string_view(code.category().name()) == "asio.system";
+}
+
 using detail::fail;
 using detail::kBoundsOrRange;
 using detail::kInvalidValue;
@@ -118,7 +126,8 @@ std::string_view to_string(LimitAlgorithm algorithm) noexcept {
 
 AdaptiveLimitConfig::AdaptiveLimitConfig()
     : drop_on_{ExceptionType::of<CallTimeoutException>(),
-               ExceptionType::of<BulkheadFullException>()} {}
+               ExceptionType::of<BulkheadFullException>()},
+      drop_on_error_(is_timed_out) {}
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::algorithm(LimitAlgorithm value) {
   check_algorithm(value);
@@ -197,6 +206,12 @@ AdaptiveLimitConfig& AdaptiveLimitConfig::drop_on(std::vector<ExceptionType> typ
 }
 
 std::string ExceptionType::name() const { return detail::demangle(type_.name()); }
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::drop_on_error(
+    std::function<bool(const std::error_code&)> predicate) {
+  drop_on_error_ = std::move(predicate);
+  return *this;
+}
 
 std::optional<SettingDifference> first_difference(const AdaptiveLimitConfig& first,
                                                   const AdaptiveLimitConfig& second) {

@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 
@@ -151,6 +152,23 @@ class AdaptiveLimit {
   /// rethrown unchanged.
   template <class F>
   decltype(auto) execute(F&& f);
+
+  /// Runs the asynchronous operation `op` (an Asio initiation: a callable taking a completion
+  /// handler) under the limit, completing `token` with `void(std::exception_ptr, T)`. Defined
+  /// in <r4c/asio.hpp>, which must be included to call it; see docs/async.md.
+  template <class T, class Op, class Token>
+  auto async_execute(Op&& op, Token&& token);
+  /// Runs the coroutine `f()` returns (an asio::awaitable<T>) under the limit; returns an
+  /// asio::awaitable<T>. Defined in <r4c/asio.hpp>.
+  template <class F>
+  auto co_execute(F f);
+
+  /// Whether a failure is a drop under this limit's config: its exception matches a
+  /// `drop_on` type, or its error code satisfies `drop_on_error`.
+  bool is_drop(const std::exception_ptr& failure) const noexcept;
+  bool is_drop(const std::error_code& code) const noexcept;
+  /// The LimitExceededException a full limit fails calls with (one object, shared).
+  const std::exception_ptr& rejection() const noexcept { return rejection_; }
 
   AdaptiveLimitHandle handle() const noexcept { return AdaptiveLimitHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }

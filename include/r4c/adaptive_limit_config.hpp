@@ -10,9 +10,11 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <typeindex>
 #include <typeinfo>
 #include <vector>
@@ -120,6 +122,11 @@ class AdaptiveLimitConfig {
   }
   /// Same as `drop_on<...>()` with types known at run time (the registry uses it).
   AdaptiveLimitConfig& drop_on(std::vector<ExceptionType> types);
+  /// Which error codes are drops, for asynchronous operations that complete with an error code
+  /// (<r4c/asio.hpp>); default: `std::errc::timed_out` (asio::error::timed_out). An empty
+  /// function makes no code a drop. Codes that are not drops (operation_aborted among them)
+  /// free the slot only. Not compared by first_difference (a function has no value to compare).
+  AdaptiveLimitConfig& drop_on_error(std::function<bool(const std::error_code&)> predicate);
 
   LimitAlgorithm algorithm() const noexcept { return algorithm_; }
   int initial_limit() const noexcept { return initial_limit_; }
@@ -135,6 +142,10 @@ class AdaptiveLimitConfig {
   bool enabled() const noexcept { return enabled_; }
   /// The drop types.
   const std::vector<ExceptionType>& drop_on_types() const noexcept { return drop_on_; }
+  /// The predicate drop_on_error set.
+  const std::function<bool(const std::error_code&)>& drop_on_error() const noexcept {
+    return drop_on_error_;
+  }
 
   /// Checks every setting, each on its own first, then against each other: R4C-ATR-009 when
   /// min_limit > max_limit, min_limit > initial_limit or initial_limit > max_limit.
@@ -155,6 +166,7 @@ class AdaptiveLimitConfig {
   double backoff_ratio_ = kDefaultBackoffRatio;
   bool enabled_ = true;
   std::vector<ExceptionType> drop_on_;
+  std::function<bool(const std::error_code&)> drop_on_error_;
 };
 
 /// The first setting, in declaration order, in which two configs differ.

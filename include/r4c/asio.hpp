@@ -1,0 +1,13 @@
+// r4c's asynchronous face, for Asio (standalone Asio, header-only; Debian: libasio-dev).
+//
+//   auto op = [&](auto handler) { backend.async_place(order, std::move(handler)); };
+//   pipeline.async_execute(op, [](std::exception_ptr e, std::string r) { ... });   // callback
+//   std::future<std::string> f = pipeline.async_execute(op, asio::use_future);       // future
+//   std::string r = co_await pipeline.async_execute(op, asio::use_awaitable);        // coroutine
+//
+// An operation is any Asio initiation: a callable taking a completion handler. The handler r4c
+// gives it accepts (std::exception_ptr, T) and (asio::error_code, T); the caller's completion
+// signature is always void(std::exception_ptr, T). See docs/async.md.
+#pragma once
+
+#include "r4c/asio/adaptive_limit.hpp"

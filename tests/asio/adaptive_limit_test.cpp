@@ -1,0 +1,342 @@
+// The adaptive limit's asynchronous face (<r4c/asio.hpp>): the product document's "Async"
+// rules, each with a test, in the three styles (callback, future, coroutine).
+#include "r4c/asio.hpp"
+
+#include <gtest/gtest.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "r4c/registry.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// A backend whose operations stay pending until the test completes them, by key.
+class Backend {
+ public:
+  struct Pending {
+    virtual ~Pending() = default;
+    virtual void complete(std::exception_ptr failure, std::string value) = 0;
+    virtual void complete(std::error_code code, std::string value) = 0;
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+  };
+
+  // An Asio initiation: stores the handler; records a cancellation forwarded to it.
+  auto place(std::string key) {
+    return [this, key](auto handler) {
+      auto pending = std::make_unique<Stored<decltype(handler)>>(std::move(handler));
+      auto slot = asio::get_associated_cancellation_slot(pending->handler);
+      if (slot.is_connected()) {
+        slot.assign([flag = pending->cancelled](asio::cancellation_type) { flag->store(true); });
+      }
+      ++started;
+      pending_[key] = std::move(pending);
+    };
+  }
+
+  void complete(const std::string& key, std::string value) {
+    take(key)->complete(std::exception_ptr(), std::move(value));
+  }
+  void fail(const std::string& key, std::exception_ptr failure) {
+    take(key)->complete(std::move(failure), std::string());
+  }
+  void fail(const std::string& key, std::error_code code) {
+    take(key)->complete(code, std::string());
+  }
+  bool cancelled(const std::string& key) const { return pending_.at(key)->cancelled->load(); }
+  bool has(const std::string& key) const { return pending_.count(key) == 1; }
+
+  int started = 0;
+
+ private:
+  template <class Handler>
+  struct Stored final : Pending {
+    explicit Stored(Handler h) : handler(std::move(h)) {}
+    void complete(std::exception_ptr failure, std::string value) override {
+      std::move(handler)(std::move(failure), std::move(value));
+    }
+    void complete(std::error_code code, std::string value) override {
+      std::move(handler)(code, std::move(value));
+    }
+    Handler handler;
+  };
+
+  std::unique_ptr<Pending> take(const std::string& key) {
+    auto found = pending_.find(key);
+    auto pending = std::move(found->second);
+    pending_.erase(found);
+    return pending;
+  }
+
+  std::map<std::string, std::unique_ptr<Pending>> pending_;
+};
+
+class AsyncLimitTest : public ::testing::Test {
+ protected:
+  void TearDown() override { EXPECT_EQ(clock_->pending_tasks(), 0u); }  // 6. schedules nothing
+
+  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
+  r4c::ResilienceRegistry registry_ =
+      r4c::testing::registry(clock_)
+          .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(1); })
+          .build();
+  r4c::AdaptiveLimit& limit_ = registry_.adaptive_limit_policy("orders#placeAsync", "orders-async",
+                                                               "", {.initial_limit = 2});
+  Backend backend_;
+};
+
+// 5. The product document's ManualClock scenario, ported.
+TEST_F(AsyncLimitTest, TwoPendingOperationsHoldBothSlotsAndTheThirdFailsAtOnce) {
+  std::future<std::string> a =
+      limit_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+  std::future<std::string> b =
+      limit_.async_execute<std::string>(backend_.place("b"), asio::use_future);
+  std::future<std::string> c =
+      limit_.async_execute<std::string>(backend_.place("c"), asio::use_future);
+  ASSERT_EQ(c.wait_for(0s), std::future_status::ready);  // full: rejected at once
+  EXPECT_THROW(c.get(), r4c::LimitExceededException);
+  EXPECT_FALSE(backend_.has("c"));  // the operation never started
+  EXPECT_EQ(limit_.in_flight(), 2);
+
+  clock_->advance(1s);                 // the calls took 1 s; the window is over
+  backend_.complete("a", "placed a");  // ends the window
+  backend_.complete("b", "placed b");
+  EXPECT_EQ(a.get(), "placed a");
+  EXPECT_EQ(b.get(), "placed b");
+  const r4c::AdaptiveLimitSnapshot snapshot = registry_.adaptive_limit("orders-async").snapshot();
+  EXPECT_EQ(snapshot.windows, 1u);
+  EXPECT_EQ(snapshot.window_latency, 1s);
+  EXPECT_EQ(snapshot.rejected, 1u);
+  EXPECT_EQ(limit_.in_flight(), 0);
+}
+
+// 1. The slot is held until the operation completes; its latency is measured to completion.
+TEST_F(AsyncLimitTest, ACallbackCallHoldsItsSlotUntilItsOperationCompletes) {
+  std::exception_ptr failure;
+  std::string result;
+  int calls = 0;
+  limit_.async_execute<std::string>(backend_.place("a"), [&](std::exception_ptr e, std::string r) {
+    failure = e;
+    result = std::move(r);
+    ++calls;
+  });
+  EXPECT_EQ(limit_.in_flight(), 1);
+  clock_->advance(3s);
+  EXPECT_EQ(calls, 0);
+  backend_.complete("a", "done");
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(failure);
+  EXPECT_EQ(result, "done");
+  EXPECT_EQ(limit_.in_flight(), 0);
+  EXPECT_EQ(limit_.snapshot().window_latency, 3s);
+}
+
+// An error code from the operation reaches the caller as asio::system_error; a timed_out code
+// is a drop (drop_on_error's default), other codes free the slot only.
+TEST_F(AsyncLimitTest, ErrorCodesBecomeSystemErrorsAndTimedOutIsADrop) {
+  auto a = limit_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+  clock_->advance(1s);
+  backend_.fail("a", asio::error::make_error_code(asio::error::timed_out));
+  try {
+    a.get();
+    ADD_FAILURE() << "no exception";
+  } catch (const asio::system_error& e) {
+    EXPECT_EQ(e.code(), asio::error::timed_out);
+  }
+  EXPECT_TRUE(limit_.snapshot().window_dropped);
+
+  auto b = limit_.async_execute<std::string>(backend_.place("b"), asio::use_future);
+  clock_->advance(1s);
+  backend_.fail("b", asio::error::make_error_code(asio::error::connection_refused));
+  EXPECT_THROW(b.get(), asio::system_error);
+  EXPECT_EQ(limit_.snapshot().windows, 1u);  // not a sample: the window did not end
+  EXPECT_EQ(limit_.in_flight(), 0);
+}
+
+TEST_F(AsyncLimitTest, AnExceptionFromTheOperationIsClassifiedByDropOn) {
+  auto a = limit_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+  clock_->advance(1s);
+  backend_.fail("a", std::make_exception_ptr(r4c::CallTimeoutException("slow")));
+  EXPECT_THROW(a.get(), r4c::CallTimeoutException);
+  EXPECT_TRUE(limit_.snapshot().window_dropped);
+  EXPECT_EQ(limit_.snapshot().window_latency, 1s);
+}
+
+// 3. Cancelling through the caller's slot completes it at once with operation_aborted, frees
+// the slot without a sample, and forwards the cancellation to the operation.
+// 4. The operation's completion after that is ignored.
+TEST_F(AsyncLimitTest, CancellingCompletesAtOnceFreesTheSlotAndForwardsTheCancellation) {
+  asio::io_context io;
+  asio::cancellation_signal cancel;
+  std::exception_ptr failure;
+  int calls = 0;
+  limit_.async_execute<std::string>(
+      backend_.place("a"),
+      asio::bind_cancellation_slot(cancel.slot(),
+                                   asio::bind_executor(io, [&](std::exception_ptr e, std::string) {
+                                     failure = e;
+                                     ++calls;
+                                   })));
+  EXPECT_EQ(limit_.in_flight(), 1);
+  cancel.emit(asio::cancellation_type::terminal);
+  EXPECT_EQ(limit_.in_flight(), 0);  // freed at once
+  EXPECT_TRUE(backend_.cancelled("a"));
+  io.run();
+  ASSERT_EQ(calls, 1);
+  try {
+    std::rethrow_exception(failure);
+  } catch (const asio::system_error& e) {
+    EXPECT_EQ(e.code(), asio::error::operation_aborted);
+  }
+  clock_->advance(1s);
+  backend_.complete("a", "too late");  // 4. ignored
+  io.restart();
+  io.run();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(limit_.snapshot().windows, 0u);  // no sample
+  EXPECT_EQ(limit_.snapshot().samples, 0u);
+}
+
+TEST_F(AsyncLimitTest, ACompletionBeforeTheCancellationWins) {
+  asio::cancellation_signal cancel;
+  int calls = 0;
+  limit_.async_execute<std::string>(
+      backend_.place("a"),
+      asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr e, std::string r) {
+        EXPECT_FALSE(e);
+        EXPECT_EQ(r, "done");
+        ++calls;
+      }));
+  backend_.complete("a", "done");
+  cancel.emit(asio::cancellation_type::terminal);  // the slot was cleared: nothing happens
+  EXPECT_EQ(calls, 1);
+}
+
+// 2 and the coroutine style: a full limit is an exception in the coroutine.
+TEST_F(AsyncLimitTest, CoroutinesAwaitTheResultOrTheRejection) {
+  asio::io_context io;
+  std::string first;
+  bool rejected = false;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto a = limit_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+        auto b = limit_.async_execute<std::string>(backend_.place("b"), asio::use_future);
+        try {
+          co_await limit_.async_execute<std::string>(backend_.place("c"), asio::use_awaitable);
+        } catch (const r4c::LimitExceededException&) {
+          rejected = true;
+        }
+        backend_.complete("a", "a");
+        backend_.complete("b", "b");
+        first =
+            co_await limit_.async_execute<std::string>(backend_.place("d"), asio::use_awaitable);
+      },
+      asio::detached);
+  io.run_one();  // runs until the coroutine waits for "d"
+  while (!backend_.has("d")) io.run_one();
+  EXPECT_TRUE(rejected);
+  backend_.complete("d", "placed d");
+  io.run();
+  EXPECT_EQ(first, "placed d");
+  EXPECT_EQ(limit_.in_flight(), 0);
+}
+
+// 3. A coroutine cancelled through awaitable_operators (a timer wins the race).
+TEST_F(AsyncLimitTest, ACoroutineCancelledByARaceFreesTheSlot) {
+  using namespace asio::experimental::awaitable_operators;
+  asio::io_context io;
+  bool timer_won = false;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        asio::steady_timer timer(io, 1ms);
+        auto outcome =
+            co_await (limit_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable) ||
+                      timer.async_wait(asio::use_awaitable));
+        timer_won = outcome.index() == 1;
+      },
+      asio::detached);
+  io.run();
+  EXPECT_TRUE(timer_won);
+  EXPECT_TRUE(backend_.cancelled("a"));
+  EXPECT_EQ(limit_.in_flight(), 0);
+  backend_.complete("a", "late");  // ignored
+  EXPECT_EQ(limit_.snapshot().samples, 0u);
+}
+
+TEST_F(AsyncLimitTest, CoExecuteRunsACoroutineUnderTheLimit) {
+  asio::io_context io;
+  std::string result;
+  bool rejected = false;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto a = limit_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+        auto b = limit_.async_execute<std::string>(backend_.place("b"), asio::use_future);
+        try {
+          co_await limit_.co_execute([]() -> asio::awaitable<std::string> { co_return "x"; });
+        } catch (const r4c::LimitExceededException&) {
+          rejected = true;
+        }
+        backend_.complete("a", "a");
+        backend_.complete("b", "b");
+        result = co_await limit_.co_execute([&]() -> asio::awaitable<std::string> {
+          EXPECT_EQ(limit_.in_flight(), 1);
+          clock_->advance(2s);
+          co_return "placed";
+        });
+      },
+      asio::detached);
+  io.run();
+  EXPECT_TRUE(rejected);
+  EXPECT_EQ(result, "placed");
+  EXPECT_EQ(limit_.in_flight(), 0);
+  // The window holds a and b (0 s each) and the coroutine's call (2 s).
+  EXPECT_EQ(limit_.snapshot().window_samples, 3u);
+  EXPECT_EQ(limit_.snapshot().window_latency, std::chrono::nanoseconds(2s) / 3);
+}
+
+TEST_F(AsyncLimitTest, VoidOperationsWork) {
+  std::exception_ptr failure;
+  bool called = false;
+  auto op = [](auto handler) { std::move(handler)(std::error_code()); };
+  limit_.async_execute<void>(op, [&](std::exception_ptr e) {
+    failure = e;
+    called = true;
+  });
+  EXPECT_TRUE(called);
+  EXPECT_FALSE(failure);
+  EXPECT_EQ(limit_.in_flight(), 0);
+}
+
+// An operation destroyed without completing (its context went away) frees its slot.
+TEST_F(AsyncLimitTest, AnAbandonedOperationFreesItsSlot) {
+  {
+    asio::io_context io;
+    limit_.async_execute<std::string>(
+        [&io](auto handler) {
+          asio::post(io,
+                     [h = std::move(handler)]() mutable { std::move(h)(std::error_code(), "x"); });
+        },
+        [](std::exception_ptr, std::string) { ADD_FAILURE() << "called"; });
+    EXPECT_EQ(limit_.in_flight(), 1);
+  }  // io destroyed with the posted completion: the handler is destroyed uncalled
+  EXPECT_EQ(limit_.in_flight(), 0);
+}
+
+}  // namespace
