@@ -11,3 +11,11 @@
 #pragma once
 
 #include "r4c/asio/adaptive_limit.hpp"
+#include "r4c/asio/bulkhead.hpp"
+#include "r4c/asio/circuit_breaker.hpp"
+#include "r4c/asio/hedge.hpp"
+#include "r4c/asio/rate_limiter.hpp"
+#include "r4c/asio/retry.hpp"
+#include "r4c/asio/timeout.hpp"
+// Last: the pipeline composes the others.
+#include "r4c/asio/pipeline.hpp"

@@ -52,8 +52,8 @@ struct LimitInitiation {
       fail_at_once<T>(std::move(handler), limit->rejection());
       return;
     }
-    AsyncCall<T, Handler, LimitHold<T>>::start(std::move(handler), op,
-                                               LimitHold<T>{std::move(permit), limit});
+    GuardedCall<T, Handler, LimitHold<T>>::start(std::move(handler), op,
+                                                 LimitHold<T>{std::move(permit), limit});
   }
 };
 

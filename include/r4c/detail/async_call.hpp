@@ -1,12 +1,19 @@
-// The machinery every asynchronous r4c call shares: it starts the caller's inner operation with a
-// handler of r4c's own and completes the caller's handler exactly once, either when that inner
-// operation completes or when the caller cancels.
+// The machinery every asynchronous r4c call shares (<r4c/asio.hpp>).
 //
-// Who may complete the caller is decided by one atomic: the inner operation's completion and the
-// caller's cancellation race for it. The loser does nothing: a late inner completion is ignored
-// (never double-counted), a cancellation after the completion is a no-op. The per-call state is
-// allocated with the caller handler's associated allocator (Asio's recycling allocator when it
-// has none), so a steady stream of calls reuses the same blocks as Asio's own operations do.
+// AsyncCallBase is the caller's side of one call: the caller's completion handler, completed
+// exactly once, either with the call's outcome or, when the caller cancels through the handler's
+// cancellation slot, at once with operation_aborted. InnerHandler is the handler r4c gives an
+// inner operation (an attempt): it carries the caller's executor and allocator and a
+// cancellation slot of r4c's own, through which a caller's cancellation is forwarded. Who
+// completes the caller is decided by one atomic, so an inner completion after a cancellation is
+// ignored (never double-counted) and a cancellation after a completion does nothing.
+//
+// GuardedCall is the common case, one inner operation under one policy's hold (a limit's permit,
+// a bulkhead's slot, a breaker's permission, a timeout's deadline). The retry and the hedge,
+// which start several inner operations, build on AsyncCallBase directly.
+//
+// The state of a call is allocated with the caller handler's associated allocator, or Asio's
+// recycling allocator when the handler has none, so a steady stream of calls reuses blocks.
 #pragma once
 
 #include <asio/associated_allocator.hpp>
@@ -52,7 +59,7 @@ inline const std::exception_ptr& aborted_exception() {
 }
 
 /// The allocator an asynchronous call's state uses: the handler's own, or Asio's recycling
-/// allocator when the handler has none (std::allocator), so that no call mallocs in steady state.
+/// allocator when the handler has none (std::allocator).
 template <class Handler>
 auto state_allocator(const Handler& handler) {
   auto associated = asio::get_associated_allocator(handler);
@@ -73,20 +80,34 @@ struct RunsInline<asio::basic_system_executor<Blocking, Relationship, Allocator>
 template <class T, class Blocking>
 struct RunsInline<asio::detail::promise_executor<T, Blocking>> : std::true_type {};
 
-/// Completes `handler` at once with `failure` (and a default result). A handler with an
-/// executor of its own (a coroutine's, a strand's) is completed through it, never inside the
-/// initiating function, as Asio's rule is; a handler without one (a plain callback,
-/// asio::use_future) is completed on this thread before the initiating function returns, so a
-/// rejected call's future is ready when async_execute returns.
+/// Calls `handler` with `failure` (no failure: `value`, or a default T when there is none).
+template <class T, class Handler, class Value>
+void invoke_handler(Handler& handler, std::exception_ptr failure, Value& value) {
+  if constexpr (std::is_void_v<T>) {
+    std::move(handler)(std::move(failure));
+  } else if (value) {
+    std::move(handler)(std::move(failure), std::move(*value));
+  } else {
+    std::move(handler)(std::move(failure), T{});
+  }
+}
+
+/// Completes `handler` at once with `failure` (and a default result), for a call refused before
+/// anything started. A handler with an executor of its own (a coroutine's, a strand's) is
+/// completed through it, never inside the initiating function, as Asio's rule is; a handler
+/// without one (a plain callback, asio::use_future) is completed on this thread before the
+/// initiating function returns, so a refused call's future is ready when async_execute returns.
 template <class T, class Handler>
 void fail_at_once(Handler handler, std::exception_ptr failure) {
   auto executor = asio::get_associated_executor(handler);
   auto allocator = state_allocator(handler);
   auto complete = [handler = std::move(handler), failure = std::move(failure)]() mutable {
+    std::optional<char> none;
     if constexpr (std::is_void_v<T>) {
-      std::move(handler)(failure);
+      invoke_handler<T>(handler, failure, none);
     } else {
-      std::move(handler)(failure, T{});
+      std::optional<T> no_value;
+      invoke_handler<T>(handler, failure, no_value);
     }
   };
   if constexpr (RunsInline<asio::associated_executor_t<Handler>>::value) {
@@ -101,206 +122,285 @@ template <class T>
 struct AsyncOutcome {
   std::exception_ptr failure;  // set when it failed; an error code becomes asio::system_error
   std::optional<std::conditional_t<std::is_void_v<T>, char, T>> value;
-  const std::error_code* code = nullptr;  // the failing code, when it reported one
+  const std::error_code* code = nullptr;  // the failing code while the handler runs, if any
 };
 
-/// One asynchronous call under a policy. `Policy` ends the call's hold on the policy:
-///   void completed(const AsyncOutcome<T>&) noexcept   the inner operation completed first
-///   void cancelled() noexcept                           the caller cancelled first, or the inner
-///                                                       operation was abandoned
-template <class T, class Handler, class Policy>
-class AsyncCall {
+/// The handler r4c gives an inner operation. It accepts (std::exception_ptr, T) and
+/// (std::error_code, T) (no T for void) and reports to `Owner::inner_completed(tag, outcome)`;
+/// destroyed uncalled (its context shut down) it reports `Owner::inner_abandoned(tag)`. It
+/// carries the caller's executor and allocator, and `Owner::inner_slot(tag)` as its
+/// cancellation slot.
+template <class Owner, class T>
+class InnerHandler {
+ public:
+  using executor_type = typename Owner::CallerExecutor;
+  using allocator_type = typename Owner::Allocator;
+  using cancellation_slot_type = asio::cancellation_slot;
+
+  InnerHandler(Owner* owner, int tag) noexcept : owner_(owner), tag_(tag) {}
+  InnerHandler(InnerHandler&& other) noexcept
+      : owner_(std::exchange(other.owner_, nullptr)), tag_(other.tag_) {}
+  InnerHandler& operator=(InnerHandler&&) = delete;
+  InnerHandler(const InnerHandler&) = delete;
+  ~InnerHandler() {
+    if (owner_ != nullptr) owner_->inner_abandoned(tag_);
+  }
+
+  executor_type get_executor() const noexcept { return owner_->caller_executor(); }
+  allocator_type get_allocator() const noexcept { return owner_->allocator(); }
+  cancellation_slot_type get_cancellation_slot() const noexcept { return owner_->inner_slot(tag_); }
+
+  template <class U = T, std::enable_if_t<!std::is_void_v<U>, int> = 0>
+  void operator()(std::exception_ptr failure, U value) {
+    AsyncOutcome<T> outcome;
+    if (failure) {
+      outcome.failure = std::move(failure);
+    } else {
+      outcome.value.emplace(std::move(value));
+    }
+    report(std::move(outcome));
+  }
+  template <class U = T, std::enable_if_t<!std::is_void_v<U>, int> = 0>
+  void operator()(std::error_code code, U value) {
+    AsyncOutcome<T> outcome;
+    if (code) {
+      outcome.failure = std::make_exception_ptr(asio::system_error(code));
+      outcome.code = &code;
+    } else {
+      outcome.value.emplace(std::move(value));
+    }
+    report(std::move(outcome));
+  }
+  template <class U = T, std::enable_if_t<std::is_void_v<U>, int> = 0>
+  void operator()(std::exception_ptr failure) {
+    AsyncOutcome<T> outcome;
+    if (failure) {
+      outcome.failure = std::move(failure);
+    } else {
+      outcome.value.emplace();
+    }
+    report(std::move(outcome));
+  }
+  template <class U = T, std::enable_if_t<std::is_void_v<U>, int> = 0>
+  void operator()(std::error_code code) {
+    AsyncOutcome<T> outcome;
+    if (code) {
+      outcome.failure = std::make_exception_ptr(asio::system_error(code));
+      outcome.code = &code;
+    } else {
+      outcome.value.emplace();
+    }
+    report(std::move(outcome));
+  }
+
+ private:
+  void report(AsyncOutcome<T> outcome) {
+    std::exchange(owner_, nullptr)->inner_completed(tag_, std::move(outcome));
+  }
+
+  Owner* owner_;
+  int tag_;
+};
+
+/// The caller's side of one asynchronous call (CRTP: `Derived` is the final state type). The
+/// derived class implements `void on_cancel()`: the caller cancelled and this base has already
+/// claimed the answer; it ends its holds, forwards the cancellation, and calls
+/// `answer(aborted)`.
+///
+/// Lifetime: reference counted. The caller's answer holds one reference until the handler has
+/// been called; each inner operation or timer the derived class starts takes one with
+/// add_ref() and gives it back with release().
+template <class Derived, class T, class Handler>
+class AsyncCallBase {
  public:
   using Allocator = decltype(state_allocator(std::declval<const Handler&>()));
   using CallerExecutor = asio::associated_executor_t<Handler>;
 
-  /// The handler r4c gives the inner operation. It accepts (std::exception_ptr, T) and
-  /// (std::error_code, T) (no T for void), carries the caller's executor and allocator, and a
-  /// cancellation slot through which r4c forwards the caller's cancellation.
-  class InnerHandler {
-   public:
-    using executor_type = CallerExecutor;
-    using allocator_type = Allocator;
-    using cancellation_slot_type = asio::cancellation_slot;
+  const CallerExecutor& caller_executor() const noexcept { return executor_; }
+  const Allocator& allocator() const noexcept { return allocator_; }
 
-    explicit InnerHandler(AsyncCall* call) noexcept : call_(call) {}
-    InnerHandler(InnerHandler&& other) noexcept : call_(std::exchange(other.call_, nullptr)) {}
-    InnerHandler& operator=(InnerHandler&&) = delete;
-    InnerHandler(const InnerHandler&) = delete;
-    /// Destroyed without being called: the operation was abandoned (its context shut down).
-    ~InnerHandler() {
-      if (call_ != nullptr) call_->abandon();
-    }
-
-    executor_type get_executor() const noexcept { return call_->executor_; }
-    allocator_type get_allocator() const noexcept { return call_->allocator_; }
-    cancellation_slot_type get_cancellation_slot() const noexcept {
-      return call_->inner_cancel_.slot();
-    }
-
-    template <class U = T, std::enable_if_t<!std::is_void_v<U>, int> = 0>
-    void operator()(std::exception_ptr failure, U value) {
-      AsyncOutcome<T> outcome;
-      if (failure) {
-        outcome.failure = std::move(failure);
-      } else {
-        outcome.value.emplace(std::move(value));
-      }
-      std::exchange(call_, nullptr)->complete(std::move(outcome));
-    }
-    template <class U = T, std::enable_if_t<!std::is_void_v<U>, int> = 0>
-    void operator()(std::error_code code, U value) {
-      AsyncOutcome<T> outcome;
-      if (code) {
-        outcome.failure = std::make_exception_ptr(asio::system_error(code));
-        outcome.code = &code;
-      } else {
-        outcome.value.emplace(std::move(value));
-      }
-      std::exchange(call_, nullptr)->complete(std::move(outcome));
-    }
-    template <class U = T, std::enable_if_t<std::is_void_v<U>, int> = 0>
-    void operator()(std::exception_ptr failure) {
-      AsyncOutcome<T> outcome;
-      if (failure) {
-        outcome.failure = std::move(failure);
-      } else {
-        outcome.value.emplace();
-      }
-      std::exchange(call_, nullptr)->complete(std::move(outcome));
-    }
-    template <class U = T, std::enable_if_t<std::is_void_v<U>, int> = 0>
-    void operator()(std::error_code code) {
-      AsyncOutcome<T> outcome;
-      if (code) {
-        outcome.failure = std::make_exception_ptr(asio::system_error(code));
-        outcome.code = &code;
-      } else {
-        outcome.value.emplace();
-      }
-      std::exchange(call_, nullptr)->complete(std::move(outcome));
-    }
-
-   private:
-    AsyncCall* call_;
-  };
-
-  /// Starts `op` with r4c's handler; the caller's `handler` is completed exactly once, unless
-  /// `op` throws (the exception then leaves start(), the policy's hold is ended, the handler is
-  /// destroyed uncalled) or abandons the handler.
-  template <class Op>
-  static void start(Handler handler, Op& op, Policy policy) {
-    Allocator allocator = state_allocator(handler);
-    using Rebound = typename std::allocator_traits<Allocator>::template rebind_alloc<AsyncCall>;
-    Rebound rebound(allocator);
-    AsyncCall* call = std::allocator_traits<Rebound>::allocate(rebound, 1);
-    ::new (static_cast<void*>(call)) AsyncCall(std::move(handler), std::move(policy), allocator);
-    call->watch_caller();
-    op(InnerHandler(call));  // if op throws, the InnerHandler it got was destroyed: abandoned
+  void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() noexcept {
+    // acq_rel: every user's writes happen before the destruction.
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    Derived* self = static_cast<Derived*>(this);
+    using Rebound = typename std::allocator_traits<Allocator>::template rebind_alloc<Derived>;
+    Rebound rebound(allocator_);
+    self->~Derived();
+    std::allocator_traits<Rebound>::deallocate(rebound, self, 1);
   }
 
- private:
-  enum Phase : int { kRunning = 0, kCompleted = 1, kCancelled = 2 };
-
-  // Installed on the caller's cancellation slot; valid until finish() clears the slot.
-  struct OnCancel {
-    AsyncCall* call;
-    void operator()(asio::cancellation_type type) const {
-      if (type != asio::cancellation_type::none) call->cancel();
+  /// Allocates and constructs a `Derived` with the handler's allocator.
+  template <class... Args>
+  static Derived* create(Handler handler, Args&&... args) {
+    Allocator allocator = state_allocator(handler);
+    using Rebound = typename std::allocator_traits<Allocator>::template rebind_alloc<Derived>;
+    Rebound rebound(allocator);
+    Derived* call = std::allocator_traits<Rebound>::allocate(rebound, 1);
+    try {
+      ::new (static_cast<void*>(call)) Derived(std::move(handler), std::forward<Args>(args)...);
+    } catch (...) {
+      std::allocator_traits<Rebound>::deallocate(rebound, call, 1);
+      throw;
     }
-  };
+    return call;
+  }
 
-  AsyncCall(Handler handler, Policy policy, const Allocator& allocator)
+ protected:
+  explicit AsyncCallBase(Handler handler)
       : handler_(std::move(handler)),
-        policy_(std::move(policy)),
-        allocator_(allocator),
+        allocator_(state_allocator(handler_)),
         executor_(asio::get_associated_executor(handler_)),
         caller_slot_(asio::get_associated_cancellation_slot(handler_)) {}
+  ~AsyncCallBase() = default;
 
+  /// Starts listening to the caller's cancellation slot (after construction, before anything
+  /// that may complete the call).
   void watch_caller() {
     if (caller_slot_.is_connected()) caller_slot_.template emplace<OnCancel>(OnCancel{this});
   }
 
-  bool claim(Phase phase) noexcept {
-    int expected = kRunning;
-    // acq_rel: the winner's writes to the outcome happen before finish() reads them, and the
-    // loser sees the winner's claim.
-    return phase_.compare_exchange_strong(expected, phase, std::memory_order_acq_rel,
-                                          std::memory_order_acquire);
+  /// Whether this thread may answer the caller: true once per call.
+  bool claim() noexcept {
+    bool expected = false;
+    // acq_rel: the winner's writes before answering happen before the answer is read, and a
+    // loser sees that the call is answered.
+    return answered_.compare_exchange_strong(expected, true, std::memory_order_acq_rel,
+                                             std::memory_order_acquire);
+  }
+  bool answered() const noexcept { return answered_.load(std::memory_order_acquire); }
+
+  /// Answers the caller (after claim() returned true): runs its handler on its executor,
+  /// inline when already there (dispatch), and drops the answer's reference.
+  void answer(std::exception_ptr failure,
+              std::optional<std::conditional_t<std::is_void_v<T>, char, T>> value = {}) {
+    failure_ = std::move(failure);
+    value_ = std::move(value);
+    asio::dispatch(executor_, asio::bind_allocator(allocator_, [this] { finish(); }));
+  }
+  /// The same, always through a post: for answers given from inside the initiating function
+  /// or from a cancellation handler.
+  void answer_later(std::exception_ptr failure) {
+    failure_ = std::move(failure);
+    asio::post(executor_, asio::bind_allocator(allocator_, [this] { finish(); }));
   }
 
-  void complete(AsyncOutcome<T> outcome) {
-    if (claim(kCompleted)) {
-      policy_.completed(outcome);
-      outcome_.failure = std::move(outcome.failure);
-      outcome_.value = std::move(outcome.value);
-      // The caller's handler runs on its executor (inline when already there, as dispatch
-      // does); the inner reference is handed to that step.
-      asio::dispatch(executor_,
-                     asio::bind_allocator(allocator_, [this] { finish(/*inner_done=*/true); }));
-    } else {
-      release();  // cancelled first: the caller has its answer; this late result is dropped
-    }
-  }
-
-  void cancel() {
-    if (!claim(kCancelled)) return;  // already completed: its answer is on its way
-    policy_.cancelled();             // frees the hold without a sample
-    inner_cancel_.emit(asio::cancellation_type::all);
-    outcome_.failure = aborted_exception();
-    asio::post(executor_,
-               asio::bind_allocator(allocator_, [this] { finish(/*inner_done=*/false); }));
-  }
-
-  void abandon() noexcept {
-    if (claim(kCancelled)) {
-      // No answer will ever come: the caller's handler goes uncalled, as Asio does for
-      // operations whose context was destroyed.
-      policy_.cancelled();
-      if (caller_slot_.is_connected()) caller_slot_.clear();
-      release();
-    }
-    release();
-  }
-
-  void finish(bool inner_done) {
+  /// The caller's cancellation slot, disconnected from this call; only where the caller's
+  /// emissions cannot run (its context shut down).
+  void stop_watching_caller() noexcept {
     if (caller_slot_.is_connected()) caller_slot_.clear();
-    Handler handler = std::move(handler_);
-    std::exception_ptr failure = std::move(outcome_.failure);
-    if constexpr (std::is_void_v<T>) {
-      if (inner_done) release();
-      release();
-      std::move(handler)(failure);
-    } else {
-      auto value = std::move(outcome_.value);
-      if (inner_done) release();
-      release();
-      if (value) {
-        std::move(handler)(failure, std::move(*value));
-      } else {
-        std::move(handler)(failure, T{});
+  }
+
+ private:
+  struct OnCancel {
+    AsyncCallBase* call;
+    void operator()(asio::cancellation_type type) const {
+      if (type != asio::cancellation_type::none && call->claim()) {
+        static_cast<Derived*>(call)->on_cancel();
       }
     }
-  }
+  };
 
-  // Two references: r4c's inner handler, and the caller's answer (finish()).
-  void release() noexcept {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    using Rebound = typename std::allocator_traits<Allocator>::template rebind_alloc<AsyncCall>;
-    Rebound rebound(allocator_);
-    this->~AsyncCall();
-    std::allocator_traits<Rebound>::deallocate(rebound, this, 1);
+  void finish() {
+    if (caller_slot_.is_connected()) caller_slot_.clear();
+    Handler handler = std::move(handler_);
+    std::exception_ptr failure = std::move(failure_);
+    auto value = std::move(value_);
+    release();  // the handler may start a new call that reuses this block
+    invoke_handler<T>(handler, std::move(failure), value);
   }
 
   Handler handler_;
-  Policy policy_;
   Allocator allocator_;
   CallerExecutor executor_;
   asio::cancellation_slot caller_slot_;
+  std::atomic<bool> answered_{false};
+  std::atomic<int> refs_{1};  // the answer's
+  std::exception_ptr failure_;
+  std::optional<std::conditional_t<std::is_void_v<T>, char, T>> value_;
+};
+
+/// One inner operation under one policy's hold. `Policy` provides
+///   void completed(const AsyncOutcome<T>&) noexcept   the operation completed first
+///   void cancelled() noexcept                           the caller cancelled or the policy
+///                                                       interrupted first, or the operation
+///                                                       was abandoned
+/// and optionally `void started(GuardedCall&)`, called before the operation starts (a timeout
+/// arms its deadline there). The policy may call interrupt(reason) from then on, from any
+/// thread, while it holds a reference (add_ref()).
+template <class T, class Handler, class Policy>
+class GuardedCall final : public AsyncCallBase<GuardedCall<T, Handler, Policy>, T, Handler> {
+  using Base = AsyncCallBase<GuardedCall, T, Handler>;
+
+ public:
+  GuardedCall(Handler handler, Policy policy)
+      : Base(std::move(handler)), policy_(std::move(policy)) {}
+
+  /// Starts `op` with r4c's handler. If `op` throws, the exception leaves start(), the
+  /// policy's hold is ended and the caller's handler is destroyed uncalled.
+  template <class Op>
+  static void start(Handler handler, Op& op, Policy policy) {
+    GuardedCall* call = Base::create(std::move(handler), std::move(policy));
+    call->add_ref();  // the inner operation's
+    call->watch_caller();
+    if constexpr (requires { call->policy_.started(*call); }) {
+      try {
+        call->policy_.started(*call);
+      } catch (...) {
+        call->inner_abandoned(0);  // as if the operation had been dropped before it started
+        throw;
+      }
+    }
+    op(InnerHandler<GuardedCall, T>(call, 0));  // a throwing op destroyed it: abandoned
+  }
+
+  /// Ends the call with `reason` (the policy's own failure, e.g. a timeout) unless it ended
+  /// first: on the caller's executor (so that the cancellation forwarded to the inner
+  /// operation runs where its completions do), the caller is answered, the inner operation is
+  /// asked to cancel through its slot, and its late completion is ignored. Any thread.
+  void interrupt(std::exception_ptr reason) {
+    this->add_ref();  // the posted step's
+    asio::post(this->caller_executor(),
+               asio::bind_allocator(this->allocator(), [this, reason = std::move(reason)] {
+                 if (this->claim()) {
+                   policy_.cancelled();
+                   inner_cancel_.emit(asio::cancellation_type::all);
+                   this->answer(reason);
+                 }
+                 this->release();
+               }));
+  }
+
+  void on_cancel() {
+    policy_.cancelled();
+    inner_cancel_.emit(asio::cancellation_type::all);
+    this->answer_later(aborted_exception());
+  }
+
+  void inner_completed(int, AsyncOutcome<T> outcome) {
+    if (this->claim()) {
+      policy_.completed(outcome);
+      this->answer(std::move(outcome.failure), std::move(outcome.value));
+    }
+    this->release();  // the inner operation's
+  }
+
+  void inner_abandoned(int) noexcept {
+    if (this->claim()) {
+      // No answer will come: the caller's handler is destroyed uncalled, as Asio does for
+      // operations whose context was destroyed.
+      policy_.cancelled();
+      this->stop_watching_caller();
+      this->release();  // the answer's
+    }
+    this->release();  // the inner operation's
+  }
+
+  asio::cancellation_slot inner_slot(int) noexcept { return inner_cancel_.slot(); }
+
+ private:
+  Policy policy_;
   asio::cancellation_signal inner_cancel_;
-  std::atomic<int> phase_{kRunning};
-  std::atomic<int> refs_{2};
-  AsyncOutcome<T> outcome_;
 };
 
 }  // namespace r4c::detail
