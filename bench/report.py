@@ -41,6 +41,9 @@ ORDER = (
     "BM_PipelineLimitBreaker",
     "BM_PipelineLimitHedge",
     "BM_ExecutorRoundTrip",
+    "BM_AsyncBaseline",
+    "BM_AsyncExecute",
+    "BM_AsyncRejected",
 )
 # What each policy adds to a pipeline that has only an adaptive limit.
 POLICY_COSTS = (
@@ -65,7 +68,9 @@ ALLOC_BENCHMARKS = (
     "BM_MutexLimiter",
 )
 ZERO_ALLOC_BENCHMARKS = ALLOC_BENCHMARKS[:4]
-ALLOC_BENCHMARKS += PIPELINE_BENCHMARKS + ("BM_PipelineLimitHedge", "BM_ExecutorRoundTrip")
+ALLOC_BENCHMARKS += PIPELINE_BENCHMARKS + ("BM_PipelineLimitHedge", "BM_ExecutorRoundTrip",
+                                           "BM_AsyncBaseline", "BM_AsyncExecute",
+                                           "BM_AsyncRejected")
 NS_PER_UNIT = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
@@ -157,7 +162,7 @@ def fmt_ns(value):
 
 
 def judge(figures, uses_tsc):
-    """The six targets: (label, measured text, verdict), verdict PASS, FAIL or n/a.
+    """The targets: (label, measured text, verdict), verdict PASS, FAIL or n/a.
 
     Verdicts use CPU time per call per thread; the wall-clock figure and the verdict it would
     give are printed beside it (docs/performance.md explains the choice).
@@ -223,6 +228,22 @@ def judge(figures, uses_tsc):
     rows.append(("8. allocs_per_call == 0 on every pipeline benchmark (1, 2, 4 threads)",
                  "0 in every one" if not allocating else ", ".join(allocating),
                  verdict(not allocating)))
+    rows.append(ratio_row("9. AsyncExecute/threads:1 <= 1.3 x AsyncBaseline/threads:1 (execute + "
+                          "the bare Asio post)", ("BM_AsyncExecute", 1), ("BM_AsyncBaseline", 1),
+                          1.3))
+    extra = []
+    for threads in THREADS:
+        fig, base = get("BM_AsyncExecute", threads), get("BM_AsyncBaseline", threads)
+        if fig is None or base is None:
+            extra.append(f"threads:{threads}=missing")
+            continue
+        for counter in ("allocs_per_call", "mallocs_per_call"):
+            mine, theirs = fig.counters.get(counter), base.counters.get(counter)
+            if mine is None or theirs is None or mine > theirs:
+                extra.append(f"threads:{threads} {counter} {mine} vs {theirs}")
+    rows.append(("10. AsyncExecute allocates no more than AsyncBaseline (operator new and malloc; "
+                 "1, 2, 4 threads)", "never more" if not extra else ", ".join(extra),
+                 verdict(not extra)))
     return rows
 
 

@@ -121,8 +121,16 @@ class Bulkhead {
     return std::invoke(std::forward<F>(f));
   }
 
+  /// Runs the Asio operation `op` in a slot held until it completes, completing `token` with
+  /// void(std::exception_ptr, T). Defined in <r4c/asio.hpp>; see docs/async.md.
+  template <class T, class Op, class Token>
+  auto async_execute(Op&& op, Token&& token);
+
   /// Throws this bulkhead's BulkheadFullException.
   [[noreturn]] void throw_full() const;
+  /// The BulkheadFullException a full bulkhead fails calls with (one object, shared), for an
+  /// asynchronous call, which completes with it instead of throwing it.
+  const std::exception_ptr& rejection() const noexcept { return full_; }
 
   BulkheadHandle handle() const noexcept { return BulkheadHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }

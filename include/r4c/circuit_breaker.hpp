@@ -288,8 +288,22 @@ class CircuitBreaker {
   /// gives a half-open trial back.
   void release_permission() noexcept;
 
+  /// Runs the Asio operation `op` with the breaker's permission and records how it completed,
+  /// completing `token` with void(std::exception_ptr, T). Defined in <r4c/asio.hpp>; see
+  /// docs/async.md.
+  template <class T, class Op, class Token>
+  auto async_execute(Op&& op, Token&& token);
+
   /// Throws this breaker's CallNotPermittedException.
   [[noreturn]] void throw_not_permitted() const;
+  /// The CallNotPermittedException a refused call fails with (one object, shared), for an
+  /// asynchronous call, which completes with it instead of throwing it.
+  const std::exception_ptr& rejection() const noexcept { return not_permitted_; }
+  /// Records how the call `permit` admitted ended, for an asynchronous call whose failure
+  /// arrives as an exception_ptr: none is a success; a failure is classified as execute()
+  /// classifies what it catches (ignore_on, then record_on).
+  void record_outcome(CircuitBreakerPermit& permit, const std::exception_ptr& failure,
+                      std::chrono::nanoseconds duration) noexcept;
 
   /// Closes the breaker now with an empty window (an operator's override). Does nothing when
   /// already closed.
@@ -304,6 +318,8 @@ class CircuitBreaker {
   CircuitBreakerHandle handle() const noexcept { return CircuitBreakerHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }
   const CircuitBreakerConfig& config() const noexcept { return config_; }
+  /// The clock durations are measured on (an asynchronous call measures to its completion).
+  const std::shared_ptr<Clock>& clock() const noexcept { return clock_owner_; }
   /// A consistent picture of the state and its window.
   CircuitBreakerSnapshot snapshot() const;
 
@@ -365,6 +381,21 @@ inline void CircuitBreakerPermit::on_error(std::chrono::nanoseconds duration) no
 
 inline void CircuitBreakerPermit::release() noexcept {
   if (CircuitBreaker* breaker = std::exchange(breaker_, nullptr)) breaker->release(epoch_);
+}
+
+inline void CircuitBreaker::record_outcome(CircuitBreakerPermit& permit,
+                                           const std::exception_ptr& failure,
+                                           std::chrono::nanoseconds duration) noexcept {
+  if (!failure) return permit.on_success(duration);
+  // Without ignore_on or record_on every failure is recorded: no rethrow needed.
+  if (config_.ignore_on_types().empty() && config_.record_on_types().empty()) {
+    return permit.on_error(duration);
+  }
+  try {
+    std::rethrow_exception(failure);
+  } catch (...) {
+    record_current_exception(permit, duration);
+  }
 }
 
 template <class F>

@@ -162,6 +162,16 @@ class Pipeline {
     return stages_.through_hedge(f);
   }
 
+  /// Runs the asynchronous operation `op` (an Asio initiation: a callable taking a completion
+  /// handler) through every policy, completing `token` with `void(std::exception_ptr, T)`.
+  /// Defined in <r4c/asio.hpp>, which must be included to call it; see docs/async.md.
+  template <class Op, class Token>
+  auto async_execute(Op&& op, Token&& token) const;
+  /// Runs the coroutine `f()` returns (an asio::awaitable<T>) through every policy; returns
+  /// an asio::awaitable<T>. `f` is called once per attempt. Defined in <r4c/asio.hpp>.
+  template <class F>
+  auto co_execute(F f) const;
+
   const std::string& id() const noexcept { return id_; }
   /// The pipeline's policies; nullptr for those it does not have.
   Retry* retry() const noexcept { return stages_.retry; }

@@ -101,8 +101,19 @@ class Timeout {
   template <class F>
   decltype(auto) execute(F&& f);
 
+  /// Runs the Asio operation `op` under the deadline, completing `token` with
+  /// void(std::exception_ptr, T). Defined in <r4c/asio.hpp>; see docs/async.md.
+  template <class T, class Op, class Token>
+  auto async_execute(Op&& op, Token&& token);
+
   /// Throws this timeout's CallTimeoutException and counts it.
   [[noreturn]] void throw_timed_out();
+  /// Counts a timed-out call and returns this timeout's CallTimeoutException (one object,
+  /// shared), for an asynchronous call, which completes with it instead of throwing it.
+  const std::exception_ptr& count_timed_out() noexcept {
+    timed_out_count_.increment();
+    return timed_out_;
+  }
 
   TimeoutHandle handle() const noexcept { return TimeoutHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }

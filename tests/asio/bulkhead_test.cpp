@@ -1,1 +1,387 @@
-// (being written)
+// The bulkhead's asynchronous face (<r4c/asio.hpp>): a call holds its slot until its operation
+// completes, a full bulkhead fails at once, a cancelled call frees its slot at once; callback,
+// future and coroutine styles.
+#include <gtest/gtest.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+#include <asio/thread_pool.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
+#include <atomic>
+#include <future>
+#include <map>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "r4c/asio/bulkhead.hpp"
+#include "r4c/clock.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// A backend whose operations stay pending until the test completes them, by key.
+class Backend {
+ public:
+  struct Pending {
+    virtual ~Pending() = default;
+    virtual void complete(std::exception_ptr failure, std::string value) = 0;
+    virtual void complete(std::error_code code, std::string value) = 0;
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+  };
+
+  // An Asio initiation: stores the handler; records a cancellation forwarded to it.
+  auto place(std::string key) {
+    return [this, key](auto handler) {
+      auto pending = std::make_unique<Stored<decltype(handler)>>(std::move(handler));
+      auto slot = asio::get_associated_cancellation_slot(pending->handler);
+      if (slot.is_connected()) {
+        slot.assign([flag = pending->cancelled](asio::cancellation_type) { flag->store(true); });
+      }
+      ++started;
+      pending_[key] = std::move(pending);
+    };
+  }
+
+  void complete(const std::string& key, std::string value) {
+    take(key)->complete(std::exception_ptr(), std::move(value));
+  }
+  void fail(const std::string& key, std::exception_ptr failure) {
+    take(key)->complete(std::move(failure), std::string());
+  }
+  void fail(const std::string& key, std::error_code code) {
+    take(key)->complete(code, std::string());
+  }
+  bool cancelled(const std::string& key) const { return pending_.at(key)->cancelled->load(); }
+  bool has(const std::string& key) const { return pending_.count(key) == 1; }
+
+  int started = 0;
+
+ private:
+  template <class Handler>
+  struct Stored final : Pending {
+    explicit Stored(Handler h) : handler(std::move(h)) {}
+    void complete(std::exception_ptr failure, std::string value) override {
+      std::move(handler)(std::move(failure), std::move(value));
+    }
+    void complete(std::error_code code, std::string value) override {
+      std::move(handler)(code, std::move(value));
+    }
+    Handler handler;
+  };
+
+  std::unique_ptr<Pending> take(const std::string& key) {
+    auto found = pending_.find(key);
+    auto pending = std::move(found->second);
+    pending_.erase(found);
+    return pending;
+  }
+
+  std::map<std::string, std::unique_ptr<Pending>> pending_;
+};
+
+struct NotFound : std::runtime_error {
+  NotFound() : std::runtime_error("not found") {}
+};
+
+// The caller's view of one callback call.
+struct Answer {
+  int calls = 0;
+  std::exception_ptr failure;
+  std::string value;
+
+  auto handler() {
+    return [this](std::exception_ptr e, std::string r) {
+      ++calls;
+      failure = std::move(e);
+      value = std::move(r);
+    };
+  }
+};
+
+template <class Exception>
+bool holds(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const Exception&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+bool aborted(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const asio::system_error& e) {
+    return e.code() == asio::error::operation_aborted;
+  } catch (...) {
+    return false;
+  }
+}
+
+class AsyncBulkheadTest : public ::testing::Test {
+ protected:
+  // The bulkhead schedules nothing; a ManualClock is still what the other async tests use.
+  void TearDown() override { EXPECT_EQ(clock_->pending_tasks(), 0u); }
+
+  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
+  r4c::Bulkhead bulkhead_{"pool", r4c::BulkheadConfig().max_concurrent(2)};
+  asio::io_context io_;  // destroyed after the backend's pending operations
+  Backend backend_;
+};
+
+TEST_F(AsyncBulkheadTest, ACallHoldsItsSlotUntilItsOperationCompletes) {
+  Answer answer;
+  bulkhead_.async_execute<std::string>(backend_.place("a"), answer.handler());
+  EXPECT_EQ(backend_.started, 1);
+  EXPECT_EQ(bulkhead_.in_flight(), 1);
+  clock_->advance(3s);
+  EXPECT_EQ(bulkhead_.in_flight(), 1);  // still held: the operation has not completed
+  EXPECT_EQ(answer.calls, 0);
+  backend_.complete("a", "rows");
+  EXPECT_EQ(bulkhead_.in_flight(), 0);
+  ASSERT_EQ(answer.calls, 1);
+  EXPECT_FALSE(answer.failure);
+  EXPECT_EQ(answer.value, "rows");
+}
+
+TEST_F(AsyncBulkheadTest, FailuresPassThroughUnchangedAndFreeTheSlot) {
+  std::future<std::string> a =
+      bulkhead_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+  std::future<std::string> b =
+      bulkhead_.async_execute<std::string>(backend_.place("b"), asio::use_future);
+  EXPECT_EQ(bulkhead_.in_flight(), 2);
+  backend_.fail("a", std::make_exception_ptr(NotFound()));
+  EXPECT_EQ(bulkhead_.in_flight(), 1);
+  backend_.fail("b", asio::error::make_error_code(asio::error::connection_refused));
+  EXPECT_EQ(bulkhead_.in_flight(), 0);
+  EXPECT_THROW(a.get(), NotFound);
+  try {
+    b.get();
+    ADD_FAILURE() << "no exception";
+  } catch (const asio::system_error& e) {
+    EXPECT_EQ(e.code(), asio::error::connection_refused);
+  }
+  EXPECT_EQ(bulkhead_.snapshot().rejected, 0u);
+}
+
+// A full bulkhead fails at once (a ready future), without starting the operation.
+TEST_F(AsyncBulkheadTest, AFullBulkheadFailsAtOnceWithoutStartingTheOperation) {
+  auto a = bulkhead_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+  auto b = bulkhead_.async_execute<std::string>(backend_.place("b"), asio::use_future);
+  std::future<std::string> c =
+      bulkhead_.async_execute<std::string>(backend_.place("c"), asio::use_future);
+  ASSERT_EQ(c.wait_for(0s), std::future_status::ready);
+  EXPECT_THROW(c.get(), r4c::BulkheadFullException);
+  EXPECT_FALSE(backend_.has("c"));
+  EXPECT_EQ(backend_.started, 2);
+  EXPECT_EQ(bulkhead_.in_flight(), 2);
+  EXPECT_EQ(bulkhead_.snapshot().rejected, 1u);
+
+  // A callback with an executor of its own is answered through it, never inside the call.
+  Answer answer;
+  bulkhead_.async_execute<std::string>(backend_.place("d"),
+                                       asio::bind_executor(io_, answer.handler()));
+  EXPECT_EQ(answer.calls, 0);
+  io_.run();
+  ASSERT_EQ(answer.calls, 1);
+  EXPECT_TRUE(holds<r4c::BulkheadFullException>(answer.failure));
+  EXPECT_FALSE(backend_.has("d"));
+
+  backend_.complete("a", "a");
+  backend_.complete("b", "b");
+  EXPECT_EQ(a.get(), "a");
+  EXPECT_EQ(b.get(), "b");
+  EXPECT_EQ(bulkhead_.in_flight(), 0);
+}
+
+// Cancelling: answered at once with operation_aborted, the slot freed at once, the cancellation
+// forwarded, the late completion ignored.
+TEST_F(AsyncBulkheadTest, CancellingCompletesAtOnceFreesTheSlotAndForwardsTheCancellation) {
+  asio::cancellation_signal cancel;
+  Answer answer;
+  bulkhead_.async_execute<std::string>(
+      backend_.place("a"),
+      asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(io_, answer.handler())));
+  EXPECT_EQ(bulkhead_.in_flight(), 1);
+  cancel.emit(asio::cancellation_type::terminal);
+  EXPECT_EQ(bulkhead_.in_flight(), 0);  // freed at once
+  EXPECT_TRUE(backend_.cancelled("a"));
+  io_.run();
+  ASSERT_EQ(answer.calls, 1);
+  EXPECT_TRUE(aborted(answer.failure));
+
+  // The freed slot admits another call; the late completion neither answers nor frees twice.
+  auto b = bulkhead_.async_execute<std::string>(backend_.place("b"), asio::use_future);
+  auto c = bulkhead_.async_execute<std::string>(backend_.place("c"), asio::use_future);
+  EXPECT_EQ(bulkhead_.in_flight(), 2);
+  backend_.complete("a", "too late");
+  io_.restart();
+  io_.run();
+  EXPECT_EQ(answer.calls, 1);
+  EXPECT_EQ(bulkhead_.in_flight(), 2);
+  backend_.complete("b", "b");
+  backend_.complete("c", "c");
+  EXPECT_EQ(bulkhead_.in_flight(), 0);
+}
+
+TEST_F(AsyncBulkheadTest, ACompletionBeforeTheCancellationWins) {
+  asio::cancellation_signal cancel;
+  Answer answer;
+  bulkhead_.async_execute<std::string>(
+      backend_.place("a"), asio::bind_cancellation_slot(cancel.slot(), answer.handler()));
+  backend_.complete("a", "done");
+  cancel.emit(asio::cancellation_type::terminal);  // the slot was cleared: nothing happens
+  ASSERT_EQ(answer.calls, 1);
+  EXPECT_FALSE(answer.failure);
+  EXPECT_EQ(answer.value, "done");
+  EXPECT_EQ(bulkhead_.in_flight(), 0);
+}
+
+TEST_F(AsyncBulkheadTest, CoroutinesAwaitTheResultOrTheRejection) {
+  std::string result;
+  bool rejected = false;
+  asio::co_spawn(
+      io_,
+      [&]() -> asio::awaitable<void> {
+        auto a = bulkhead_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+        auto b = bulkhead_.async_execute<std::string>(backend_.place("b"), asio::use_future);
+        try {
+          co_await bulkhead_.async_execute<std::string>(backend_.place("c"), asio::use_awaitable);
+        } catch (const r4c::BulkheadFullException&) {
+          rejected = true;
+        }
+        backend_.complete("a", "a");
+        backend_.complete("b", "b");
+        result =
+            co_await bulkhead_.async_execute<std::string>(backend_.place("d"), asio::use_awaitable);
+      },
+      asio::detached);
+  while (!backend_.has("d")) io_.run_one();
+  EXPECT_TRUE(rejected);
+  EXPECT_FALSE(backend_.has("c"));
+  EXPECT_EQ(bulkhead_.in_flight(), 1);
+  backend_.complete("d", "placed d");
+  io_.run();
+  EXPECT_EQ(result, "placed d");
+  EXPECT_EQ(bulkhead_.in_flight(), 0);
+}
+
+// A coroutine cancelled through awaitable_operators (an Asio timer wins the race).
+TEST_F(AsyncBulkheadTest, ACoroutineCancelledByARaceFreesTheSlot) {
+  using namespace asio::experimental::awaitable_operators;
+  bool timer_won = false;
+  asio::co_spawn(
+      io_,
+      [&]() -> asio::awaitable<void> {
+        asio::steady_timer timer(io_, 1ms);
+        auto outcome = co_await (
+            bulkhead_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable) ||
+            timer.async_wait(asio::use_awaitable));
+        timer_won = outcome.index() == 1;
+      },
+      asio::detached);
+  io_.run();
+  EXPECT_TRUE(timer_won);
+  EXPECT_TRUE(backend_.cancelled("a"));
+  EXPECT_EQ(bulkhead_.in_flight(), 0);
+  backend_.complete("a", "late");  // ignored
+  EXPECT_EQ(bulkhead_.in_flight(), 0);
+}
+
+TEST_F(AsyncBulkheadTest, VoidOperationsWork) {
+  std::exception_ptr failure;
+  int calls = 0;
+  auto op = [](auto handler) { std::move(handler)(std::error_code()); };
+  bulkhead_.async_execute<void>(op, [&](std::exception_ptr e) {
+    failure = e;
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(failure);
+  EXPECT_EQ(bulkhead_.in_flight(), 0);
+}
+
+// An operation destroyed without completing (its context went away), or one that throws,
+// frees its slot.
+TEST_F(AsyncBulkheadTest, AnAbandonedOrThrowingOperationFreesItsSlot) {
+  {
+    asio::io_context io;
+    bulkhead_.async_execute<std::string>(
+        [&io](auto handler) {
+          asio::post(io,
+                     [h = std::move(handler)]() mutable { std::move(h)(std::error_code(), "x"); });
+        },
+        [](std::exception_ptr, std::string) { ADD_FAILURE() << "called"; });
+    EXPECT_EQ(bulkhead_.in_flight(), 1);
+  }
+  EXPECT_EQ(bulkhead_.in_flight(), 0);
+  EXPECT_THROW(bulkhead_.async_execute<std::string>(
+                   [](auto) -> void { throw NotFound(); },
+                   [](std::exception_ptr, std::string) { ADD_FAILURE() << "called"; }),
+               NotFound);
+  EXPECT_EQ(bulkhead_.in_flight(), 0);
+}
+
+// Several threads: random completion, failure and cancellation. Every slot comes back, every
+// caller is answered exactly once.
+TEST(AsyncBulkheadStressTest, EverySlotReturns) {
+  r4c::Bulkhead bulkhead("stress", r4c::BulkheadConfig().max_concurrent(16));
+  asio::thread_pool pool(2);
+  constexpr int kCalls = 3000;
+  std::atomic<int> answers{0};
+  std::atomic<int> duplicates{0};
+  std::atomic<int> rejected{0};
+  std::vector<std::atomic<bool>> answered(kCalls);
+  std::vector<std::unique_ptr<asio::cancellation_signal>> signals;
+  std::mt19937 random(11);
+  for (int i = 0; i < kCalls; ++i) {
+    signals.push_back(std::make_unique<asio::cancellation_signal>());
+    auto strand = asio::make_strand(pool);
+    const unsigned kind = random() % 3;
+    const auto delay = std::chrono::microseconds(random() % 200);
+    bulkhead.async_execute<std::string>(
+        [&pool, delay, kind](auto handler) {
+          auto timer = std::make_shared<asio::steady_timer>(pool, delay);
+          timer->async_wait([timer, kind, h = std::move(handler)](std::error_code) mutable {
+            if (kind == 0) {
+              std::move(h)(std::make_exception_ptr(NotFound()), "");
+            } else {
+              std::move(h)(std::error_code(), "ok");
+            }
+          });
+        },
+        asio::bind_cancellation_slot(
+            signals.back()->slot(),
+            asio::bind_executor(strand, [&, i](std::exception_ptr e, std::string) {
+              if (answered[i].exchange(true)) ++duplicates;
+              if (e && holds<r4c::BulkheadFullException>(e)) ++rejected;
+              ++answers;
+            })));
+    if (kind == 2) {
+      // The caller cancels from its own strand, as Asio requires.
+      asio::post(strand, [signal = signals.back().get()] {
+        signal->emit(asio::cancellation_type::terminal);
+      });
+    }
+  }
+  pool.join();
+  EXPECT_EQ(answers.load(), kCalls);
+  EXPECT_EQ(duplicates.load(), 0);
+  EXPECT_EQ(bulkhead.snapshot().rejected, static_cast<std::uint64_t>(rejected.load()));
+  EXPECT_EQ(bulkhead.in_flight(), 0);
+}
+
+}  // namespace

@@ -1,1 +1,497 @@
-// (being written)
+// The circuit breaker's asynchronous face (<r4c/asio.hpp>): permission when the operation
+// starts, its outcome recorded with its duration to completion, a refusal at once, nothing
+// recorded for a cancelled call; callback, future and coroutine styles.
+#include <gtest/gtest.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+#include <asio/thread_pool.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
+#include <atomic>
+#include <future>
+#include <map>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "r4c/asio/circuit_breaker.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// A backend whose operations stay pending until the test completes them, by key.
+class Backend {
+ public:
+  struct Pending {
+    virtual ~Pending() = default;
+    virtual void complete(std::exception_ptr failure, std::string value) = 0;
+    virtual void complete(std::error_code code, std::string value) = 0;
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+  };
+
+  // An Asio initiation: stores the handler; records a cancellation forwarded to it.
+  auto place(std::string key) {
+    return [this, key](auto handler) {
+      auto pending = std::make_unique<Stored<decltype(handler)>>(std::move(handler));
+      auto slot = asio::get_associated_cancellation_slot(pending->handler);
+      if (slot.is_connected()) {
+        slot.assign([flag = pending->cancelled](asio::cancellation_type) { flag->store(true); });
+      }
+      ++started;
+      pending_[key] = std::move(pending);
+    };
+  }
+
+  void complete(const std::string& key, std::string value) {
+    take(key)->complete(std::exception_ptr(), std::move(value));
+  }
+  void fail(const std::string& key, std::exception_ptr failure) {
+    take(key)->complete(std::move(failure), std::string());
+  }
+  void fail(const std::string& key, std::error_code code) {
+    take(key)->complete(code, std::string());
+  }
+  bool cancelled(const std::string& key) const { return pending_.at(key)->cancelled->load(); }
+  bool has(const std::string& key) const { return pending_.count(key) == 1; }
+
+  int started = 0;
+
+ private:
+  template <class Handler>
+  struct Stored final : Pending {
+    explicit Stored(Handler h) : handler(std::move(h)) {}
+    void complete(std::exception_ptr failure, std::string value) override {
+      std::move(handler)(std::move(failure), std::move(value));
+    }
+    void complete(std::error_code code, std::string value) override {
+      std::move(handler)(code, std::move(value));
+    }
+    Handler handler;
+  };
+
+  std::unique_ptr<Pending> take(const std::string& key) {
+    auto found = pending_.find(key);
+    auto pending = std::move(found->second);
+    pending_.erase(found);
+    return pending;
+  }
+
+  std::map<std::string, std::unique_ptr<Pending>> pending_;
+};
+
+struct NotFound : std::runtime_error {
+  NotFound() : std::runtime_error("not found") {}
+};
+
+// The caller's view of one callback call.
+struct Answer {
+  int calls = 0;
+  std::exception_ptr failure;
+  std::string value;
+
+  auto handler() {
+    return [this](std::exception_ptr e, std::string r) {
+      ++calls;
+      failure = std::move(e);
+      value = std::move(r);
+    };
+  }
+};
+
+template <class Exception>
+bool holds(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const Exception&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+bool aborted(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const asio::system_error& e) {
+    return e.code() == asio::error::operation_aborted;
+  } catch (...) {
+    return false;
+  }
+}
+
+struct IoError : std::runtime_error {
+  IoError() : std::runtime_error("io error") {}
+};
+
+class AsyncCircuitBreakerTest : public ::testing::Test {
+ protected:
+  void TearDown() override { EXPECT_EQ(clock_->pending_tasks(), 0u); }
+
+  // Opens at 50% failures of the last 4 calls; 2 s or longer is slow; one trial when half-open.
+  static r4c::CircuitBreakerConfig config() {
+    return r4c::CircuitBreakerConfig()
+        .sliding_window_size(4)
+        .minimum_number_of_calls(4)
+        .failure_rate_threshold(50)
+        .slow_call_duration(2s)
+        .wait_in_open(10s)
+        .permitted_calls_in_half_open(1);
+  }
+
+  // Fails `n` calls through async_execute.
+  void fail_calls(int n) {
+    for (int i = 0; i < n; ++i) {
+      const std::string key = "fail" + std::to_string(failures_++);
+      auto f = breaker_.async_execute<std::string>(backend_.place(key), asio::use_future);
+      backend_.fail(key, std::make_exception_ptr(IoError()));
+      EXPECT_THROW(f.get(), IoError);
+    }
+  }
+
+  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
+  r4c::CircuitBreaker breaker_{"inventory", config(), clock_};
+  asio::io_context io_;  // destroyed after the backend's pending operations
+  Backend backend_;
+  int failures_ = 0;
+};
+
+// A success passes through and is recorded with its duration to completion (3 s: slow).
+TEST_F(AsyncCircuitBreakerTest, ASuccessPassesThroughAndIsRecordedWithItsDuration) {
+  Answer answer;
+  breaker_.async_execute<std::string>(backend_.place("a"), answer.handler());
+  EXPECT_EQ(breaker_.snapshot().buffered_calls, 0u);  // nothing until it completes
+  clock_->advance(3s);
+  backend_.complete("a", "42");
+  ASSERT_EQ(answer.calls, 1);
+  EXPECT_FALSE(answer.failure);
+  EXPECT_EQ(answer.value, "42");
+  const r4c::CircuitBreakerSnapshot snapshot = breaker_.snapshot();
+  EXPECT_EQ(snapshot.buffered_calls, 1u);
+  EXPECT_EQ(snapshot.failed_calls, 0u);
+  EXPECT_EQ(snapshot.slow_calls, 1u);
+
+  breaker_.async_execute<std::string>(backend_.place("b"), answer.handler());
+  clock_->advance(1s);
+  backend_.complete("b", "43");
+  EXPECT_EQ(breaker_.snapshot().buffered_calls, 2u);
+  EXPECT_EQ(breaker_.snapshot().slow_calls, 1u);  // 1 s is not slow
+}
+
+TEST_F(AsyncCircuitBreakerTest, FailuresPassThroughUnchangedAndAreRecorded) {
+  auto a = breaker_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+  auto b = breaker_.async_execute<std::string>(backend_.place("b"), asio::use_future);
+  backend_.fail("a", std::make_exception_ptr(IoError()));
+  backend_.fail("b", asio::error::make_error_code(asio::error::connection_refused));
+  EXPECT_THROW(a.get(), IoError);
+  try {
+    b.get();
+    ADD_FAILURE() << "no exception";
+  } catch (const asio::system_error& e) {
+    EXPECT_EQ(e.code(), asio::error::connection_refused);
+  }
+  EXPECT_EQ(breaker_.snapshot().buffered_calls, 2u);
+  EXPECT_EQ(breaker_.snapshot().failed_calls, 2u);
+}
+
+// The failure is classified as execute() classifies what it catches: ignore_on, then record_on.
+TEST(AsyncCircuitBreakerClassificationTest, IgnoreOnThenRecordOn) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  r4c::CircuitBreaker breaker(
+      "classified",
+      r4c::CircuitBreakerConfig().record_on<IoError, asio::system_error>().ignore_on<NotFound>(),
+      clock);
+  Backend backend;
+  auto ignored = breaker.async_execute<std::string>(backend.place("a"), asio::use_future);
+  backend.fail("a", std::make_exception_ptr(NotFound()));
+  EXPECT_THROW(ignored.get(), NotFound);
+  EXPECT_EQ(breaker.snapshot().buffered_calls, 0u);  // ignored: not recorded at all
+
+  auto not_recorded = breaker.async_execute<std::string>(backend.place("b"), asio::use_future);
+  backend.fail("b", std::make_exception_ptr(std::logic_error("bug")));
+  EXPECT_THROW(not_recorded.get(), std::logic_error);
+  EXPECT_EQ(breaker.snapshot().buffered_calls, 1u);  // a failure not recorded is a success
+  EXPECT_EQ(breaker.snapshot().failed_calls, 0u);
+
+  auto recorded = breaker.async_execute<std::string>(backend.place("c"), asio::use_future);
+  backend.fail("c", std::make_exception_ptr(IoError()));
+  EXPECT_THROW(recorded.get(), IoError);
+  auto code = breaker.async_execute<std::string>(backend.place("d"), asio::use_future);
+  backend.fail("d", asio::error::make_error_code(asio::error::connection_reset));
+  EXPECT_THROW(code.get(), asio::system_error);
+  EXPECT_EQ(breaker.snapshot().buffered_calls, 3u);
+  EXPECT_EQ(breaker.snapshot().failed_calls, 2u);
+  EXPECT_EQ(clock->pending_tasks(), 0u);
+}
+
+// Failures through async calls open the breaker; an open breaker fails at once without starting
+// the operation; after wait_in_open a trial call is let through and closes it again.
+TEST_F(AsyncCircuitBreakerTest, FailuresOpenTheBreakerWhichThenRejectsAtOnce) {
+  fail_calls(2);
+  auto ok1 = breaker_.async_execute<std::string>(backend_.place("ok1"), asio::use_future);
+  auto ok2 = breaker_.async_execute<std::string>(backend_.place("ok2"), asio::use_future);
+  backend_.complete("ok1", "x");
+  EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::closed);  // 3 calls: below the minimum
+  backend_.complete("ok2", "x");
+  EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::open);  // 2 of 4 failed: 50%
+  ok1.get();
+  ok2.get();
+
+  const int started = backend_.started;
+  std::future<std::string> refused =
+      breaker_.async_execute<std::string>(backend_.place("r"), asio::use_future);
+  ASSERT_EQ(refused.wait_for(0s), std::future_status::ready);
+  try {
+    refused.get();
+    ADD_FAILURE() << "no exception";
+  } catch (const r4c::CallNotPermittedException& e) {
+    EXPECT_EQ(e.instance_id(), "inventory");
+  }
+  EXPECT_EQ(backend_.started, started);  // the operation never started
+  EXPECT_FALSE(backend_.has("r"));
+  EXPECT_EQ(breaker_.snapshot().not_permitted_calls, 1u);
+
+  // A callback with an executor is answered through it.
+  Answer answer;
+  breaker_.async_execute<std::string>(backend_.place("r2"),
+                                      asio::bind_executor(io_, answer.handler()));
+  EXPECT_EQ(answer.calls, 0);
+  io_.run();
+  ASSERT_EQ(answer.calls, 1);
+  EXPECT_TRUE(holds<r4c::CallNotPermittedException>(answer.failure));
+  EXPECT_EQ(breaker_.snapshot().not_permitted_calls, 2u);
+
+  clock_->advance(10s);  // wait_in_open is over: one trial call
+  auto trial = breaker_.async_execute<std::string>(backend_.place("t"), asio::use_future);
+  EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::half_open);
+  auto extra = breaker_.async_execute<std::string>(backend_.place("e"), asio::use_future);
+  EXPECT_THROW(extra.get(), r4c::CallNotPermittedException);  // the one trial is taken
+  backend_.complete("t", "back");
+  EXPECT_EQ(trial.get(), "back");
+  EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::closed);
+}
+
+TEST_F(AsyncCircuitBreakerTest, AFailedTrialOpensTheBreakerAgain) {
+  fail_calls(4);
+  ASSERT_EQ(breaker_.state(), r4c::CircuitBreakerState::open);
+  clock_->advance(10s);
+  auto trial = breaker_.async_execute<std::string>(backend_.place("t"), asio::use_future);
+  clock_->advance(1s);
+  backend_.fail("t", asio::error::make_error_code(asio::error::connection_refused));
+  EXPECT_THROW(trial.get(), asio::system_error);
+  EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::open);
+}
+
+// Cancelling: answered at once with operation_aborted, nothing recorded, the cancellation
+// forwarded, the late completion ignored.
+TEST_F(AsyncCircuitBreakerTest, CancellingCompletesAtOnceWithoutRecording) {
+  asio::cancellation_signal cancel;
+  Answer answer;
+  breaker_.async_execute<std::string>(
+      backend_.place("a"),
+      asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(io_, answer.handler())));
+  cancel.emit(asio::cancellation_type::terminal);
+  EXPECT_TRUE(backend_.cancelled("a"));
+  io_.run();
+  ASSERT_EQ(answer.calls, 1);
+  EXPECT_TRUE(aborted(answer.failure));
+
+  backend_.fail("a", std::make_exception_ptr(IoError()));  // late: ignored
+  io_.restart();
+  io_.run();
+  EXPECT_EQ(answer.calls, 1);
+  EXPECT_EQ(breaker_.snapshot().buffered_calls, 0u);
+  EXPECT_EQ(breaker_.snapshot().failed_calls, 0u);
+}
+
+// A half-open trial is given back at once when its call is cancelled, and when its operation is
+// abandoned, so the breaker can still let a trial through.
+TEST_F(AsyncCircuitBreakerTest, AHalfOpenTrialIsGivenBackOnCancellation) {
+  fail_calls(4);
+  clock_->advance(10s);
+  asio::cancellation_signal cancel;
+  Answer answer;
+  breaker_.async_execute<std::string>(
+      backend_.place("t1"),
+      asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(io_, answer.handler())));
+  ASSERT_EQ(breaker_.state(), r4c::CircuitBreakerState::half_open);
+  cancel.emit(asio::cancellation_type::terminal);
+
+  // The operation has not completed yet, and the trial is already back.
+  auto trial = breaker_.async_execute<std::string>(backend_.place("t2"), asio::use_future);
+  ASSERT_EQ(trial.wait_for(0s), std::future_status::timeout);  // permitted, not refused
+  EXPECT_EQ(breaker_.snapshot().not_permitted_calls, 0u);
+  io_.run();
+  EXPECT_TRUE(aborted(answer.failure));
+  backend_.fail("t1", std::make_exception_ptr(IoError()));  // late: must not rate half-open
+  EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::half_open);
+  backend_.complete("t2", "ok");
+  EXPECT_EQ(trial.get(), "ok");
+  EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::closed);
+}
+
+TEST_F(AsyncCircuitBreakerTest, AHalfOpenTrialIsGivenBackWhenItsOperationIsAbandoned) {
+  fail_calls(4);
+  clock_->advance(10s);
+  {
+    asio::io_context io;
+    breaker_.async_execute<std::string>(
+        [&io](auto handler) {
+          asio::post(io,
+                     [h = std::move(handler)]() mutable { std::move(h)(std::error_code(), "x"); });
+        },
+        [](std::exception_ptr, std::string) { ADD_FAILURE() << "called"; });
+    ASSERT_EQ(breaker_.state(), r4c::CircuitBreakerState::half_open);
+    auto refused = breaker_.async_execute<std::string>(backend_.place("r"), asio::use_future);
+    EXPECT_THROW(refused.get(), r4c::CallNotPermittedException);  // the one trial is taken
+  }  // abandoned: the trial is given back, nothing recorded
+
+  auto trial = breaker_.async_execute<std::string>(backend_.place("t"), asio::use_future);
+  ASSERT_EQ(trial.wait_for(0s), std::future_status::timeout);  // permitted
+  backend_.complete("t", "ok");
+  EXPECT_EQ(trial.get(), "ok");
+  EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::closed);
+}
+
+// An operation that throws from its initiation gives its permission back; the exception
+// leaves async_execute.
+TEST_F(AsyncCircuitBreakerTest, AnOperationThatThrowsGivesThePermissionBack) {
+  fail_calls(4);
+  clock_->advance(10s);
+  EXPECT_THROW(breaker_.async_execute<std::string>(
+                   [](auto) -> void { throw NotFound(); },
+                   [](std::exception_ptr, std::string) { ADD_FAILURE() << "called"; }),
+               NotFound);
+  auto trial = breaker_.async_execute<std::string>(backend_.place("t"), asio::use_future);
+  ASSERT_EQ(trial.wait_for(0s), std::future_status::timeout);  // permitted
+  backend_.complete("t", "ok");
+  EXPECT_EQ(trial.get(), "ok");
+}
+
+TEST_F(AsyncCircuitBreakerTest, CoroutinesAwaitTheResultOrTheRefusal) {
+  std::string result;
+  bool refused = false;
+  asio::co_spawn(
+      io_,
+      [&]() -> asio::awaitable<void> {
+        result =
+            co_await breaker_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
+        breaker_.transition_to_open();
+        try {
+          co_await breaker_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
+        } catch (const r4c::CallNotPermittedException&) {
+          refused = true;
+        }
+      },
+      asio::detached);
+  while (!backend_.has("a")) io_.run_one();
+  clock_->advance(1s);
+  backend_.complete("a", "stock");
+  io_.run();
+  EXPECT_EQ(result, "stock");
+  EXPECT_TRUE(refused);
+  EXPECT_FALSE(backend_.has("b"));
+}
+
+// A coroutine cancelled through awaitable_operators (an Asio timer wins the race).
+TEST_F(AsyncCircuitBreakerTest, ACoroutineCancelledByARaceRecordsNothing) {
+  using namespace asio::experimental::awaitable_operators;
+  bool timer_won = false;
+  asio::co_spawn(
+      io_,
+      [&]() -> asio::awaitable<void> {
+        asio::steady_timer timer(io_, 1ms);
+        auto outcome = co_await (
+            breaker_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable) ||
+            timer.async_wait(asio::use_awaitable));
+        timer_won = outcome.index() == 1;
+      },
+      asio::detached);
+  io_.run();
+  EXPECT_TRUE(timer_won);
+  EXPECT_TRUE(backend_.cancelled("a"));
+  backend_.fail("a", std::make_exception_ptr(IoError()));  // ignored
+  EXPECT_EQ(breaker_.snapshot().buffered_calls, 0u);
+}
+
+TEST_F(AsyncCircuitBreakerTest, VoidOperationsWork) {
+  std::exception_ptr failure;
+  int calls = 0;
+  auto op = [](auto handler) { std::move(handler)(std::error_code()); };
+  breaker_.async_execute<void>(op, [&](std::exception_ptr e) {
+    failure = e;
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(failure);
+  EXPECT_EQ(breaker_.snapshot().buffered_calls, 1u);
+}
+
+// Several threads, real time: random success, failure and cancellation move the breaker
+// through its states (wait_in_open 1 ms). Every caller is answered exactly once, and every
+// refusal it answers is counted.
+TEST(AsyncCircuitBreakerStressTest, EveryCallerIsAnsweredOnce) {
+  auto clock = std::make_shared<r4c::SystemClock>();
+  r4c::CircuitBreaker breaker("stress",
+                              r4c::CircuitBreakerConfig()
+                                  .sliding_window_size(20)
+                                  .minimum_number_of_calls(10)
+                                  .wait_in_open(1ms)
+                                  .permitted_calls_in_half_open(3),
+                              clock);
+  asio::thread_pool pool(2);
+  constexpr int kCalls = 3000;
+  std::atomic<int> answers{0};
+  std::atomic<int> duplicates{0};
+  std::atomic<int> refused{0};
+  std::vector<std::atomic<bool>> answered(kCalls);
+  std::vector<std::unique_ptr<asio::cancellation_signal>> signals;
+  std::mt19937 random(5);
+  for (int i = 0; i < kCalls; ++i) {
+    signals.push_back(std::make_unique<asio::cancellation_signal>());
+    auto strand = asio::make_strand(pool);
+    const unsigned kind = random() % 4;  // 0: fails, 3: cancelled, else succeeds
+    const auto delay = std::chrono::microseconds(random() % 300);
+    breaker.async_execute<std::string>(
+        [&pool, delay, kind](auto handler) {
+          auto timer = std::make_shared<asio::steady_timer>(pool, delay);
+          timer->async_wait([timer, kind, h = std::move(handler)](std::error_code) mutable {
+            if (kind == 0) {
+              std::move(h)(std::make_exception_ptr(IoError()), "");
+            } else {
+              std::move(h)(std::error_code(), "ok");
+            }
+          });
+        },
+        asio::bind_cancellation_slot(
+            signals.back()->slot(),
+            asio::bind_executor(strand, [&, i](std::exception_ptr e, std::string) {
+              if (answered[i].exchange(true)) ++duplicates;
+              if (e && holds<r4c::CallNotPermittedException>(e)) ++refused;
+              ++answers;
+            })));
+    if (kind == 3) {
+      // The caller cancels from its own strand, as Asio requires.
+      asio::post(strand, [signal = signals.back().get()] {
+        signal->emit(asio::cancellation_type::terminal);
+      });
+    }
+  }
+  pool.join();
+  EXPECT_EQ(answers.load(), kCalls);
+  EXPECT_EQ(duplicates.load(), 0);
+  EXPECT_EQ(breaker.snapshot().not_permitted_calls, static_cast<std::uint64_t>(refused.load()));
+  EXPECT_EQ(clock->pending_tasks(), 0u);
+}
+
+}  // namespace

@@ -1,1 +1,266 @@
-// (being written)
+// The pipeline's asynchronous face: the same policies, in the same order, around an Asio
+// operation; the product document's async rules hold through the whole pipeline.
+#include <gtest/gtest.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "r4c/asio.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Operations that stay pending until the test completes them, by key.
+class Backend {
+ public:
+  auto place(std::string key) {
+    return [this, key](auto handler) {
+      auto stored = std::make_unique<Stored<decltype(handler)>>(std::move(handler));
+      auto slot = asio::get_associated_cancellation_slot(stored->handler);
+      if (slot.is_connected()) {
+        slot.assign([flag = stored->cancelled](asio::cancellation_type) { *flag = true; });
+      }
+      ++started[key];
+      pending_[key] = std::move(stored);
+    };
+  }
+  void complete(const std::string& key, std::string value) {
+    take(key)->complete(std::exception_ptr(), std::move(value));
+  }
+  void fail(const std::string& key, std::exception_ptr failure) {
+    take(key)->complete(std::move(failure), std::string());
+  }
+  bool has(const std::string& key) const { return pending_.count(key) == 1; }
+  bool cancelled(const std::string& key) const { return *pending_.at(key)->cancelled; }
+
+  std::map<std::string, int> started;
+
+ private:
+  struct Pending {
+    virtual ~Pending() = default;
+    virtual void complete(std::exception_ptr failure, std::string value) = 0;
+    std::shared_ptr<bool> cancelled = std::make_shared<bool>(false);
+  };
+  template <class Handler>
+  struct Stored final : Pending {
+    explicit Stored(Handler h) : handler(std::move(h)) {}
+    void complete(std::exception_ptr failure, std::string value) override {
+      std::move(handler)(std::move(failure), std::move(value));
+    }
+    Handler handler;
+  };
+  std::unique_ptr<Pending> take(const std::string& key) {
+    auto found = pending_.find(key);
+    auto pending = std::move(found->second);
+    pending_.erase(found);
+    return pending;
+  }
+  std::map<std::string, std::unique_ptr<Pending>> pending_;
+};
+
+class AsyncPipelineTest : public ::testing::Test {
+ protected:
+  void TearDown() override { EXPECT_EQ(clock_->pending_tasks(), 0u); }
+
+  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
+  r4c::ResilienceRegistry registry_ =
+      r4c::testing::registry(clock_)
+          .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(1); })
+          .build();
+  Backend backend_;
+};
+
+// The product document's ManualClock scenario, through a pipeline.
+TEST_F(AsyncPipelineTest, TwoPendingCallsHoldTheSlotsTheThirdFailsAtOnceAndTheWindowEnds) {
+  auto orders = r4c::Pipeline<std::string>::builder(registry_, "orders-async")
+                    .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(2); })
+                    .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(10); })
+                    .build();
+  auto a = orders.async_execute(backend_.place("a"), asio::use_future);
+  auto b = orders.async_execute(backend_.place("b"), asio::use_future);
+  auto c = orders.async_execute(backend_.place("c"), asio::use_future);
+  ASSERT_EQ(c.wait_for(0s), std::future_status::ready);
+  EXPECT_THROW(c.get(), r4c::LimitExceededException);
+  EXPECT_FALSE(backend_.has("c"));
+  EXPECT_EQ(orders.bulkhead()->in_flight(), 2);
+  clock_->advance(1s);
+  backend_.complete("a", "placed a");
+  backend_.complete("b", "placed b");
+  EXPECT_EQ(a.get(), "placed a");
+  EXPECT_EQ(b.get(), "placed b");
+  const r4c::AdaptiveLimitSnapshot snapshot = registry_.adaptive_limit("orders-async").snapshot();
+  EXPECT_EQ(snapshot.windows, 1u);
+  EXPECT_EQ(snapshot.window_latency, 1s);
+  EXPECT_EQ(orders.bulkhead()->in_flight(), 0);
+}
+
+// An async timeout inside the limit fires from the clock: the caller gets CallTimeoutException,
+// the operation is cancelled, and the limit records a drop of the timeout's length.
+TEST_F(AsyncPipelineTest, AnAsyncTimeoutInsideTheLimitIsADrop) {
+  auto orders = r4c::Pipeline<std::string>::builder(registry_, "orders")
+                    .adaptive_limit([](r4c::AdaptiveLimitConfig& a) {
+                      a.algorithm(r4c::LimitAlgorithm::aimd).initial_limit(10);
+                    })
+                    .timeout([](r4c::TimeoutConfig& t) { t.timeout(2s); })
+                    .build();
+  asio::io_context io;
+  std::exception_ptr failure;
+  orders.async_execute(
+      backend_.place("a"),
+      asio::bind_executor(io, [&](std::exception_ptr e, std::string) { failure = e; }));
+  clock_->advance(2s);  // the deadline fires; its answer is posted to the io_context
+  io.run();
+  ASSERT_TRUE(failure);
+  EXPECT_THROW(std::rethrow_exception(failure), r4c::CallTimeoutException);
+  EXPECT_TRUE(backend_.cancelled("a"));
+  const r4c::AdaptiveLimitSnapshot snapshot = orders.adaptive_limit()->snapshot();
+  EXPECT_TRUE(snapshot.window_dropped);
+  EXPECT_EQ(snapshot.window_latency, 2s);
+  EXPECT_EQ(snapshot.limit, 9);
+  EXPECT_EQ(orders.timeout()->snapshot().timed_out, 1u);
+  backend_.complete("a", "late");  // ignored
+  io.restart();
+  io.run();
+  EXPECT_EQ(orders.adaptive_limit()->in_flight(), 0);
+}
+
+// Cancelling the caller frees every slot at once without a sample and reaches the operation.
+TEST_F(AsyncPipelineTest, CancellingFreesEverySlotAndReachesTheOperation) {
+  auto orders = r4c::Pipeline<std::string>::builder(registry_, "orders")
+                    .circuit_breaker()
+                    .adaptive_limit()
+                    .timeout([](r4c::TimeoutConfig& t) { t.timeout(5s); })
+                    .bulkhead()
+                    .build();
+  asio::io_context io;
+  asio::cancellation_signal cancel;
+  std::exception_ptr failure;
+  int answers = 0;
+  orders.async_execute(
+      backend_.place("a"),
+      asio::bind_cancellation_slot(cancel.slot(),
+                                   asio::bind_executor(io, [&](std::exception_ptr e, std::string) {
+                                     failure = e;
+                                     ++answers;
+                                   })));
+  EXPECT_EQ(orders.adaptive_limit()->in_flight(), 1);
+  EXPECT_EQ(orders.bulkhead()->in_flight(), 1);
+  cancel.emit(asio::cancellation_type::terminal);
+  io.run();
+  ASSERT_EQ(answers, 1);
+  try {
+    std::rethrow_exception(failure);
+  } catch (const asio::system_error& e) {
+    EXPECT_EQ(e.code(), asio::error::operation_aborted);
+  }
+  EXPECT_TRUE(backend_.cancelled("a"));
+  EXPECT_EQ(orders.adaptive_limit()->in_flight(), 0);
+  EXPECT_EQ(orders.bulkhead()->in_flight(), 0);
+  EXPECT_EQ(clock_->pending_tasks(), 0u);  // the timeout's deadline is off the clock
+  backend_.complete("a", "late");
+  io.restart();
+  io.run();
+  EXPECT_EQ(answers, 1);
+  EXPECT_EQ(orders.adaptive_limit()->snapshot().samples, 0u);
+  EXPECT_EQ(orders.circuit_breaker()->snapshot().buffered_calls, 0u);
+}
+
+// A retry outside retries a full limit after its wait on the clock; each attempt passes the
+// limit on its own, and the waiting call holds no slot.
+TEST_F(AsyncPipelineTest, ARetryOutsideRetriesAFullLimitAfterItsWait) {
+  auto orders = r4c::Pipeline<std::string>::builder(registry_, "orders")
+                    .retry([](r4c::RetryConfig& r) { r.max_attempts(3).wait(100ms); })
+                    .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(1); })
+                    .build();
+  r4c::Permit held = orders.adaptive_limit()->try_acquire();
+  auto result = orders.async_execute(backend_.place("a"), asio::use_future);
+  EXPECT_EQ(orders.retry()->snapshot().waiting_calls, 1);
+  EXPECT_EQ(orders.adaptive_limit()->in_flight(), 1);  // only the held permit
+  held.on_ignore();
+  clock_->advance(100ms);  // the wait ends: the second attempt starts
+  ASSERT_TRUE(backend_.has("a"));
+  backend_.complete("a", "placed");
+  EXPECT_EQ(result.get(), "placed");
+  EXPECT_EQ(orders.adaptive_limit()->snapshot().rejected, 1u);
+  EXPECT_EQ(orders.retry()->snapshot().successful_with_retry, 1u);
+}
+
+// A hedge stops launching attempts when the limit rejects one.
+TEST_F(AsyncPipelineTest, AHedgeStopsLaunchingWhenTheLimitRejectsAnAttempt) {
+  auto reads = r4c::Pipeline<std::string>::builder(registry_, "reads")
+                   .hedge([](r4c::HedgeConfig& h) { h.delay(100ms).max_attempts(3); })
+                   .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(1); })
+                   .build();
+  asio::io_context io;
+  std::string result;
+  reads.async_execute(backend_.place("a"),
+                      asio::bind_executor(io, [&](std::exception_ptr e, std::string r) {
+                        EXPECT_FALSE(e);
+                        result = std::move(r);
+                      }));
+  io.poll();
+  EXPECT_EQ(backend_.started["a"], 1);
+  clock_->advance(100ms);  // attempt 2: the limit rejects it
+  io.poll();
+  clock_->advance(100ms);  // no attempt 3
+  clock_->advance(1s);
+  io.poll();
+  EXPECT_EQ(backend_.started["a"], 1);
+  backend_.complete("a", "read");
+  io.run();
+  EXPECT_EQ(result, "read");
+  EXPECT_EQ(reads.hedge()->snapshot().hedges_launched, 1u);
+  EXPECT_EQ(reads.adaptive_limit()->snapshot().rejected, 1u);
+}
+
+TEST_F(AsyncPipelineTest, CoExecuteRunsACoroutineThroughThePipeline) {
+  auto orders = r4c::Pipeline<std::string>::builder(registry_, "orders")
+                    .retry([](r4c::RetryConfig& r) { r.max_attempts(2).wait(10ms); })
+                    .adaptive_limit()
+                    .build();
+  asio::io_context io;
+  int attempts = 0;
+  std::string result;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        result = co_await orders.co_execute([&]() -> asio::awaitable<std::string> {
+          if (++attempts == 1) throw std::runtime_error("first attempt fails");
+          co_return "placed";
+        });
+      },
+      asio::detached);
+  io.run_for(10ms);  // the first attempt fails; the retry waits on the ManualClock
+  EXPECT_EQ(attempts, 1);
+  clock_->advance(10ms);
+  io.restart();
+  io.run();
+  EXPECT_EQ(attempts, 2);
+  EXPECT_EQ(result, "placed");
+  EXPECT_EQ(orders.adaptive_limit()->in_flight(), 0);
+}
+
+TEST_F(AsyncPipelineTest, AnOperationsFailurePassesThroughUnchanged) {
+  auto orders = r4c::Pipeline<std::string>::builder(registry_, "orders").adaptive_limit().build();
+  auto result = orders.async_execute(backend_.place("a"), asio::use_future);
+  auto failure = std::make_exception_ptr(std::runtime_error("out of stock"));
+  backend_.fail("a", failure);
+  try {
+    result.get();
+    ADD_FAILURE() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "out of stock");
+  }
+}
+
+}  // namespace

@@ -1,1 +1,465 @@
-// (being written)
+// The timeout's asynchronous face (<r4c/asio.hpp>): the deadline runs on the timeout's clock,
+// so a ManualClock's advance() fires it; callback, future and coroutine styles.
+#include <gtest/gtest.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/thread_pool.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
+#include <atomic>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "r4c/asio/timeout.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// A backend whose operations stay pending until the test completes them, by key.
+class Backend {
+ public:
+  struct Pending {
+    virtual ~Pending() = default;
+    virtual void complete(std::exception_ptr failure, std::string value) = 0;
+    virtual void complete(std::error_code code, std::string value) = 0;
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+  };
+
+  // An Asio initiation: stores the handler; records a cancellation forwarded to it.
+  auto place(std::string key) {
+    return [this, key](auto handler) {
+      auto pending = std::make_unique<Stored<decltype(handler)>>(std::move(handler));
+      auto slot = asio::get_associated_cancellation_slot(pending->handler);
+      if (slot.is_connected()) {
+        slot.assign([flag = pending->cancelled](asio::cancellation_type) { flag->store(true); });
+      }
+      ++started;
+      pending_[key] = std::move(pending);
+    };
+  }
+
+  void complete(const std::string& key, std::string value) {
+    take(key)->complete(std::exception_ptr(), std::move(value));
+  }
+  void fail(const std::string& key, std::exception_ptr failure) {
+    take(key)->complete(std::move(failure), std::string());
+  }
+  void fail(const std::string& key, std::error_code code) {
+    take(key)->complete(code, std::string());
+  }
+  bool cancelled(const std::string& key) const { return pending_.at(key)->cancelled->load(); }
+  bool has(const std::string& key) const { return pending_.count(key) == 1; }
+
+  int started = 0;
+
+ private:
+  template <class Handler>
+  struct Stored final : Pending {
+    explicit Stored(Handler h) : handler(std::move(h)) {}
+    void complete(std::exception_ptr failure, std::string value) override {
+      std::move(handler)(std::move(failure), std::move(value));
+    }
+    void complete(std::error_code code, std::string value) override {
+      std::move(handler)(code, std::move(value));
+    }
+    Handler handler;
+  };
+
+  std::unique_ptr<Pending> take(const std::string& key) {
+    auto found = pending_.find(key);
+    auto pending = std::move(found->second);
+    pending_.erase(found);
+    return pending;
+  }
+
+  std::map<std::string, std::unique_ptr<Pending>> pending_;
+};
+
+struct NotFound : std::runtime_error {
+  NotFound() : std::runtime_error("not found") {}
+};
+
+// The caller's view of one callback call.
+struct Answer {
+  int calls = 0;
+  std::exception_ptr failure;
+  std::string value;
+
+  auto handler() {
+    return [this](std::exception_ptr e, std::string r) {
+      ++calls;
+      failure = std::move(e);
+      value = std::move(r);
+    };
+  }
+};
+
+template <class Exception>
+bool holds(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const Exception&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+bool aborted(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const asio::system_error& e) {
+    return e.code() == asio::error::operation_aborted;
+  } catch (...) {
+    return false;
+  }
+}
+
+class AsyncTimeoutTest : public ::testing::Test {
+ protected:
+  void TearDown() override { EXPECT_EQ(clock_->pending_tasks(), 0u); }
+
+  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
+  r4c::Timeout timeout_{"search", r4c::TimeoutConfig().timeout(2s), clock_};
+  asio::io_context io_;  // destroyed after the backend's pending operations
+  Backend backend_;
+};
+
+TEST_F(AsyncTimeoutTest, ACompletionInTimePassesThroughAndUnschedulesTheDeadline) {
+  Answer answer;
+  timeout_.async_execute<std::string>(backend_.place("a"), answer.handler());
+  EXPECT_EQ(clock_->pending_tasks(), 1u);  // armed when the operation started
+  clock_->advance(1999ms);
+  EXPECT_EQ(answer.calls, 0);
+  backend_.complete("a", "hits");
+  EXPECT_EQ(clock_->pending_tasks(), 0u);
+  ASSERT_EQ(answer.calls, 1);
+  EXPECT_FALSE(answer.failure);
+  EXPECT_EQ(answer.value, "hits");
+  clock_->advance(1h);
+  EXPECT_EQ(answer.calls, 1);
+  EXPECT_EQ(timeout_.snapshot().timed_out, 0u);
+}
+
+TEST_F(AsyncTimeoutTest, FailuresInTimePassThroughUnchanged) {
+  std::future<std::string> a =
+      timeout_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+  std::future<std::string> b =
+      timeout_.async_execute<std::string>(backend_.place("b"), asio::use_future);
+  EXPECT_EQ(clock_->pending_tasks(), 2u);
+  clock_->advance(1s);
+  backend_.fail("a", std::make_exception_ptr(NotFound()));
+  backend_.fail("b", asio::error::make_error_code(asio::error::connection_refused));
+  EXPECT_THROW(a.get(), NotFound);
+  try {
+    b.get();
+    ADD_FAILURE() << "no exception";
+  } catch (const asio::system_error& e) {
+    EXPECT_EQ(e.code(), asio::error::connection_refused);
+  }
+  EXPECT_EQ(timeout_.snapshot().timed_out, 0u);
+}
+
+// The deadline fires from advance(): the caller gets this timeout's CallTimeoutException
+// (counted), the operation is cancelled through its slot, and its late completion is ignored.
+TEST_F(AsyncTimeoutTest, TheDeadlineFiresFromAdvanceAndCancelsTheOperation) {
+  Answer answer;
+  timeout_.async_execute<std::string>(backend_.place("a"),
+                                      asio::bind_executor(io_, answer.handler()));
+  clock_->advance(1999ms);
+  io_.poll();
+  EXPECT_EQ(answer.calls, 0);
+  io_.restart();  // poll() found no work and stopped it
+  clock_->advance(1ms);
+  EXPECT_EQ(clock_->pending_tasks(), 0u);
+  io_.run();
+  ASSERT_EQ(answer.calls, 1);
+  ASSERT_TRUE(holds<r4c::CallTimeoutException>(answer.failure));
+  try {
+    std::rethrow_exception(answer.failure);
+  } catch (const r4c::CallTimeoutException& e) {
+    EXPECT_NE(std::string(e.what()).find("timeout 'search'"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(backend_.cancelled("a"));
+  EXPECT_EQ(timeout_.snapshot().timed_out, 1u);
+
+  backend_.complete("a", "too late");  // ignored
+  io_.restart();
+  io_.run();
+  EXPECT_EQ(answer.calls, 1);
+  EXPECT_EQ(timeout_.snapshot().timed_out, 1u);
+}
+
+// Like an Asio timer, an armed deadline is work on the caller's executor: an io_context whose
+// only pending thing is the deadline does not run out of work.
+TEST_F(AsyncTimeoutTest, AnArmedDeadlineKeepsTheCallersContextBusy) {
+  Answer answer;
+  std::function<void()> keep;  // an operation that registers no work of its own
+  timeout_.async_execute<std::string>(
+      [&keep](auto handler) {
+        keep = [h = std::make_shared<decltype(handler)>(std::move(handler))] {};
+      },
+      asio::bind_executor(io_, answer.handler()));
+  io_.poll();
+  EXPECT_FALSE(io_.stopped());
+  clock_->advance(2s);
+  io_.run();  // returns once the caller is answered: the work is given back
+  ASSERT_EQ(answer.calls, 1);
+  EXPECT_TRUE(holds<r4c::CallTimeoutException>(answer.failure));
+  keep = nullptr;  // the operation's handler, destroyed late: nothing more happens
+}
+
+// The deadline decides at the instant it fires: a completion that arrives after it, even before
+// the caller's executor has run, is discarded like the synchronous path's late result.
+TEST_F(AsyncTimeoutTest, ACompletionAfterTheDeadlineFiredIsIgnored) {
+  Answer answer;
+  timeout_.async_execute<std::string>(backend_.place("a"),
+                                      asio::bind_executor(io_, answer.handler()));
+  clock_->advance(2s);
+  backend_.complete("a", "late");
+  io_.run();
+  ASSERT_EQ(answer.calls, 1);
+  EXPECT_TRUE(holds<r4c::CallTimeoutException>(answer.failure));
+  EXPECT_EQ(timeout_.snapshot().timed_out, 1u);
+}
+
+TEST_F(AsyncTimeoutTest, AFutureFailsWithTheTimeout) {
+  std::future<std::string> a =
+      timeout_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+  clock_->advance(5s);
+  EXPECT_THROW(a.get(), r4c::CallTimeoutException);  // answered from asio's system executor
+  EXPECT_TRUE(backend_.cancelled("a"));
+  EXPECT_EQ(timeout_.snapshot().timed_out, 1u);
+}
+
+// Cancelling: answered at once with operation_aborted, the deadline unscheduled, the
+// cancellation forwarded, the late completion ignored, nothing counted.
+TEST_F(AsyncTimeoutTest, CancellingCompletesAtOnceAndUnschedulesTheDeadline) {
+  asio::cancellation_signal cancel;
+  Answer answer;
+  timeout_.async_execute<std::string>(
+      backend_.place("a"),
+      asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(io_, answer.handler())));
+  EXPECT_EQ(clock_->pending_tasks(), 1u);
+  cancel.emit(asio::cancellation_type::terminal);
+  EXPECT_EQ(clock_->pending_tasks(), 0u);  // freed at once
+  EXPECT_TRUE(backend_.cancelled("a"));
+  io_.run();
+  ASSERT_EQ(answer.calls, 1);
+  EXPECT_TRUE(aborted(answer.failure));
+
+  clock_->advance(5s);                 // no deadline left to fire
+  backend_.complete("a", "too late");  // ignored
+  io_.restart();
+  io_.run();
+  EXPECT_EQ(answer.calls, 1);
+  EXPECT_EQ(timeout_.snapshot().timed_out, 0u);
+}
+
+TEST_F(AsyncTimeoutTest, ACancellationAfterTheDeadlineFiredDoesNothing) {
+  asio::cancellation_signal cancel;
+  Answer answer;
+  timeout_.async_execute<std::string>(
+      backend_.place("a"),
+      asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(io_, answer.handler())));
+  clock_->advance(2s);
+  cancel.emit(asio::cancellation_type::terminal);  // the deadline already claimed the call
+  io_.run();
+  ASSERT_EQ(answer.calls, 1);
+  EXPECT_TRUE(holds<r4c::CallTimeoutException>(answer.failure));
+  EXPECT_EQ(timeout_.snapshot().timed_out, 1u);
+}
+
+TEST_F(AsyncTimeoutTest, CoroutinesAwaitTheResultOrTheTimeout) {
+  std::string first;
+  bool timed_out = false;
+  asio::co_spawn(
+      io_,
+      [&]() -> asio::awaitable<void> {
+        first =
+            co_await timeout_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
+        try {
+          co_await timeout_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
+        } catch (const r4c::CallTimeoutException&) {
+          timed_out = true;
+        }
+      },
+      asio::detached);
+  while (!backend_.has("a")) io_.run_one();
+  clock_->advance(1s);
+  backend_.complete("a", "a");
+  while (!backend_.has("b")) io_.run_one();
+  clock_->advance(2s);
+  io_.run();
+  EXPECT_EQ(first, "a");
+  EXPECT_TRUE(timed_out);
+  EXPECT_TRUE(backend_.cancelled("b"));
+  EXPECT_EQ(timeout_.snapshot().timed_out, 1u);
+}
+
+// A coroutine cancelled through awaitable_operators (an Asio timer wins the race).
+TEST_F(AsyncTimeoutTest, ACoroutineCancelledByARaceUnschedulesTheDeadline) {
+  using namespace asio::experimental::awaitable_operators;
+  bool timer_won = false;
+  asio::co_spawn(
+      io_,
+      [&]() -> asio::awaitable<void> {
+        asio::steady_timer timer(io_, 1ms);
+        auto outcome = co_await (
+            timeout_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable) ||
+            timer.async_wait(asio::use_awaitable));
+        timer_won = outcome.index() == 1;
+      },
+      asio::detached);
+  io_.run();
+  EXPECT_TRUE(timer_won);
+  EXPECT_TRUE(backend_.cancelled("a"));
+  EXPECT_EQ(clock_->pending_tasks(), 0u);
+  backend_.complete("a", "late");  // ignored
+  EXPECT_EQ(timeout_.snapshot().timed_out, 0u);
+}
+
+TEST_F(AsyncTimeoutTest, VoidOperationsWork) {
+  std::exception_ptr failure;
+  int calls = 0;
+  auto done = [](auto handler) { std::move(handler)(std::error_code()); };
+  timeout_.async_execute<void>(done, [&](std::exception_ptr e) {
+    failure = e;
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(failure);
+
+  std::function<void(std::error_code)> stored;
+  auto never = [&](auto handler) {
+    stored = [h = std::make_shared<decltype(handler)>(std::move(handler))](std::error_code c) {
+      (std::move(*h))(c);
+    };
+  };
+  std::future<void> f = timeout_.async_execute<void>(never, asio::use_future);
+  clock_->advance(2s);
+  EXPECT_THROW(f.get(), r4c::CallTimeoutException);
+  stored(std::error_code());  // late: ignored
+  stored = nullptr;
+}
+
+// A deadline that passes while the operation is being started (here the operation itself
+// advances the clock) answers only once the operation has started.
+TEST_F(AsyncTimeoutTest, ADeadlinePassingWhileTheOperationStartsWaitsForIt) {
+  Answer answer;
+  auto place = backend_.place("a");
+  timeout_.async_execute<std::string>(
+      [&](auto handler) {
+        clock_->advance(3s);  // fires the deadline inside the initiation
+        place(std::move(handler));
+      },
+      asio::bind_executor(io_, answer.handler()));
+  io_.run();
+  ASSERT_EQ(answer.calls, 1);
+  EXPECT_TRUE(holds<r4c::CallTimeoutException>(answer.failure));
+  EXPECT_TRUE(backend_.cancelled("a"));  // its handler was in place for the cancellation
+  EXPECT_EQ(timeout_.snapshot().timed_out, 1u);
+}
+
+TEST_F(AsyncTimeoutTest, AnOperationThatThrowsLeavesNoDeadlineAndIsNotCounted) {
+  Answer answer;
+  EXPECT_THROW(timeout_.async_execute<std::string>([&](auto) -> void { throw NotFound(); },
+                                                   answer.handler()),
+               NotFound);
+  EXPECT_THROW(timeout_.async_execute<std::string>(
+                   [&](auto) -> void {
+                     clock_->advance(3s);  // the deadline passes first, then the op throws
+                     throw NotFound();
+                   },
+                   asio::bind_executor(io_, answer.handler())),
+               NotFound);
+  io_.run();
+  EXPECT_EQ(answer.calls, 0);  // the handlers were destroyed uncalled
+  EXPECT_EQ(timeout_.snapshot().timed_out, 0u);
+}
+
+// An operation destroyed without completing (its context went away) unschedules the deadline.
+TEST_F(AsyncTimeoutTest, AnAbandonedOperationUnschedulesTheDeadline) {
+  {
+    asio::io_context io;
+    timeout_.async_execute<std::string>(
+        [&io](auto handler) {
+          asio::post(io,
+                     [h = std::move(handler)]() mutable { std::move(h)(std::error_code(), "x"); });
+        },
+        [](std::exception_ptr, std::string) { ADD_FAILURE() << "called"; });
+    EXPECT_EQ(clock_->pending_tasks(), 1u);
+  }
+  EXPECT_EQ(clock_->pending_tasks(), 0u);
+}
+
+// Real time, several threads: each call is answered once, every timeout it answers is counted
+// and no other, and no deadline is left behind. Half the operations complete after a random
+// delay (racing their deadline); the other half only when the timeout cancels them.
+TEST(AsyncTimeoutStressTest, ConcurrentCallsRacingTheirDeadlines) {
+  auto clock = std::make_shared<r4c::SystemClock>();
+  r4c::Timeout timeout("race", r4c::TimeoutConfig().timeout(300us), clock);
+  asio::thread_pool pool(2);
+  constexpr int kCalls = 2000;
+  std::atomic<int> answers{0};
+  std::atomic<int> timeouts{0};
+  std::atomic<int> duplicates{0};
+  int hanging = 0;
+  std::vector<std::atomic<bool>> answered(kCalls);
+  std::mt19937 random(7);
+  for (int i = 0; i < kCalls; ++i) {
+    auto answer = asio::bind_executor(pool, [&, i](std::exception_ptr e, std::string) {
+      if (answered[i].exchange(true)) ++duplicates;
+      if (e && holds<r4c::CallTimeoutException>(e)) ++timeouts;
+      ++answers;
+    });
+    if (random() % 2 == 0) {
+      const auto delay = std::chrono::microseconds(random() % 600);
+      timeout.async_execute<std::string>(
+          [&pool, delay](auto handler) {
+            auto timer = std::make_shared<asio::steady_timer>(pool, delay);
+            timer->async_wait([timer, h = std::move(handler)](std::error_code) mutable {
+              std::move(h)(std::error_code(), "ok");
+            });
+          },
+          answer);
+    } else {
+      ++hanging;
+      timeout.async_execute<std::string>(
+          [](auto handler) {
+            // Completes only through the cancellation the timeout forwards.
+            auto slot = asio::get_associated_cancellation_slot(handler);
+            auto stored = std::make_shared<std::optional<decltype(handler)>>(std::move(handler));
+            slot.assign([stored](asio::cancellation_type) {
+              auto inner = std::move(**stored);
+              stored->reset();
+              std::move(inner)(asio::error::make_error_code(asio::error::operation_aborted), "");
+            });
+          },
+          answer);
+    }
+  }
+  pool.join();
+  EXPECT_EQ(answers.load(), kCalls);
+  EXPECT_EQ(duplicates.load(), 0);
+  EXPECT_GE(timeouts.load(), hanging);
+  EXPECT_EQ(timeout.snapshot().timed_out, static_cast<std::uint64_t>(timeouts.load()));
+  EXPECT_EQ(clock->pending_tasks(), 0u);
+}
+
+}  // namespace

@@ -46,7 +46,7 @@ struct LimitInitiation {
   AdaptiveLimit* limit;
 
   template <class Handler, class Op>
-  void operator()(Handler handler, Op op) const {
+  void operator()(Handler handler, Op&& op) const {
     Permit permit = limit->try_acquire();
     if (!permit) [[unlikely]] {
       fail_at_once<T>(std::move(handler), limit->rejection());

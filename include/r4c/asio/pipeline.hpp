@@ -1,2 +1,103 @@
-// (being written)
+// The pipeline's asynchronous face: async_execute (any Asio completion token) and co_execute (a
+// coroutine), through the same policies in the same order as execute():
+//
+//   retry -> hedge -> circuit breaker -> rate limiter -> adaptive limit -> timeout -> bulkhead
+//   -> the operation
+//
+// Each policy present wraps the next one's initiation with its own async_execute, so each
+// attempt of the retry and of the hedge passes every inner policy and is measured on its own.
+// Included by <r4c/asio.hpp>.
 #pragma once
+
+#include <asio/async_result.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <type_traits>
+#include <utility>
+
+#include "r4c/asio/adaptive_limit.hpp"
+#include "r4c/asio/bulkhead.hpp"
+#include "r4c/asio/circuit_breaker.hpp"
+#include "r4c/asio/hedge.hpp"
+#include "r4c/asio/rate_limiter.hpp"
+#include "r4c/asio/retry.hpp"
+#include "r4c/asio/timeout.hpp"
+#include "r4c/detail/async_call.hpp"
+#include "r4c/pipeline.hpp"
+
+namespace r4c {
+namespace detail {
+
+// One policy around the initiation `inner`: an initiation itself. Without the policy (null) it
+// is `inner`. Policies that start their inner operation at once take it by reference; those that
+// start it later or several times (rate limiter, retry, hedge) copy it into their call's state.
+template <class T, class Policy, class Inner>
+struct AsyncLayer {
+  Policy* policy;
+  Inner inner;
+
+  template <class Handler>
+  void operator()(Handler&& handler) {
+    if (policy == nullptr) {
+      inner(std::forward<Handler>(handler));
+    } else {
+      policy->template async_execute<T>(inner, std::forward<Handler>(handler));
+    }
+  }
+};
+
+template <class T, class Policy, class Inner>
+AsyncLayer<T, Policy, std::decay_t<Inner>> layer(Policy* policy, Inner&& inner) {
+  return {policy, std::forward<Inner>(inner)};
+}
+
+template <class T>
+struct PipelineInitiation {
+  PipelineStages<T> stages;
+
+  template <class Handler, class Op>
+  void operator()(Handler&& handler, Op&& op) const {
+    // Innermost first.
+    auto chain =
+        layer<T>(stages.retry,
+                 layer<T>(stages.hedge,
+                          layer<T>(stages.circuit_breaker,
+                                   layer<T>(stages.rate_limiter,
+                                            layer<T>(stages.adaptive_limit,
+                                                     layer<T>(stages.timeout,
+                                                              layer<T>(stages.bulkhead,
+                                                                       std::forward<Op>(op))))))));
+    chain(std::forward<Handler>(handler));
+  }
+};
+
+template <class T, class F>
+asio::awaitable<T> co_execute_through(PipelineStages<T> stages, F f) {
+  auto executor = co_await asio::this_coro::executor;
+  // Each attempt runs f()'s coroutine on this coroutine's executor; the handler r4c gives it
+  // carries the cancellation slot that co_spawn listens to.
+  auto op = [f = std::move(f), executor](auto handler) mutable {
+    asio::co_spawn(executor, f(), std::move(handler));
+  };
+  co_return co_await asio::async_initiate<const asio::use_awaitable_t<>&, AsyncSignature<T>>(
+      PipelineInitiation<T>{stages}, asio::use_awaitable, std::move(op));
+}
+
+}  // namespace detail
+
+template <class T>
+template <class Op, class Token>
+auto Pipeline<T>::async_execute(Op&& op, Token&& token) const {
+  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
+      detail::PipelineInitiation<T>{stages_}, token, std::forward<Op>(op));
+}
+
+template <class T>
+template <class F>
+auto Pipeline<T>::co_execute(F f) const {
+  return detail::co_execute_through<T>(stages_, std::move(f));
+}
+
+}  // namespace r4c

@@ -24,7 +24,9 @@
 #include <asio/cancellation_type.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/error.hpp>
+#include <asio/execution/outstanding_work.hpp>
 #include <asio/post.hpp>
+#include <asio/prefer.hpp>
 #include <asio/recycling_allocator.hpp>
 #include <asio/system_error.hpp>
 #include <asio/system_executor.hpp>
@@ -251,6 +253,7 @@ class AsyncCallBase {
       : handler_(std::move(handler)),
         allocator_(state_allocator(handler_)),
         executor_(asio::get_associated_executor(handler_)),
+        work_(asio::prefer(executor_, asio::execution::outstanding_work.tracked)),
         caller_slot_(asio::get_associated_cancellation_slot(handler_)) {}
   ~AsyncCallBase() = default;
 
@@ -276,19 +279,38 @@ class AsyncCallBase {
               std::optional<std::conditional_t<std::is_void_v<T>, char, T>> value = {}) {
     failure_ = std::move(failure);
     value_ = std::move(value);
-    asio::dispatch(executor_, asio::bind_allocator(allocator_, [this] { finish(); }));
+    // The work is given up after the dispatch: a posted answer is work of its own.
+    [[maybe_unused]] auto work = std::move(work_);
+    asio::dispatch(executor_, asio::bind_allocator(allocator_, Step{this, &AsyncCallBase::finish}));
   }
   /// The same, always through a post: for answers given from inside the initiating function
   /// or from a cancellation handler.
   void answer_later(std::exception_ptr failure) {
     failure_ = std::move(failure);
-    asio::post(executor_, asio::bind_allocator(allocator_, [this] { finish(); }));
+    [[maybe_unused]] auto work = std::move(work_);
+    asio::post(executor_, asio::bind_allocator(allocator_, Step{this, &AsyncCallBase::finish}));
   }
+
+  /// A step run later on the caller's executor, holding a reference: run, it calls `run` (which
+  /// takes over the reference); destroyed unrun (its context shut down), it gives the
+  /// reference back, so the call's state is freed either way.
+  struct Step {
+    AsyncCallBase* call;
+    void (AsyncCallBase::*run)();
+    Step(AsyncCallBase* c, void (AsyncCallBase::*r)()) noexcept : call(c), run(r) {}
+    Step(Step&& other) noexcept : call(std::exchange(other.call, nullptr)), run(other.run) {}
+    Step& operator=(Step&&) = delete;
+    ~Step() {
+      if (call != nullptr) call->release();
+    }
+    void operator()() { (std::exchange(call, nullptr)->*run)(); }
+  };
 
   /// The caller's cancellation slot, disconnected from this call; only where the caller's
   /// emissions cannot run (its context shut down).
   void stop_watching_caller() noexcept {
     if (caller_slot_.is_connected()) caller_slot_.clear();
+    work_.reset();
   }
 
  private:
@@ -310,9 +332,16 @@ class AsyncCallBase {
     invoke_handler<T>(handler, std::move(failure), value);
   }
 
+  using Work = std::decay_t<decltype(asio::prefer(std::declval<const CallerExecutor&>(),
+                                                  asio::execution::outstanding_work.tracked))>;
+
   Handler handler_;
   Allocator allocator_;
   CallerExecutor executor_;
+  // Outstanding work on the caller's executor until the call is answered, as an Asio
+  // operation keeps it: an io_context's run() does not return while a call waits on r4c's
+  // clock (a retry's wait, a deadline) with nothing of Asio's pending.
+  std::optional<Work> work_;
   asio::cancellation_slot caller_slot_;
   std::atomic<bool> answered_{false};
   std::atomic<int> refs_{1};  // the answer's
@@ -361,14 +390,7 @@ class GuardedCall final : public AsyncCallBase<GuardedCall<T, Handler, Policy>, 
   void interrupt(std::exception_ptr reason) {
     this->add_ref();  // the posted step's
     asio::post(this->caller_executor(),
-               asio::bind_allocator(this->allocator(), [this, reason = std::move(reason)] {
-                 if (this->claim()) {
-                   policy_.cancelled();
-                   inner_cancel_.emit(asio::cancellation_type::all);
-                   this->answer(reason);
-                 }
-                 this->release();
-               }));
+               asio::bind_allocator(this->allocator(), InterruptStep(this, std::move(reason))));
   }
 
   void on_cancel() {
@@ -399,6 +421,29 @@ class GuardedCall final : public AsyncCallBase<GuardedCall<T, Handler, Policy>, 
   asio::cancellation_slot inner_slot(int) noexcept { return inner_cancel_.slot(); }
 
  private:
+  // interrupt()'s posted step; destroyed unrun (its context shut down) it gives its reference
+  // back.
+  struct InterruptStep {
+    GuardedCall* call;
+    std::exception_ptr reason;
+    InterruptStep(GuardedCall* c, std::exception_ptr r) noexcept : call(c), reason(std::move(r)) {}
+    InterruptStep(InterruptStep&& other) noexcept
+        : call(std::exchange(other.call, nullptr)), reason(std::move(other.reason)) {}
+    InterruptStep& operator=(InterruptStep&&) = delete;
+    ~InterruptStep() {
+      if (call != nullptr) call->release();
+    }
+    void operator()() {
+      GuardedCall* self = std::exchange(call, nullptr);
+      if (self->claim()) {
+        self->policy_.cancelled();
+        self->inner_cancel_.emit(asio::cancellation_type::all);
+        self->answer(std::move(reason));
+      }
+      self->release();
+    }
+  };
+
   Policy policy_;
   asio::cancellation_signal inner_cancel_;
 };
