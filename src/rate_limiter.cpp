@@ -128,19 +128,31 @@ bool RateLimiter::try_acquire() noexcept {
   return false;
 }
 
-void RateLimiter::acquire() {
+RateLimiter::Reservation RateLimiter::reserve_permit() noexcept {
   const std::int64_t now = clock_.ticks();
   const std::int64_t wait = reserve(now, timeout_ticks_);
   if (wait == 0) [[likely]]
-    return;
+    return {Reservation::Kind::now, std::chrono::nanoseconds(0)};
   if (wait < 0) {
     rejected_.increment();
-    std::rethrow_exception(refused_);
+    return {};
   }
   waiting_.fetch_add(1, std::memory_order_relaxed);
   // From the reservation's own reading: the clock may have moved on since.
-  clock_owner_->sleep_until(std::chrono::nanoseconds(clock_.to_clock_ns(now + wait)));
-  waiting_.fetch_sub(1, std::memory_order_relaxed);
+  return {Reservation::Kind::later, std::chrono::nanoseconds(clock_.to_clock_ns(now + wait))};
+}
+
+void RateLimiter::acquire() {
+  const Reservation reservation = reserve_permit();
+  if (reservation.kind == Reservation::Kind::now) [[likely]]
+    return;
+  if (reservation.kind == Reservation::Kind::refused) std::rethrow_exception(refused_);
+  // Ends the wait however it ends (sleep_until may throw std::bad_alloc).
+  struct EndWait {
+    RateLimiter& limiter;
+    ~EndWait() { limiter.end_wait(); }
+  } end_wait_on_exit{*this};
+  clock_owner_->sleep_until(reservation.ready_at);
 }
 
 RateLimiterSnapshot RateLimiter::snapshot() const {

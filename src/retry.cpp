@@ -166,7 +166,16 @@ void Retry::count_failure(int attempts) noexcept {
   }
 }
 
-void Retry::wait_after(int failed_attempt) {
+bool Retry::retryable(const std::exception_ptr& failure) const noexcept {
+  if (!classify_by_type_) return true;
+  try {
+    std::rethrow_exception(failure);
+  } catch (...) {
+    return retryable_current();
+  }
+}
+
+std::chrono::nanoseconds Retry::begin_wait(int failed_attempt) {
   retries_.increment();
   double wait = static_cast<double>(config_.wait().count());
   if (config_.exponential_backoff() && wait > 0.0) {  // 0 * inf would be NaN
@@ -180,13 +189,17 @@ void Retry::wait_after(int failed_attempt) {
     wait = std::uniform_real_distribution<double>(wait * (1.0 - jitter),
                                                   wait * (1.0 + jitter))(engine);
   }
-  const auto span = std::chrono::nanoseconds(static_cast<std::int64_t>(wait));
   waiting_.fetch_add(1, std::memory_order_relaxed);
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(wait));
+}
+
+void Retry::wait_after(int failed_attempt) {
+  const std::chrono::nanoseconds span = begin_wait(failed_attempt);
   // Ends the wait count however the wait ends (sleep_until may throw std::bad_alloc).
   struct Unwait {
-    std::atomic<std::int32_t>& waiting;
-    ~Unwait() { waiting.fetch_sub(1, std::memory_order_relaxed); }
-  } unwait{waiting_};
+    Retry& retry;
+    ~Unwait() { retry.end_wait(); }
+  } unwait{*this};
   try {
     clock_->sleep_until(clock_->now() + span);
   } catch (...) {

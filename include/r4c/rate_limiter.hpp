@@ -100,6 +100,32 @@ class RateLimiter {
     acquire();
     return std::invoke(std::forward<F>(f));
   }
+  /// Runs the asynchronous operation `op` once a permit is had, waiting on a timer, never
+  /// blocking a thread; completes `token` with `void(std::exception_ptr, T)`.
+  /// Defined in <r4c/asio.hpp>; see docs/async.md.
+  template <class T, class Op, class Token>
+  auto async_execute(Op&& op, Token&& token);
+
+  /// A permit taken without blocking, for asynchronous callers.
+  struct Reservation {
+    enum class Kind : std::uint8_t {
+      now,      // usable at once
+      later,    // reserved in a coming period: usable from `ready_at`; the caller waits
+      refused,  // none within timeout_duration (counted in `rejected`)
+    };
+    Kind kind = Kind::refused;
+    std::chrono::nanoseconds ready_at{0};  // on the clock's now() scale; for `later` only
+  };
+  /// Takes a permit as acquire() does, sharing its accounting, but never waits: a `later`
+  /// reservation counts in waiting_calls until the caller calls end_wait(), whether it used the
+  /// permit or gave up (the permit stays taken either way).
+  Reservation reserve_permit() noexcept;
+  /// Ends a wait that reserve_permit() began.
+  void end_wait() noexcept { waiting_.fetch_sub(1, std::memory_order_relaxed); }
+  /// The RequestNotPermittedException refused calls fail with (one object, shared).
+  const std::exception_ptr& rejection() const noexcept { return refused_; }
+  /// The clock the permits and waits run on.
+  const std::shared_ptr<Clock>& clock() const noexcept { return clock_owner_; }
 
   RateLimiterHandle handle() const noexcept { return RateLimiterHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }

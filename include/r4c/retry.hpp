@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -146,6 +147,11 @@ struct RetrySnapshot {
 
 class Retry;
 
+namespace detail {
+template <class T, class Handler, class Op>
+class RetryCall;  // an asynchronous call (<r4c/asio.hpp>)
+}  // namespace detail
+
 /// A view of a retry for operators and tests. Valid while the retry lives.
 class RetryHandle {
  public:
@@ -174,6 +180,12 @@ class Retry {
   /// and allocates nothing.
   template <class F>
   decltype(auto) execute(F&& f);
+  /// Runs the asynchronous operation `op` (invoked as an lvalue, once per attempt) until it
+  /// succeeds, its failure is not retried, or max_attempts attempts were made, waiting on a
+  /// timer between attempts; completes `token` with `void(std::exception_ptr, T)`.
+  /// Defined in <r4c/asio.hpp>; see docs/async.md.
+  template <class T, class Op, class Token>
+  auto async_execute(Op&& op, Token&& token);
 
   /// A view for operators and tests.
   RetryHandle handle() const noexcept { return RetryHandle(*this); }
@@ -194,6 +206,16 @@ class Retry {
   void count_failure(int attempts) noexcept;
   // Counts a retry and waits before the attempt after `failed_attempt`.
   void wait_after(int failed_attempt);
+  // Counts a retry and begins the wait before the attempt after `failed_attempt`, counted in
+  // waiting_calls until end_wait(); returns how long it lasts. Never blocks.
+  std::chrono::nanoseconds begin_wait(int failed_attempt);
+  void end_wait() noexcept { waiting_.fetch_sub(1, std::memory_order_relaxed); }
+  // Whether `failure` is retried at all by type (retryable_current() outside a catch).
+  bool retryable(const std::exception_ptr& failure) const noexcept;
+
+  // The asynchronous call decides and counts with the members above, as execute() does.
+  template <class T, class Handler, class Op>
+  friend class detail::RetryCall;
 
   const std::string instance_id_;
   const RetryConfig config_;
