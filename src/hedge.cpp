@@ -5,10 +5,10 @@
 #include "config_check.hpp"
 
 namespace r4c {
-namespace {
+namespace detail {
 
 // Whether `failure` says that a policy inside the call refused it: another attempt would only
-// meet the same refusal and add load.
+// meet the same refusal and add load. Shared with the asynchronous face.
 bool is_inner_rejection(const std::exception_ptr& failure) noexcept {
   try {
     std::rethrow_exception(failure);
@@ -24,6 +24,10 @@ bool is_inner_rejection(const std::exception_ptr& failure) noexcept {
     return false;
   }
 }
+
+}  // namespace detail
+
+namespace {
 
 void check_delay(std::chrono::nanoseconds value) {
   if (value.count() <= 0 || value > HedgeConfig::kLongestDelay) {

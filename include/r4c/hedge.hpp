@@ -205,6 +205,14 @@ class HedgeCall final : public HedgeCallBase {
   Stored result_{};
 };
 
+/// Whether `failure` is an inner rejection (LimitExceededException, CallNotPermittedException,
+/// BulkheadFullException, RequestNotPermittedException, or a type derived from one): another
+/// attempt would only meet the same refusal, so the hedge launches no more.
+bool is_inner_rejection(const std::exception_ptr& failure) noexcept;
+
+// The asynchronous face's access to a hedge's counters (<r4c/asio/hedge.hpp>).
+struct HedgeAsyncAccess;
+
 /// Throws std::invalid_argument: hedge `id` was given a callable it cannot copy into the state
 /// its attempts share.
 [[noreturn]] void throw_hedge_needs_copyable(const std::string& id);
@@ -245,6 +253,11 @@ class Hedge {
   /// and one stop_source per attempt.
   template <class F>
   decltype(auto) execute(F&& f);
+  /// Hedges the Asio operation `op` (a callable taking a completion handler), launching its
+  /// attempts on the caller's executor, and completes `token` with
+  /// `void(std::exception_ptr, T)`. Defined in <r4c/asio.hpp>; see docs/async.md.
+  template <class T, class Op, class Token>
+  auto async_execute(Op&& op, Token&& token);
 
   /// A view for operators and tests.
   HedgeHandle handle() const noexcept { return HedgeHandle(*this); }
@@ -260,6 +273,8 @@ class Hedge {
   HedgeSnapshot snapshot() const;
 
  private:
+  friend struct detail::HedgeAsyncAccess;
+
   // Launches and waits for the attempts of one call; on return `call` holds a winner or a
   // failure, no attempt of it is launched any more, and its timer is off the clock.
   void run(detail::HedgeCallBase& call);

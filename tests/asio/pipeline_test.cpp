@@ -183,14 +183,23 @@ TEST_F(AsyncPipelineTest, ARetryOutsideRetriesAFullLimitAfterItsWait) {
                     .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(1); })
                     .build();
   r4c::Permit held = orders.adaptive_limit()->try_acquire();
-  auto result = orders.async_execute(backend_.place("a"), asio::use_future);
+  asio::io_context io;
+  std::string result;
+  orders.async_execute(backend_.place("a"),
+                       asio::bind_executor(io, [&](std::exception_ptr e, std::string r) {
+                         EXPECT_FALSE(e);
+                         result = std::move(r);
+                       }));
+  io.poll();  // the limit's refusal reaches the retry through the caller's executor
   EXPECT_EQ(orders.retry()->snapshot().waiting_calls, 1);
   EXPECT_EQ(orders.adaptive_limit()->in_flight(), 1);  // only the held permit
   held.on_ignore();
-  clock_->advance(100ms);  // the wait ends: the second attempt starts
+  clock_->advance(100ms);  // the wait ends; the second attempt starts on the caller's executor
+  io.poll();
   ASSERT_TRUE(backend_.has("a"));
   backend_.complete("a", "placed");
-  EXPECT_EQ(result.get(), "placed");
+  io.run();
+  EXPECT_EQ(result, "placed");
   EXPECT_EQ(orders.adaptive_limit()->snapshot().rejected, 1u);
   EXPECT_EQ(orders.retry()->snapshot().successful_with_retry, 1u);
 }

@@ -132,25 +132,40 @@ struct AsyncOutcome {
 /// destroyed uncalled (its context shut down) it reports `Owner::inner_abandoned(tag)`. It
 /// carries the caller's executor and allocator, and `Owner::inner_slot(tag)` as its
 /// cancellation slot.
-template <class Owner, class T>
-class InnerHandler {
+///
+/// Its type depends on the caller's executor and allocator only, not on the call it reports
+/// to (which it reaches through a table of three functions): policies nested in a pipeline
+/// then all see one handler type, instead of a type that grows with each layer and doubles
+/// the instantiations per optional layer.
+template <class T, class Executor, class Allocator>
+class ErasedInnerHandler {
  public:
-  using executor_type = typename Owner::CallerExecutor;
-  using allocator_type = typename Owner::Allocator;
+  using executor_type = Executor;
+  using allocator_type = Allocator;
   using cancellation_slot_type = asio::cancellation_slot;
 
-  InnerHandler(Owner* owner, int tag) noexcept : owner_(owner), tag_(tag) {}
-  InnerHandler(InnerHandler&& other) noexcept
-      : owner_(std::exchange(other.owner_, nullptr)), tag_(other.tag_) {}
-  InnerHandler& operator=(InnerHandler&&) = delete;
-  InnerHandler(const InnerHandler&) = delete;
-  ~InnerHandler() {
-    if (owner_ != nullptr) owner_->inner_abandoned(tag_);
+  template <class Owner>
+  ErasedInnerHandler(Owner* owner, int tag)
+      : owner_(owner),
+        ops_(&kOps<Owner>),
+        tag_(tag),
+        executor_(owner->caller_executor()),
+        allocator_(owner->allocator()) {}
+  ErasedInnerHandler(ErasedInnerHandler&& other) noexcept
+      : owner_(std::exchange(other.owner_, nullptr)),
+        ops_(other.ops_),
+        tag_(other.tag_),
+        executor_(other.executor_),
+        allocator_(other.allocator_) {}
+  ErasedInnerHandler& operator=(ErasedInnerHandler&&) = delete;
+  ErasedInnerHandler(const ErasedInnerHandler&) = delete;
+  ~ErasedInnerHandler() {
+    if (owner_ != nullptr) ops_->abandoned(owner_, tag_);
   }
 
-  executor_type get_executor() const noexcept { return owner_->caller_executor(); }
-  allocator_type get_allocator() const noexcept { return owner_->allocator(); }
-  cancellation_slot_type get_cancellation_slot() const noexcept { return owner_->inner_slot(tag_); }
+  executor_type get_executor() const noexcept { return executor_; }
+  allocator_type get_allocator() const noexcept { return allocator_; }
+  cancellation_slot_type get_cancellation_slot() const noexcept { return ops_->slot(owner_, tag_); }
 
   template <class U = T, std::enable_if_t<!std::is_void_v<U>, int> = 0>
   void operator()(std::exception_ptr failure, U value) {
@@ -196,13 +211,36 @@ class InnerHandler {
   }
 
  private:
+  struct Ops {
+    void (*completed)(void* owner, int tag, AsyncOutcome<T>&& outcome);
+    void (*abandoned)(void* owner, int tag) noexcept;
+    asio::cancellation_slot (*slot)(void* owner, int tag) noexcept;
+  };
+  template <class Owner>
+  static constexpr Ops kOps = {
+      [](void* owner, int tag, AsyncOutcome<T>&& outcome) {
+        static_cast<Owner*>(owner)->inner_completed(tag, std::move(outcome));
+      },
+      [](void* owner, int tag) noexcept { static_cast<Owner*>(owner)->inner_abandoned(tag); },
+      [](void* owner, int tag) noexcept -> asio::cancellation_slot {
+        return static_cast<Owner*>(owner)->inner_slot(tag);
+      }};
+
   void report(AsyncOutcome<T> outcome) {
-    std::exchange(owner_, nullptr)->inner_completed(tag_, std::move(outcome));
+    ops_->completed(std::exchange(owner_, nullptr), tag_, std::move(outcome));
   }
 
-  Owner* owner_;
+  void* owner_;
+  const Ops* ops_;
   int tag_;
+  Executor executor_;
+  Allocator allocator_;
 };
+
+/// The handler `Owner` gives its inner operation: `InnerHandler<Owner, T>(owner, tag)`.
+template <class Owner, class T>
+using InnerHandler =
+    ErasedInnerHandler<T, typename Owner::CallerExecutor, typename Owner::Allocator>;
 
 /// The caller's side of one asynchronous call (CRTP: `Derived` is the final state type). The
 /// derived class implements `void on_cancel()`: the caller cancelled and this base has already
@@ -217,6 +255,9 @@ class AsyncCallBase {
  public:
   using Allocator = decltype(state_allocator(std::declval<const Handler&>()));
   using CallerExecutor = asio::associated_executor_t<Handler>;
+  /// The caller's executor, tracking outstanding work.
+  using Work = std::decay_t<decltype(asio::prefer(std::declval<const CallerExecutor&>(),
+                                                  asio::execution::outstanding_work.tracked))>;
 
   const CallerExecutor& caller_executor() const noexcept { return executor_; }
   const Allocator& allocator() const noexcept { return allocator_; }
@@ -279,26 +320,30 @@ class AsyncCallBase {
               std::optional<std::conditional_t<std::is_void_v<T>, char, T>> value = {}) {
     failure_ = std::move(failure);
     value_ = std::move(value);
-    // The work is given up after the dispatch: a posted answer is work of its own.
-    [[maybe_unused]] auto work = std::move(work_);
-    asio::dispatch(executor_, asio::bind_allocator(allocator_, Step{this, &AsyncCallBase::finish}));
+    asio::dispatch(executor_, asio::bind_allocator(allocator_, Step(this, &AsyncCallBase::finish,
+                                                                    std::move(work_))));
   }
   /// The same, always through a post: for answers given from inside the initiating function
   /// or from a cancellation handler.
   void answer_later(std::exception_ptr failure) {
     failure_ = std::move(failure);
-    [[maybe_unused]] auto work = std::move(work_);
-    asio::post(executor_, asio::bind_allocator(allocator_, Step{this, &AsyncCallBase::finish}));
+    asio::post(executor_, asio::bind_allocator(
+                              allocator_, Step(this, &AsyncCallBase::finish, std::move(work_))));
   }
 
   /// A step run later on the caller's executor, holding a reference: run, it calls `run` (which
   /// takes over the reference); destroyed unrun (its context shut down), it gives the
-  /// reference back, so the call's state is freed either way.
+  /// reference back, so the call's state is freed either way. It carries the call's work on
+  /// the caller's executor, given up once it has run (as Asio's own operations do).
   struct Step {
     AsyncCallBase* call;
     void (AsyncCallBase::*run)();
-    Step(AsyncCallBase* c, void (AsyncCallBase::*r)()) noexcept : call(c), run(r) {}
-    Step(Step&& other) noexcept : call(std::exchange(other.call, nullptr)), run(other.run) {}
+    std::optional<typename AsyncCallBase::Work> work;
+    Step(AsyncCallBase* c, void (AsyncCallBase::*r)(),
+         std::optional<typename AsyncCallBase::Work> w) noexcept
+        : call(c), run(r), work(std::move(w)) {}
+    Step(Step&& other) noexcept
+        : call(std::exchange(other.call, nullptr)), run(other.run), work(std::move(other.work)) {}
     Step& operator=(Step&&) = delete;
     ~Step() {
       if (call != nullptr) call->release();
@@ -331,9 +376,6 @@ class AsyncCallBase {
     release();  // the handler may start a new call that reuses this block
     invoke_handler<T>(handler, std::move(failure), value);
   }
-
-  using Work = std::decay_t<decltype(asio::prefer(std::declval<const CallerExecutor&>(),
-                                                  asio::execution::outstanding_work.tracked))>;
 
   Handler handler_;
   Allocator allocator_;
