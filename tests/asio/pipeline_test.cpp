@@ -7,12 +7,22 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/strand.hpp>
+#include <asio/thread_pool.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
+#include <atomic>
+#include <functional>
+#include <cstdio>
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "r4c/asio.hpp"
 
@@ -270,6 +280,170 @@ TEST_F(AsyncPipelineTest, AnOperationsFailurePassesThroughUnchanged) {
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(), "out of stock");
   }
+}
+
+// Thousands of concurrent async calls on a thread pool: operations complete, fail, report error
+// codes or hang until cancelled, on pool threads; callers cancel some calls from their strands;
+// deadlines fire from a driver thread advancing the ManualClock. Every call is answered exactly
+// once, every slot comes back, every operation's handler is called or destroyed, and no timer is
+// left on the clock.
+TEST(AsyncPipelineStressTest, ThousandsOfCallsWithRandomOutcomesAndCancellationsFreeEverything) {
+  constexpr int kCalls = 4000;
+  auto clock = std::make_shared<r4c::ManualClock>();
+  auto registry = r4c::testing::registry(clock)
+                      .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) {
+                        a.algorithm(r4c::LimitAlgorithm::aimd)
+                            .initial_limit(3000)
+                            .max_limit(5000)
+                            .window(1ms)
+                            .min_window_samples(5);
+                      })
+                      .build();
+  auto pipeline = r4c::Pipeline<int>::builder(registry, "stress")
+                      .adaptive_limit()
+                      .timeout([](r4c::TimeoutConfig& t) { t.timeout(3ms); })
+                      .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(5000); })
+                      .build();
+  asio::thread_pool pool(4);
+
+  // One operation: completed once, by a pool task or by its cancellation.
+  struct Operation {
+    std::mutex mutex;
+    // Calls the handler with an exception when there is one, else with the code.
+    std::function<void(std::exception_ptr, std::error_code, int)> complete;  // empty once done
+    void finish(std::exception_ptr failure, std::error_code code, int value) {
+      std::function<void(std::exception_ptr, std::error_code, int)> handler;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        handler = std::move(complete);
+        complete = nullptr;
+      }
+      if (handler) handler(std::move(failure), code, value);
+    }
+  };
+  std::atomic<int> handlers_alive{0};  // handlers r4c gave operations, not yet called or gone
+  struct HandlerGuard {
+    std::atomic<int>* alive;
+    explicit HandlerGuard(std::atomic<int>* a) : alive(a) { alive->fetch_add(1); }
+    ~HandlerGuard() { alive->fetch_sub(1); }
+  };
+
+  std::vector<std::atomic<int>> answers(kCalls);
+  std::atomic<int> answered{0}, results{0}, failures{0}, aborted{0}, timed_out{0}, rejected{0};
+  std::atomic<bool> driving{true};
+  // Time passes at about a tenth of real time, so operations the pool completes at once finish
+  // well within their 3 ms deadline and hanging ones meet it.
+  std::thread driver([&] {
+    while (driving.load()) {
+      clock->advance(100us);
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+
+  std::vector<std::unique_ptr<asio::cancellation_signal>> signals(kCalls);
+  std::vector<asio::strand<asio::thread_pool::executor_type>> strands;
+  for (int i = 0; i < 16; ++i) strands.push_back(asio::make_strand(pool));
+  std::mt19937 random(7);
+  for (int call = 0; call < kCalls; ++call) {
+    const unsigned behaviour = random() % 6;  // 0-1 succeed, 2 throw, 3 error code, 4-5 hang
+    const bool cancel = random() % 4 == 0;
+    auto strand = strands[static_cast<std::size_t>(call) % strands.size()];
+    signals[static_cast<std::size_t>(call)] = std::make_unique<asio::cancellation_signal>();
+    asio::cancellation_signal& signal = *signals[static_cast<std::size_t>(call)];
+    auto op = [&pool, &handlers_alive, behaviour](auto handler) {
+      auto operation = std::make_shared<Operation>();
+      auto guarded = std::make_shared<std::pair<HandlerGuard, decltype(handler)>>(
+          std::piecewise_construct, std::forward_as_tuple(&handlers_alive),
+          std::forward_as_tuple(std::move(handler)));
+      auto slot = asio::get_associated_cancellation_slot(guarded->second);
+      operation->complete = [guarded](std::exception_ptr failure, std::error_code code,
+                                      int value) mutable {
+        if (failure) {
+          std::move(guarded->second)(std::move(failure), value);
+        } else {
+          std::move(guarded->second)(code, value);
+        }
+      };
+      if (slot.is_connected()) {
+        slot.assign([operation, &pool](asio::cancellation_type) {
+          asio::post(
+              pool, [operation] { operation->finish(nullptr, asio::error::operation_aborted, 0); });
+        });
+      }
+      if (behaviour >= 4) return;  // hangs until cancelled (by the caller or the deadline)
+      asio::post(pool, [operation, behaviour] {
+        if (behaviour == 2) {
+          operation->finish(std::make_exception_ptr(std::runtime_error("out of stock")), {}, 0);
+        } else if (behaviour == 3) {
+          operation->finish(nullptr, asio::error::timed_out, 0);
+        } else {
+          operation->finish(nullptr, std::error_code(), 1);
+        }
+      });
+    };
+    asio::post(strand, [&, call, op, strand, cancel]() mutable {
+      pipeline.async_execute(
+          op, asio::bind_cancellation_slot(
+                  signal.slot(),
+                  asio::bind_executor(strand, [&, call](std::exception_ptr e, int value) {
+                    answers[static_cast<std::size_t>(call)].fetch_add(1);
+                    if (!e) {
+                      results.fetch_add(value);
+                    } else {
+                      try {
+                        std::rethrow_exception(e);
+                      } catch (const r4c::CallTimeoutException&) {
+                        timed_out.fetch_add(1);
+                      } catch (const r4c::LimitExceededException&) {
+                        rejected.fetch_add(1);
+                      } catch (const r4c::BulkheadFullException&) {
+                        rejected.fetch_add(1);
+                      } catch (const asio::system_error& error) {
+                        if (error.code() == asio::error::operation_aborted) {
+                          aborted.fetch_add(1);
+                        } else {
+                          failures.fetch_add(1);
+                        }
+                      } catch (const std::runtime_error&) {
+                        failures.fetch_add(1);
+                      }
+                    }
+                    answered.fetch_add(1);
+                  })));
+      if (cancel) {
+        asio::post(strand, [&signal] { signal.emit(asio::cancellation_type::terminal); });
+      }
+    });
+  }
+  const auto give_up = std::chrono::steady_clock::now() + 60s;
+  while (answered.load() < kCalls && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  // Operations cancelled by their deadline or caller end on the pool; wait for their handlers.
+  while (handlers_alive.load() > 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  driving.store(false);
+  driver.join();
+  pool.join();
+
+  std::printf("async stress: %d results, %d failures, %d aborted, %d timed out, %d rejected\n",
+              results.load(), failures.load(), aborted.load(), timed_out.load(), rejected.load());
+  ASSERT_EQ(answered.load(), kCalls);
+  for (int call = 0; call < kCalls; ++call) {
+    EXPECT_EQ(answers[static_cast<std::size_t>(call)].load(), 1) << "call " << call;
+  }
+  EXPECT_EQ(results.load() + failures.load() + aborted.load() + timed_out.load() + rejected.load(),
+            kCalls);
+  EXPECT_EQ(handlers_alive.load(), 0);
+  EXPECT_EQ(pipeline.adaptive_limit()->in_flight(), 0);
+  EXPECT_EQ(pipeline.bulkhead()->in_flight(), 0);
+  EXPECT_EQ(clock->pending_tasks(), 0u);
+  EXPECT_GT(results.load(), 0);
+  EXPECT_GT(aborted.load(), 0);
+  EXPECT_GT(timed_out.load(), 0);
+  EXPECT_GT(failures.load(), 0);
+  EXPECT_GT(pipeline.adaptive_limit()->snapshot().windows, 0u);
 }
 
 }  // namespace

@@ -53,6 +53,15 @@ AsyncLayer<T, Policy, std::decay_t<Inner>> layer(Policy* policy, Inner&& inner) 
   return {policy, std::forward<Inner>(inner)};
 }
 
+// The pipeline's own hold: none. Its call only turns the caller's handler into r4c's, so that
+// every layer, present or not, sees one handler type, and the operation always gets a handler
+// that accepts error codes.
+template <class T>
+struct NoHold {
+  void completed(const AsyncOutcome<T>&) noexcept {}
+  void cancelled() noexcept {}
+};
+
 template <class T>
 struct PipelineInitiation {
   PipelineStages<T> stages;
@@ -69,7 +78,8 @@ struct PipelineInitiation {
                                                      layer<T>(stages.timeout,
                                                               layer<T>(stages.bulkhead,
                                                                        std::forward<Op>(op))))))));
-    chain(std::forward<Handler>(handler));
+    using Call = GuardedCall<T, std::decay_t<Handler>, NoHold<T>>;
+    Call::start(std::forward<Handler>(handler), chain, NoHold<T>{});
   }
 };
 
