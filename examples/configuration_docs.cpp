@@ -1,5 +1,6 @@
 // The code of docs/configuration.md, in // [doc:NAME] regions (tests/docs checks the page
 // against them). Exits non-zero if what the page says does not hold.
+#include <chrono>
 #include <cstdio>
 
 #include <r4c/r4c.hpp>
@@ -31,5 +32,19 @@ int main() {
                   config.rtt_tolerance() == 2.0 && config.initial_limit() == 10 &&
                   handle.limit() == 10 && handle.instance_id() == "orders";
   if (!ok) std::fprintf(stderr, "configuration_docs: the registry example resolved unexpectedly\n");
-  return ok ? 0 : 1;
+
+  // The hedge's rows of "Keys of the other policies": its defaults, and both keys in the file.
+  auto hedged = r4c::ResilienceRegistry::builder()
+                    .hedge_executor(1, 8)
+                    .config_text("defaults.hedge.delay=50ms\ninstances.reads.hedge.maxAttempts=3")
+                    .build();
+  const r4c::HedgeSnapshot reads = hedged.hedge_policy("reads").snapshot();
+  const r4c::HedgeConfig built_in;
+  const bool hedge_ok = built_in.delay() == std::chrono::milliseconds(100) &&
+                        built_in.max_attempts() == 2 &&
+                        reads.delay == std::chrono::milliseconds(50) && reads.max_attempts == 3 &&
+                        hedged.hedge_policy("writes").config().max_attempts() == 2 &&
+                        hedged.hedge("reads").instance_id() == "reads";
+  if (!hedge_ok) std::fprintf(stderr, "configuration_docs: the hedge keys resolved unexpectedly\n");
+  return ok && hedge_ok ? 0 : 1;
 }

@@ -155,6 +155,10 @@ class HedgeCall final : public HedgeCallBase {
   }
 
   void run_attempt(int index, std::stop_token stop) noexcept override {
+    // Reported after the catch block has ended, so that this thread holds no reference to the
+    // exception once the caller may have it (the caller then frees it; the exception's
+    // reference count lives in uninstrumented libstdc++, where TSan cannot see it).
+    std::exception_ptr failure;
     try {
       if constexpr (std::is_void_v<Result>) {
         invoke(std::move(stop));
@@ -175,8 +179,9 @@ class HedgeCall final : public HedgeCallBase {
         // A late result is destroyed here, on the attempt's thread.
       }
     } catch (...) {
-      report_failure(std::current_exception());
+      failure = std::current_exception();
     }
+    if (failure) report_failure(std::move(failure));
   }
 
   /// The winner's result; called by the caller after the attempts reported a winner.
@@ -299,7 +304,8 @@ decltype(auto) Hedge::execute(F&& f) {
   auto call = std::make_shared<detail::HedgeCall<Fn, Result>>(std::forward<F>(f));
   run(*call);
   // run() returned: the winner (if any) was stored under the mutex, which run() took since.
-  if (call->winner_ == 0) std::rethrow_exception(call->failure_);
+  // Taken out of the shared state: the caller's copy is the last, wherever the state dies.
+  if (call->winner_ == 0) std::rethrow_exception(std::exchange(call->failure_, nullptr));
   if constexpr (std::is_void_v<Result>) {
     return;
   } else {
