@@ -13,8 +13,8 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 #include <atomic>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
