@@ -88,7 +88,8 @@ class Figures:
         self.cpu_ns = statistics.median(r["cpu_time"] * scale for r in runs)
         self.repetitions = len(runs)
         self.counters = {}
-        for name in ("allocs_per_call", "bytes_per_call", "mallocs_per_call", "windows", "limit"):
+        for name in ("allocs_per_call", "bytes_per_call", "mallocs_per_call", "windows", "limit",
+                     "results_per_call", "posts_run_per_call"):
             values = [r[name] for r in runs if name in r]
             if values:
                 # Allocation counts must be zero in every repetition: keep the largest.
@@ -122,7 +123,8 @@ def load(path):
             fig = Figures(median)
             fig.repetitions = median[0].get("repetitions", fig.repetitions)
             # The mean of counts that are never negative is zero only if every repetition's is.
-            for name in ("allocs_per_call", "bytes_per_call", "mallocs_per_call"):
+            for name in ("allocs_per_call", "bytes_per_call", "mallocs_per_call",
+                         "results_per_call", "posts_run_per_call"):
                 if "mean" in by_kind and name in by_kind["mean"][0]:
                     fig.counters[name] = by_kind["mean"][0][name]
         else:
@@ -234,6 +236,11 @@ def judge(figures, uses_tsc):
     extra = []
     for threads in THREADS:
         fig, base = get("BM_AsyncExecute", threads), get("BM_AsyncBaseline", threads)
+        for name, f, counter in (("AsyncExecute", fig, "results_per_call"),
+                                 ("AsyncBaseline", base, "posts_run_per_call")):
+            done = f.counters.get(counter) if f else None
+            if done is None or abs(done - 1.0) > 1e-9:
+                extra.append(f"{name}/threads:{threads} {counter}={done} (must be 1)")
         if fig is None or base is None:
             extra.append(f"threads:{threads}=missing")
             continue
@@ -242,7 +249,7 @@ def judge(figures, uses_tsc):
             if mine is None or theirs is None or mine > theirs:
                 extra.append(f"threads:{threads} {counter} {mine} vs {theirs}")
     rows.append(("10. AsyncExecute allocates no more than AsyncBaseline (operator new and malloc; "
-                 "1, 2, 4 threads)", "never more" if not extra else ", ".join(extra),
+                 "1, 2, 4 threads), every call completing in its iteration", "never more" if not extra else ", ".join(extra),
                  verdict(not extra)))
     return rows
 
