@@ -17,12 +17,19 @@ namespace r4c::sim {
 
 /// The process exit codes, the same for every subcommand.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitOutputFailed = 1;  // standard output could not be written
-inline constexpr int kExitBadInput = 2;      // bad arguments, settings or input data
+inline constexpr int kExitOutputFailed =
+    1;                                   // standard output or an output file could not be written
+inline constexpr int kExitBadInput = 2;  // bad arguments, settings or input data
 
 /// A mistake in the arguments or the input. The message names the culprit, its value and what
 /// would be valid; the caller prefixes it with the command's name.
 class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Outputs that could not be written (a file, the output folder, gnuplot failing).
+class OutputError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };

@@ -1,5 +1,6 @@
 // r4c-sim: runs r4c's adaptive limit outside a service. This file only declares the command line
-// with CLI11; each subcommand's work lives in its own file (replay.cpp), where tests reach it.
+// with CLI11; each subcommand's work lives in its own file (replay.cpp, run.cpp), where tests
+// reach it.
 //
 // To add a subcommand: write add_<name>(app, action) beside add_replay and call it from main.
 #include <CLI/CLI.hpp>
@@ -10,6 +11,7 @@
 
 #include "common.hpp"
 #include "replay.hpp"
+#include "run.hpp"
 
 namespace {
 
@@ -74,6 +76,28 @@ void add_replay(CLI::App& app, Action& action) {
   });
 }
 
+// run and live share their arguments: the scenario file, the output folder, plots or not.
+void add_scenario_command(CLI::App& app, Action& action, const std::string& name,
+                          const std::string& description,
+                          int (*work)(const r4c::sim::RunOptions&, std::ostream&, std::ostream&)) {
+  auto options = std::make_shared<r4c::sim::RunOptions>();
+  CLI::App* command = app.add_subcommand(name, description);
+  command->add_option("scenario", options->scenario, "The scenario file (TOML)")
+      ->type_name("SCENARIO.toml")
+      ->required();
+  command
+      ->add_option("--out", options->out,
+                   "Folder for timeline.csv, summary.csv, settle.csv, plots.gp and the plots "
+                   "(default r4c-sim-out/<scenario name>)")
+      ->type_name("DIR");
+  command->add_option("--seed", options->seed, "Replaces the scenario's seed")->type_name("INT");
+  command->add_flag("!--no-plots", options->plots,
+                    "Write the CSV files and plots.gp only; do not run gnuplot");
+  command->callback([options, &action, work] {
+    action = [options, work] { return work(*options, std::cout, std::cerr); };
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,6 +106,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   Action action;
   add_replay(app, action);
+  add_scenario_command(app, action, "run",
+                       "Simulate a scenario (deterministic, on a manual clock): clients calling a "
+                       "server through r4c; writes the timeline, the summary and plots",
+                       r4c::sim::run_simulated);
+  add_scenario_command(app, action, "live",
+                       "Run a scenario for real: an HTTP server on 127.0.0.1 and client threads "
+                       "calling it through r4c in real time; same outputs as run",
+                       r4c::sim::run_live);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -1,0 +1,37 @@
+// The live engine of `r4c-sim live`: the scenario for real, in real time, over real sockets.
+//
+// An HTTP/1.1 server (cpp-httplib) listens on 127.0.0.1 at an ephemeral port. Each copy of the
+// server (one per group when the scenario is isolated) has `workers` tokens: a request takes
+// one, first come first served, holds it for its service time (a sleep), and gives it back; the
+// schedule's changes resize the tokens at their times, so capacity really changes. Each group
+// has a pool of client threads with one keep-alive connection each; a dispatcher thread per group
+// makes the open-loop Poisson arrivals (the same draws as the simulation) and hands each call to
+// an idle client thread, which calls the server through the group's r4c pipeline
+// (Pipeline::execute, SystemClock). A timeout inside the pipeline closes the call's connection
+// when its deadline passes.
+//
+// It stops by itself: arrivals end at the scenario's duration (or after live.max_calls calls),
+// calls still running get live.drain to finish, and then every connection is closed. Every
+// client read has a timeout, so a misbehaving server cannot hang it.
+#pragma once
+
+#include <cstdint>
+
+#include "recorder.hpp"
+#include "scenario.hpp"
+
+namespace r4c::sim {
+
+struct LiveStats {
+  double wall_s = 0.0;
+  int port = 0;
+  std::int64_t calls = 0;            // calls offered
+  std::int64_t client_overflow = 0;  // arrivals that found every client thread of their group
+                                     // busy; recorded as rejected
+};
+
+/// Runs `scenario` live for its duration (plus at most live.drain), feeding `recorder`.
+/// Throws OutputError when the server cannot listen.
+LiveStats run_live_scenario(const Scenario& scenario, Recorder& recorder);
+
+}  // namespace r4c::sim

@@ -1,0 +1,42 @@
+// A group's policy as r4c's real pipeline: what both engines call through. The pipeline's id is
+// the group's name, so each group has its own policies in the registry.
+#pragma once
+
+#include <optional>
+
+#include "r4c/pipeline.hpp"
+#include "r4c/registry.hpp"
+#include "scenario.hpp"
+
+namespace r4c::sim {
+
+/// gradient2 / aimd: the adaptive limit with the group's settings; bulkhead: a bulkhead of
+/// max_concurrent; none: no policy. A group's timeout goes inside (for aimd, its drop signal).
+inline Pipeline<void> build_pipeline(ResilienceRegistry& registry, const GroupSpec& group) {
+  auto builder = Pipeline<void>::builder(registry, group.name);
+  switch (group.policy) {
+    case PolicyKind::gradient2:
+    case PolicyKind::aimd:
+      builder.adaptive_limit([&group](AdaptiveLimitConfig& config) { config = group.limit; });
+      break;
+    case PolicyKind::bulkhead:
+      builder.bulkhead(
+          [&group](BulkheadConfig& config) { config.max_concurrent(group.max_concurrent); });
+      break;
+    case PolicyKind::none:
+      break;
+  }
+  if (group.timeout) {
+    builder.timeout([&group](TimeoutConfig& config) { config.timeout(*group.timeout); });
+  }
+  return builder.build();
+}
+
+/// The group's limit now: the adaptive limit's, the bulkhead's size, or none.
+inline std::optional<int> current_limit(const Pipeline<void>& pipeline, const GroupSpec& group) {
+  if (const AdaptiveLimit* limit = pipeline.adaptive_limit()) return limit->limit();
+  if (group.policy == PolicyKind::bulkhead) return group.max_concurrent;
+  return std::nullopt;
+}
+
+}  // namespace r4c::sim

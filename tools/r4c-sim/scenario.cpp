@@ -1,0 +1,856 @@
+#include "scenario.hpp"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "common.hpp"
+#include "r4c/errors.hpp"
+
+namespace r4c::sim {
+
+// ---- the model ---------------------------------------------------------------------------------
+
+ServerState ServerSpec::state_at(Nanos t) const {
+  ServerState state{workers, 1.0, Nanos(0)};
+  for (const ServerChange& change : changes) {
+    if (change.at > t) break;
+    if (change.workers) state.workers = *change.workers;
+    if (change.service_scale) state.service_scale = *change.service_scale;
+    if (change.extra_latency) state.extra_latency = *change.extra_latency;
+  }
+  return state;
+}
+
+double ServerSpec::capacity_at(Nanos t) const {
+  const ServerState state = state_at(t);
+  const double service_s =
+      std::chrono::duration<double>(service.mean).count() * state.service_scale;
+  return static_cast<double>(state.workers) / service_s;
+}
+
+std::string_view to_string(PolicyKind kind) noexcept {
+  switch (kind) {
+    case PolicyKind::gradient2:
+      return "gradient2";
+    case PolicyKind::aimd:
+      return "aimd";
+    case PolicyKind::bulkhead:
+      return "bulkhead";
+    case PolicyKind::none:
+      return "none";
+  }
+  return "?";
+}
+
+double GroupSpec::rate_at(Nanos t) const {
+  double current = rate;
+  for (const RateChange& change : changes) {
+    if (change.at > t) break;
+    current = change.rate;
+  }
+  return current;
+}
+
+std::vector<Nanos> Scenario::change_times() const {
+  std::vector<Nanos> times;
+  for (const ServerChange& change : server.changes) times.push_back(change.at);
+  for (const GroupSpec& group : groups) {
+    for (const RateChange& change : group.changes) times.push_back(change.at);
+  }
+  std::sort(times.begin(), times.end());
+  times.erase(std::unique(times.begin(), times.end()), times.end());
+  times.erase(std::remove_if(times.begin(), times.end(), [](Nanos t) { return t <= Nanos(0); }),
+              times.end());
+  return times;
+}
+
+double Scenario::load_on_server_of(int group, Nanos t) const {
+  if (isolated) return groups[static_cast<std::size_t>(group)].rate_at(t);
+  double load = 0.0;
+  for (const GroupSpec& g : groups) load += g.rate_at(t);
+  return load;
+}
+
+// ---- durations ---------------------------------------------------------------------------------
+
+namespace {
+
+constexpr Nanos kMaxDuration = std::chrono::hours(24);
+
+struct Unit {
+  std::string_view name;
+  double ns;
+};
+constexpr std::array<Unit, 6> kUnits = {
+    {{"ns", 1.0}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}}};
+
+}  // namespace
+
+std::optional<Nanos> parse_duration(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() &&
+         ((text[digits] >= '0' && text[digits] <= '9') || text[digits] == '.')) {
+    ++digits;
+  }
+  if (digits == 0 || digits == text.size()) return std::nullopt;
+  double number = 0.0;
+  if (parse_number(text.substr(0, digits), number) != NumberStatus::kOk) return std::nullopt;
+  const std::string_view unit = text.substr(digits);
+  for (const Unit& candidate : kUnits) {
+    if (candidate.name != unit) continue;
+    const double ns = std::round(number * candidate.ns);
+    if (!(ns >= 0.0) || ns > static_cast<double>(kMaxDuration.count())) return std::nullopt;
+    return Nanos(static_cast<std::int64_t>(ns));
+  }
+  return std::nullopt;
+}
+
+std::string format_duration(Nanos value) {
+  const std::int64_t ns = value.count();
+  auto with = [](double number, std::string_view unit) {
+    std::array<char, 32> buffer{};
+    const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), number);
+    return std::string(buffer.data(), result.ptr) + std::string(unit);
+  };
+  if (ns != 0 && ns % 1000000000 == 0) return with(static_cast<double>(ns) / 1e9, "s");
+  if (ns >= 1000000000) return with(static_cast<double>(ns) / 1e9, "s");
+  if (ns >= 1000000) return with(static_cast<double>(ns) / 1e6, "ms");
+  if (ns >= 1000) return with(static_cast<double>(ns) / 1e3, "us");
+  return with(static_cast<double>(ns), "ns");
+}
+
+// ---- reading the file --------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view kDurationForm = R"(a duration such as "250ms", "1.5s" or "2m")";
+
+// The distance between two keys, for "did you mean".
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string shortest(double value) {
+  std::array<char, 32> buffer{};
+  const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  return std::string(buffer.data(), result.ptr);
+}
+
+// A node's value as it would be written in the file.
+std::string show(const toml::node& node) {
+  if (const auto* s = node.as_string()) return "\"" + s->get() + "\"";
+  if (const auto* i = node.as_integer()) return std::to_string(i->get());
+  if (const auto* f = node.as_floating_point()) return shortest(f->get());
+  if (const auto* b = node.as_boolean()) return b->get() ? "true" : "false";
+  if (node.is_table()) return "a table";
+  if (node.is_array()) return "an array";
+  return "a date or time";
+}
+
+std::string join(const std::vector<std::string_view>& names) {
+  std::string text;
+  for (std::string_view name : names) {
+    if (!text.empty()) text += ", ";
+    text += name;
+  }
+  return text;
+}
+
+// Collects every mistake with its line; the scenario is usable only when there is none.
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  void error(const toml::source_region& where, const std::string& message) {
+    errors_.push_back(source_ + ":" + std::to_string(where.begin.line) + ": " + message);
+  }
+  void bad(const toml::node& node, const std::string& key, std::string_view expected) {
+    error(node.source(), key + " is " + show(node) + "; expected " + std::string(expected));
+  }
+  bool ok() const noexcept { return errors_.empty(); }
+  [[noreturn]] void throw_errors() const {
+    std::string text;
+    for (const std::string& line : errors_) {
+      if (!text.empty()) text += "\n";
+      text += line;
+    }
+    throw InputError(text);
+  }
+
+  // A field of a table: its key and what reads it.
+  struct Field {
+    std::string_view key;
+    std::function<void(const toml::node&, const std::string& path)> read;
+  };
+
+  // Reads every key of `table` with its field; a key no field has is reported with the closest.
+  void read_table(const toml::table& table, const std::string& path,
+                  const std::vector<Field>& fields) {
+    for (auto&& [key, node] : table) {
+      const std::string name(key.str());
+      const std::string full = path.empty() ? name : path + "." + name;
+      auto field =
+          std::find_if(fields.begin(), fields.end(), [&](const Field& f) { return f.key == name; });
+      if (field != fields.end()) {
+        field->read(node, full);
+        continue;
+      }
+      std::vector<std::string_view> valid;
+      std::string_view closest;
+      std::size_t best = std::numeric_limits<std::size_t>::max();
+      for (const Field& f : fields) {
+        valid.push_back(f.key);
+        const std::size_t distance = edit_distance(name, f.key);
+        if (distance < best) {
+          best = distance;
+          closest = f.key;
+        }
+      }
+      const std::string where = path.empty() ? "at the top level" : "in " + path;
+      error(key.source(), "unknown key \"" + name + "\" " + where + "; did you mean \"" +
+                              std::string(closest) + "\"? (valid: " + join(valid) + ")");
+    }
+  }
+
+  void missing(const toml::node& table, const std::string& path, std::string_view key,
+               std::string_view expected) {
+    const std::string where = path.empty() ? "the file" : path;
+    error(table.source(),
+          where + " has no " + std::string(key) + "; expected " + std::string(expected));
+  }
+
+  std::optional<std::int64_t> integer(const toml::node& node, const std::string& key,
+                                      std::int64_t min, std::int64_t max) {
+    const auto* value = node.as_integer();
+    if (value == nullptr || value->get() < min || value->get() > max) {
+      bad(node, key, "an integer from " + std::to_string(min) + " to " + std::to_string(max));
+      return std::nullopt;
+    }
+    return value->get();
+  }
+
+  // A number (integer or float) in [min, max], or (min, max] when min_open.
+  std::optional<double> number(const toml::node& node, const std::string& key, double min,
+                               double max, bool min_open, std::string_view expected) {
+    double x = 0.0;
+    if (const auto* i = node.as_integer()) {
+      x = static_cast<double>(i->get());
+    } else if (const auto* f = node.as_floating_point()) {
+      x = f->get();
+    } else {
+      bad(node, key, expected);
+      return std::nullopt;
+    }
+    if (!std::isfinite(x) || x > max || x < min || (min_open && x == min)) {
+      bad(node, key, expected);
+      return std::nullopt;
+    }
+    return x;
+  }
+
+  std::optional<Nanos> duration(const toml::node& node, const std::string& key, Nanos min,
+                                Nanos max) {
+    const auto* text = node.as_string();
+    std::optional<Nanos> value;
+    if (text != nullptr) value = parse_duration(text->get());
+    if (!value || *value < min || *value > max) {
+      bad(node, key,
+          std::string(kDurationForm) + ", from " + format_duration(min) + " to " +
+              format_duration(max));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  std::optional<std::string> string(const toml::node& node, const std::string& key,
+                                    std::string_view expected) {
+    const auto* text = node.as_string();
+    if (text == nullptr) {
+      bad(node, key, expected);
+      return std::nullopt;
+    }
+    return text->get();
+  }
+
+  // One of `choices`, by name.
+  template <class E>
+  std::optional<E> choice(const toml::node& node, const std::string& key,
+                          const std::vector<std::pair<std::string_view, E>>& choices) {
+    std::vector<std::string_view> names;
+    for (const auto& [name, value] : choices) names.push_back(name);
+    const auto* text = node.as_string();
+    if (text != nullptr) {
+      for (const auto& [name, value] : choices) {
+        if (text->get() == name) return value;
+      }
+    }
+    bad(node, key, "one of " + join(names));
+    return std::nullopt;
+  }
+
+  std::optional<bool> boolean(const toml::node& node, const std::string& key) {
+    const auto* value = node.as_boolean();
+    if (value == nullptr) {
+      bad(node, key, "true or false");
+      return std::nullopt;
+    }
+    return value->get();
+  }
+
+  const toml::table* table(const toml::node& node, const std::string& key) {
+    const auto* t = node.as_table();
+    if (t == nullptr) bad(node, key, "a table");
+    return t;
+  }
+
+  // An array of tables ([[key]]); each element is passed to `each` with its path.
+  void tables(const toml::node& node, const std::string& key,
+              const std::function<void(const toml::table&, const std::string&)>& each) {
+    const auto* array = node.as_array();
+    if (array == nullptr) {
+      bad(node, key, "an array of tables ([[" + key + "]])");
+      return;
+    }
+    std::size_t index = 0;
+    for (const toml::node& element : *array) {
+      ++index;
+      const std::string path = key + "[" + std::to_string(index) + "]";
+      if (const auto* t = element.as_table()) {
+        each(*t, path);
+      } else {
+        bad(element, path, "a table");
+      }
+    }
+  }
+
+ private:
+  std::string source_;
+  std::vector<std::string> errors_;
+};
+
+constexpr std::int64_t kMaxWorkers = 100000;
+constexpr double kMaxRate = 1e6;
+constexpr double kMaxScale = 1000.0;
+
+// The adaptive limit's settings, each through AdaptiveLimitConfig's own setter, so the library
+// judges every value and its message (with its R4C code) is what the user reads.
+void read_limit(Reader& reader, const toml::table& table, const std::string& path, GroupSpec& group,
+                bool& any_gradient2_key, bool& any_aimd_key,
+                const toml::node*& first_gradient2_node, const toml::node*& first_aimd_node) {
+  auto setter = [&reader](const toml::node& node, const std::string& key, auto apply) {
+    try {
+      apply();
+    } catch (const ConfigException& e) {
+      reader.error(node.source(), key + ": " + e.what());
+    }
+  };
+  auto int_key = [&](std::string_view name, auto set) {
+    return Reader::Field{
+        name, [&reader, &group, setter, set](const toml::node& node, const std::string& key) {
+          const auto* value = node.as_integer();
+          if (value == nullptr || value->get() < INT32_MIN || value->get() > INT32_MAX) {
+            reader.bad(node, key, "an integer");
+            return;
+          }
+          setter(node, key, [&] { set(group.limit, static_cast<int>(value->get())); });
+        }};
+  };
+  auto real_key = [&](std::string_view name, auto set) {
+    return Reader::Field{
+        name, [&reader, &group, setter, set](const toml::node& node, const std::string& key) {
+          double x = 0.0;
+          if (const auto* i = node.as_integer()) {
+            x = static_cast<double>(i->get());
+          } else if (const auto* f = node.as_floating_point()) {
+            x = f->get();
+          } else {
+            reader.bad(node, key, "a number such as 0.5");
+            return;
+          }
+          setter(node, key, [&] { set(group.limit, x); });
+        }};
+  };
+  auto mark = [](bool& flag, const toml::node*& first, const toml::node& node) {
+    if (!flag) first = &node;
+    flag = true;
+  };
+  auto gradient2_only = [&](Reader::Field field) {
+    auto read = field.read;
+    field.read = [read, &any_gradient2_key, &first_gradient2_node, mark](const toml::node& node,
+                                                                         const std::string& key) {
+      mark(any_gradient2_key, first_gradient2_node, node);
+      read(node, key);
+    };
+    return field;
+  };
+  auto aimd_only = [&](Reader::Field field) {
+    auto read = field.read;
+    field.read = [read, &any_aimd_key, &first_aimd_node, mark](const toml::node& node,
+                                                               const std::string& key) {
+      mark(any_aimd_key, first_aimd_node, node);
+      read(node, key);
+    };
+    return field;
+  };
+  reader.read_table(
+      table, path,
+      {
+          int_key("initial_limit", [](AdaptiveLimitConfig& c, int v) { c.initial_limit(v); }),
+          int_key("min_limit", [](AdaptiveLimitConfig& c, int v) { c.min_limit(v); }),
+          int_key("max_limit", [](AdaptiveLimitConfig& c, int v) { c.max_limit(v); }),
+          Reader::Field{"window",
+                        [&](const toml::node& node, const std::string& key) {
+                          const auto* text = node.as_string();
+                          const std::optional<Nanos> value =
+                              text != nullptr ? parse_duration(text->get()) : std::nullopt;
+                          if (!value) {
+                            reader.bad(node, key, kDurationForm);
+                            return;
+                          }
+                          setter(node, key, [&] { group.limit.window(*value); });
+                        }},
+          int_key("min_window_samples",
+                  [](AdaptiveLimitConfig& c, int v) { c.min_window_samples(v); }),
+          gradient2_only(
+              real_key("smoothing", [](AdaptiveLimitConfig& c, double v) { c.smoothing(v); })),
+          gradient2_only(real_key("rtt_tolerance",
+                                  [](AdaptiveLimitConfig& c, double v) { c.rtt_tolerance(v); })),
+          gradient2_only(
+              int_key("long_window", [](AdaptiveLimitConfig& c, int v) { c.long_window(v); })),
+          gradient2_only(
+              int_key("queue_size", [](AdaptiveLimitConfig& c, int v) { c.queue_size(v); })),
+          aimd_only(real_key("backoff_ratio",
+                             [](AdaptiveLimitConfig& c, double v) { c.backoff_ratio(v); })),
+      });
+}
+
+void read_group(Reader& reader, const toml::table& table, const std::string& path, GroupSpec& group,
+                Nanos duration) {
+  bool has_name = false;
+  bool has_rate = false;
+  bool has_policy = false;
+  const toml::table* limit_table = nullptr;
+  std::string limit_path;
+  const toml::node* timeout_node = nullptr;
+  const toml::node* max_concurrent_node = nullptr;
+  reader.read_table(
+      table, path,
+      {
+          {"name",
+           [&](const toml::node& node, const std::string& key) {
+             const auto name = reader.string(node, key, "a name such as \"gradient2\"");
+             if (!name) return;
+             const bool valid = !name->empty() && name->size() <= 64 &&
+                                std::all_of(name->begin(), name->end(), [](char c) {
+                                  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                         (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+                                });
+             if (!valid) {
+               reader.bad(node, key,
+                          "1 to 64 letters, digits, '-', '_' or '.' (it names CSV rows)");
+               return;
+             }
+             group.name = *name;
+             has_name = true;
+           }},
+          {"rate",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto rate = reader.number(node, key, 0.0, kMaxRate, false,
+                                           "calls per second, a number from 0 to 1000000")) {
+               group.rate = *rate;
+             }
+             has_rate = true;
+           }},
+          {"policy",
+           [&](const toml::node& node, const std::string& key) {
+             has_policy = true;
+             if (auto policy = reader.choice<PolicyKind>(node, key,
+                                                         {{"gradient2", PolicyKind::gradient2},
+                                                          {"aimd", PolicyKind::aimd},
+                                                          {"bulkhead", PolicyKind::bulkhead},
+                                                          {"none", PolicyKind::none}})) {
+               group.policy = *policy;
+             } else {
+               has_policy = false;
+             }
+           }},
+          {"timeout",
+           [&](const toml::node& node, const std::string& key) {
+             timeout_node = &node;
+             group.timeout = reader.duration(node, key, Nanos(1), std::chrono::hours(1));
+           }},
+          {"max_concurrent",
+           [&](const toml::node& node, const std::string& key) {
+             max_concurrent_node = &node;
+             if (auto n = reader.integer(node, key, 1, kMaxWorkers)) {
+               group.max_concurrent = static_cast<int>(*n);
+             }
+           }},
+          {"limit",
+           [&](const toml::node& node, const std::string& key) {
+             limit_table = reader.table(node, key);
+             limit_path = key;
+           }},
+          {"changes",
+           [&](const toml::node& node, const std::string& key) {
+             reader.tables(node, key, [&](const toml::table& change, const std::string& at_path) {
+               RateChange parsed;
+               bool has_at = false;
+               bool has_change_rate = false;
+               reader.read_table(change, at_path,
+                                 {{"at",
+                                   [&](const toml::node& n, const std::string& k) {
+                                     has_at = true;
+                                     if (auto at = reader.duration(n, k, Nanos(1), duration))
+                                       parsed.at = *at;
+                                   }},
+                                  {"rate", [&](const toml::node& n, const std::string& k) {
+                                     has_change_rate = true;
+                                     if (auto rate = reader.number(
+                                             n, k, 0.0, kMaxRate, false,
+                                             "calls per second, a number from 0 to 1000000")) {
+                                       parsed.rate = *rate;
+                                     }
+                                   }}});
+               if (!has_at) {
+                 reader.missing(change, at_path, "at",
+                                std::string(kDurationForm) + " within the scenario's duration");
+               }
+               if (!has_change_rate) reader.missing(change, at_path, "rate", "calls per second");
+               if (has_at && has_change_rate) {
+                 for (const RateChange& other : group.changes) {
+                   if (other.at == parsed.at) {
+                     reader.error(change.source(), at_path + ".at is \"" +
+                                                       format_duration(parsed.at) +
+                                                       "\", the time of another change of the "
+                                                       "group; expected one change per time");
+                   }
+                 }
+                 group.changes.push_back(parsed);
+               }
+             });
+           }},
+      });
+  if (!has_name) reader.missing(table, path, "name", "a name such as \"gradient2\"");
+  if (!has_rate) reader.missing(table, path, "rate", "calls per second");
+  if (!has_policy) {
+    if (table.find("policy") == table.end()) {
+      reader.missing(table, path, "policy", "one of gradient2, aimd, bulkhead, none");
+    }
+    return;
+  }
+  std::sort(group.changes.begin(), group.changes.end(),
+            [](const RateChange& a, const RateChange& b) { return a.at < b.at; });
+
+  const std::string policy(to_string(group.policy));
+  if (group.policy == PolicyKind::bulkhead) {
+    if (max_concurrent_node == nullptr) {
+      reader.missing(table, path, "max_concurrent", "the bulkhead's size for policy bulkhead");
+    }
+  } else if (max_concurrent_node != nullptr) {
+    reader.error(max_concurrent_node->source(),
+                 path + ".max_concurrent applies to policy bulkhead only (this group's policy is " +
+                     policy + ")");
+  }
+  if (group.policy == PolicyKind::aimd && timeout_node == nullptr) {
+    reader.missing(table, path, "timeout",
+                   std::string(kDurationForm) +
+                       ": policy aimd needs a timeout inside the limit as its drop signal");
+  }
+
+  const bool adaptive = group.policy == PolicyKind::gradient2 || group.policy == PolicyKind::aimd;
+  group.limit.algorithm(group.policy == PolicyKind::aimd ? LimitAlgorithm::aimd
+                                                         : LimitAlgorithm::gradient2);
+  if (limit_table == nullptr) return;
+  if (!adaptive) {
+    reader.error(limit_table->source(), limit_path +
+                                            " applies to policies gradient2 and aimd only (this "
+                                            "group's policy is " +
+                                            policy + ")");
+    return;
+  }
+  bool gradient2_keys = false;
+  bool aimd_keys = false;
+  const toml::node* first_gradient2 = nullptr;
+  const toml::node* first_aimd = nullptr;
+  read_limit(reader, *limit_table, limit_path, group, gradient2_keys, aimd_keys, first_gradient2,
+             first_aimd);
+  if (group.policy == PolicyKind::aimd && gradient2_keys) {
+    reader.error(first_gradient2->source(),
+                 limit_path +
+                     ": smoothing, rtt_tolerance, long_window and queue_size apply to gradient2 "
+                     "only (this group's policy is aimd)");
+  }
+  if (group.policy == PolicyKind::gradient2 && aimd_keys) {
+    reader.error(first_aimd->source(), limit_path +
+                                           ": backoff_ratio applies to aimd only (this group's "
+                                           "policy is gradient2)");
+  }
+  try {
+    group.limit.validate();
+  } catch (const ConfigException& e) {
+    reader.error(limit_table->source(), limit_path + ": " + e.what());
+  }
+}
+
+void read_server(Reader& reader, const toml::table& table, ServerSpec& server, Nanos duration) {
+  bool has_workers = false;
+  reader.read_table(
+      table, "server",
+      {
+          {"workers",
+           [&](const toml::node& node, const std::string& key) {
+             has_workers = true;
+             if (auto n = reader.integer(node, key, 1, kMaxWorkers)) {
+               server.workers = static_cast<int>(*n);
+             }
+           }},
+          {"queue_limit",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto n = reader.integer(node, key, 0, 100000000)) {
+               server.queue_limit = static_cast<int>(*n);
+             }
+           }},
+          {"abandoned",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto a = reader.choice<Abandoned>(
+                     node, key, {{"serve", Abandoned::serve}, {"drop", Abandoned::drop}})) {
+               server.abandoned = *a;
+             }
+           }},
+          {"service",
+           [&](const toml::node& node, const std::string& key) {
+             const toml::table* service = reader.table(node, key);
+             if (service == nullptr) return;
+             const toml::node* sigma_node = nullptr;
+             reader.read_table(
+                 *service, key,
+                 {{"distribution",
+                   [&](const toml::node& n, const std::string& k) {
+                     if (auto d = reader.choice<Distribution>(
+                             n, k,
+                             {{"fixed", Distribution::fixed},
+                              {"exponential", Distribution::exponential},
+                              {"lognormal", Distribution::lognormal}})) {
+                       server.service.distribution = *d;
+                     }
+                   }},
+                  {"mean",
+                   [&](const toml::node& n, const std::string& k) {
+                     if (auto mean = reader.duration(n, k, std::chrono::microseconds(1),
+                                                     std::chrono::minutes(1))) {
+                       server.service.mean = *mean;
+                     }
+                   }},
+                  {"sigma", [&](const toml::node& n, const std::string& k) {
+                     sigma_node = &n;
+                     if (auto sigma = reader.number(n, k, 0.0, 3.0, true, "a number in (0, 3]")) {
+                       server.service.sigma = *sigma;
+                     }
+                   }}});
+             if (sigma_node != nullptr && server.service.distribution != Distribution::lognormal) {
+               reader.error(sigma_node->source(),
+                            key + ".sigma applies to distribution lognormal only");
+             }
+           }},
+          {"changes",
+           [&](const toml::node& node, const std::string& key) {
+             reader.tables(node, key, [&](const toml::table& change, const std::string& path) {
+               ServerChange parsed;
+               bool has_at = false;
+               reader.read_table(
+                   change, path,
+                   {{"at",
+                     [&](const toml::node& n, const std::string& k) {
+                       has_at = true;
+                       if (auto at = reader.duration(n, k, Nanos(1), duration)) parsed.at = *at;
+                     }},
+                    {"workers",
+                     [&](const toml::node& n, const std::string& k) {
+                       if (auto w = reader.integer(n, k, 1, kMaxWorkers)) {
+                         parsed.workers = static_cast<int>(*w);
+                       } else {
+                         parsed.workers = 1;  // given, though wrong: not "nothing changes"
+                       }
+                     }},
+                    {"service_scale",
+                     [&](const toml::node& n, const std::string& k) {
+                       parsed.service_scale =
+                           reader.number(n, k, 0.0, kMaxScale, true, "a number in (0, 1000]")
+                               .value_or(1.0);
+                     }},
+                    {"extra_latency", [&](const toml::node& n, const std::string& k) {
+                       parsed.extra_latency =
+                           reader.duration(n, k, Nanos(0), std::chrono::minutes(10))
+                               .value_or(Nanos(0));
+                     }}});
+               if (!has_at) {
+                 reader.missing(change, path, "at",
+                                std::string(kDurationForm) + " within the scenario's duration");
+                 return;
+               }
+               if (!parsed.workers && !parsed.service_scale && !parsed.extra_latency) {
+                 reader.error(change.source(),
+                              path +
+                                  " changes nothing; expected at least one of workers, "
+                                  "service_scale, extra_latency");
+               }
+               for (const ServerChange& other : server.changes) {
+                 if (other.at == parsed.at) {
+                   reader.error(change.source(),
+                                path + ".at is \"" + format_duration(parsed.at) +
+                                    "\", the time of another server change; expected one "
+                                    "change per time");
+                 }
+               }
+               server.changes.push_back(parsed);
+             });
+           }},
+      });
+  if (!has_workers) reader.missing(table, "server", "workers", "an integer from 1 to 100000");
+  std::sort(server.changes.begin(), server.changes.end(),
+            [](const ServerChange& a, const ServerChange& b) { return a.at < b.at; });
+}
+
+void read_live(Reader& reader, const toml::table& table, LiveSpec& live) {
+  reader.read_table(
+      table, "live",
+      {{"clients",
+        [&](const toml::node& node, const std::string& key) {
+          if (auto n = reader.integer(node, key, 1, 1000)) {
+            live.clients = static_cast<int>(*n);
+          }
+        }},
+       {"max_calls",
+        [&](const toml::node& node, const std::string& key) {
+          if (auto n = reader.integer(node, key, 1, 100000000)) live.max_calls = *n;
+        }},
+       {"drain", [&](const toml::node& node, const std::string& key) {
+          if (auto d = reader.duration(node, key, Nanos(0), std::chrono::minutes(10))) {
+            live.drain = *d;
+          }
+        }}});
+}
+
+Scenario read_scenario(const toml::table& root, Reader& reader, std::string_view source) {
+  Scenario scenario;
+  const std::filesystem::path stem = std::filesystem::path(std::string(source)).stem();
+  scenario.name = stem.string();
+  // The duration bounds every time in the schedule: read it first.
+  if (const toml::node* node = root.get("duration")) {
+    if (auto d = reader.duration(*node, "duration", std::chrono::seconds(1), kMaxDuration)) {
+      scenario.duration = *d;
+    }
+  } else {
+    reader.missing(root, "", "duration", std::string(kDurationForm) + ", from 1s to 24h");
+  }
+  const Nanos bound = scenario.duration > Nanos(0) ? scenario.duration : kMaxDuration;
+  bool has_server = false;
+  bool has_groups = false;
+  reader.read_table(
+      root, "",
+      {
+          {"name",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto name = reader.string(node, key, "a text")) scenario.name = *name;
+           }},
+          {"description",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto text = reader.string(node, key, "a text")) scenario.description = *text;
+           }},
+          {"duration", [](const toml::node&, const std::string&) {}},
+          {"seed",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto seed =
+                     reader.integer(node, key, 0, std::numeric_limits<std::int64_t>::max())) {
+               scenario.seed = static_cast<std::uint64_t>(*seed);
+             }
+           }},
+          {"isolated",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto isolated = reader.boolean(node, key)) scenario.isolated = *isolated;
+           }},
+          {"server",
+           [&](const toml::node& node, const std::string& key) {
+             has_server = true;
+             if (const toml::table* table = reader.table(node, key)) {
+               read_server(reader, *table, scenario.server, bound);
+             }
+           }},
+          {"groups",
+           [&](const toml::node& node, const std::string& key) {
+             has_groups = true;
+             reader.tables(node, key, [&](const toml::table& table, const std::string& path) {
+               GroupSpec group;
+               read_group(reader, table, path, group, bound);
+               for (const GroupSpec& other : scenario.groups) {
+                 if (!group.name.empty() && other.name == group.name) {
+                   reader.error(table.source(), path + ".name is \"" + group.name +
+                                                    "\", the name of another group; expected "
+                                                    "a name of its own");
+                 }
+               }
+               scenario.groups.push_back(std::move(group));
+             });
+           }},
+          {"live",
+           [&](const toml::node& node, const std::string& key) {
+             if (const toml::table* table = reader.table(node, key)) {
+               read_live(reader, *table, scenario.live);
+             }
+           }},
+      });
+  if (!has_server) reader.missing(root, "", "server", "a [server] table");
+  if (!has_groups) reader.missing(root, "", "groups", "at least one [[groups]] table");
+  if (has_groups && scenario.groups.empty()) {
+    reader.error(root.source(), "groups is empty; expected at least one [[groups]] table");
+  }
+  return scenario;
+}
+
+}  // namespace
+
+Scenario parse_scenario(std::string_view text, std::string_view source) {
+  Reader reader{std::string(source)};
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    reader.error(e.source(), std::string("not valid TOML: ") + std::string(e.description()));
+    reader.throw_errors();
+  }
+  Scenario scenario = read_scenario(root, reader, source);
+  if (!reader.ok()) reader.throw_errors();
+  return scenario;
+}
+
+Scenario load_scenario(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError("cannot open scenario \"" + file.string() + "\"");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError("cannot read scenario \"" + file.string() + "\"");
+  return parse_scenario(text.str(), file.string());
+}
+
+}  // namespace r4c::sim

@@ -1,0 +1,134 @@
+// A scenario: a dependency (a server with workers, a queue and a service time), the schedule of
+// changes it goes through, and the client groups calling it, each with its own offered load and
+// policy. Read from a TOML file (docs/simulator.md lists every key); both engines (`run`,
+// simulated, and `live`, real sockets) and the recorder work from the same model.
+//
+// Reading checks everything before anything runs: every mistake is reported with the file, the
+// line, the key, the bad value and what is valid, and an unknown key names the closest valid one.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "r4c/adaptive_limit_config.hpp"
+
+namespace r4c::sim {
+
+using Nanos = std::chrono::nanoseconds;
+
+/// How the server's service time is distributed.
+enum class Distribution { fixed, exponential, lognormal };
+
+/// What the server does with a queued call whose client gave up (its timeout passed).
+enum class Abandoned {
+  serve,  // it is served anyway, as a real server that cannot tell does
+  drop,   // it leaves the queue (a server that checks the connection before starting)
+};
+
+/// The service time of one call: `mean` times a standardized draw of mean 1 (see
+/// standard_draw), times the schedule's service_scale when the call starts.
+struct ServiceTime {
+  Distribution distribution = Distribution::exponential;
+  Nanos mean = std::chrono::milliseconds(10);
+  double sigma = 0.5;  // lognormal: the standard deviation of the logarithm
+};
+
+/// One change of the server at time `at`; what is not given keeps its value.
+struct ServerChange {
+  Nanos at{0};
+  std::optional<int> workers;
+  std::optional<double> service_scale;
+  std::optional<Nanos> extra_latency;
+};
+
+/// The server's state at one time, after the changes up to then.
+struct ServerState {
+  int workers = 0;
+  double service_scale = 1.0;
+  Nanos extra_latency{0};
+};
+
+struct ServerSpec {
+  int workers = 16;
+  int queue_limit = 0;  // calls waiting beyond the busy workers; 0: unbounded
+  Abandoned abandoned = Abandoned::serve;
+  ServiceTime service;
+  std::vector<ServerChange> changes;  // sorted by `at`, no two at the same time
+
+  ServerState state_at(Nanos t) const;
+  /// Calls per second the server completes with every worker busy: workers / mean service time.
+  double capacity_at(Nanos t) const;
+};
+
+/// The policy a group calls through: r4c's adaptive limit (gradient2 or aimd), a fixed
+/// bulkhead, or nothing.
+enum class PolicyKind { gradient2, aimd, bulkhead, none };
+
+std::string_view to_string(PolicyKind kind) noexcept;
+
+/// A change of a group's offered load at time `at`.
+struct RateChange {
+  Nanos at{0};
+  double rate = 0.0;
+};
+
+struct GroupSpec {
+  std::string name;
+  double rate = 0.0;  // offered calls per second, Poisson arrivals (open loop)
+  PolicyKind policy = PolicyKind::gradient2;
+  std::optional<Nanos> timeout;     // a timeout inside the policy; required for aimd
+  int max_concurrent = 0;           // bulkhead only
+  AdaptiveLimitConfig limit;        // gradient2 and aimd; its algorithm matches the policy
+  std::vector<RateChange> changes;  // sorted by `at`
+
+  double rate_at(Nanos t) const;
+  bool has_limit() const noexcept { return policy != PolicyKind::none; }
+};
+
+/// Settings of live mode only: the client threads and the bounds that make it stop by itself.
+struct LiveSpec {
+  int clients = 64;  // client threads (each with one keep-alive connection) per group
+  std::int64_t max_calls = 1000000;       // offered calls in all, over all groups
+  Nanos drain = std::chrono::seconds(5);  // after the duration, how long calls may still finish
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  Nanos duration{0};
+  std::uint64_t seed = 1;
+  bool isolated = false;                            // each group against its own copy of the server
+  Nanos interval = std::chrono::milliseconds(100);  // the timeline's resolution
+  ServerSpec server;
+  std::vector<GroupSpec> groups;
+  LiveSpec live;
+
+  /// The times at which the server or a group's load changes, after 0, sorted, without repeats.
+  std::vector<Nanos> change_times() const;
+  /// The server `group` calls: its own copy when isolated, else the shared one (index 0).
+  int server_of(int group) const noexcept { return isolated ? group : 0; }
+  int server_count() const noexcept { return isolated ? static_cast<int>(groups.size()) : 1; }
+  /// The load offered to the server `group` calls at time t (calls per second).
+  double load_on_server_of(int group, Nanos t) const;
+};
+
+/// Reads and checks a scenario file. Throws InputError listing every mistake, one per line, each
+/// "FILE:LINE: ..." naming the key, the bad value and what is valid.
+Scenario load_scenario(const std::filesystem::path& file);
+
+/// The same, from TOML text; `source` names it in messages (as the file would).
+Scenario parse_scenario(std::string_view text, std::string_view source);
+
+/// Parses a duration such as "250ms", "1.5s", "2m" (units ns, us, ms, s, m, h). Returns nullopt
+/// for anything else, a negative value, or one beyond 24 h.
+std::optional<Nanos> parse_duration(std::string_view text);
+
+/// Formats a duration the way parse_duration reads it ("1.5s", "250ms").
+std::string format_duration(Nanos value);
+
+}  // namespace r4c::sim
