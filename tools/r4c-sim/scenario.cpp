@@ -121,6 +121,8 @@ std::string format_duration(Nanos value) {
     const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), number);
     return std::string(buffer.data(), result.ptr) + std::string(unit);
   };
+  if (ns != 0 && ns % 3600000000000 == 0) return with(static_cast<double>(ns) / 3600e9, "h");
+  if (ns != 0 && ns % 60000000000 == 0) return with(static_cast<double>(ns) / 60e9, "m");
   if (ns != 0 && ns % 1000000000 == 0) return with(static_cast<double>(ns) / 1e9, "s");
   if (ns >= 1000000000) return with(static_cast<double>(ns) / 1e9, "s");
   if (ns >= 1000000) return with(static_cast<double>(ns) / 1e6, "ms");
@@ -182,17 +184,21 @@ class Reader {
   explicit Reader(std::string source) : source_(std::move(source)) {}
 
   void error(const toml::source_region& where, const std::string& message) {
-    errors_.push_back(source_ + ":" + std::to_string(where.begin.line) + ": " + message);
+    errors_.push_back(
+        {where.begin.line, source_ + ":" + std::to_string(where.begin.line) + ": " + message});
   }
   void bad(const toml::node& node, const std::string& key, std::string_view expected) {
     error(node.source(), key + " is " + show(node) + "; expected " + std::string(expected));
   }
   bool ok() const noexcept { return errors_.empty(); }
-  [[noreturn]] void throw_errors() const {
+  // In the file's order (a table's keys are read in their name's order).
+  [[noreturn]] void throw_errors() {
+    std::stable_sort(errors_.begin(), errors_.end(),
+                     [](const Error& a, const Error& b) { return a.line < b.line; });
     std::string text;
-    for (const std::string& line : errors_) {
+    for (const Error& e : errors_) {
       if (!text.empty()) text += "\n";
-      text += line;
+      text += e.message;
     }
     throw InputError(text);
   }
@@ -344,8 +350,12 @@ class Reader {
   }
 
  private:
+  struct Error {
+    std::uint32_t line;
+    std::string message;
+  };
   std::string source_;
-  std::vector<std::string> errors_;
+  std::vector<Error> errors_;
 };
 
 constexpr std::int64_t kMaxWorkers = 100000;
@@ -458,6 +468,7 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
       {
           {"name",
            [&](const toml::node& node, const std::string& key) {
+             has_name = true;  // given, even if wrong: no second message
              const auto name = reader.string(node, key, "a name such as \"gradient2\"");
              if (!name) return;
              const bool valid = !name->empty() && name->size() <= 64 &&
@@ -471,7 +482,6 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
                return;
              }
              group.name = *name;
-             has_name = true;
            }},
           {"rate",
            [&](const toml::node& node, const std::string& key) {

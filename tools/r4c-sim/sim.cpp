@@ -1,5 +1,6 @@
 #include "sim.hpp"
 
+#include <algorithm>
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/bind_executor.hpp>
 #include <asio/error.hpp>
@@ -56,14 +57,13 @@ struct Call {
   bool admitted = false;  // the policy let it through: it reached the server
   bool answered = false;  // its client's handler ran
   bool at_server = false;
-  bool dropped = false;  // left the queue after its client gave up (abandoned = "drop")
 };
 
 struct Server {
   ServerState state;
   int busy = 0;
-  std::deque<Call*> queue;  // may hold dropped calls, skipped when reached
-  int waiting = 0;          // calls in the queue that were not dropped
+  std::deque<Call*> queue;
+  int waiting = 0;  // the queue's length
 };
 
 enum class Kind : std::uint8_t { change, arrival, service_done, respond, fail, wake, sample };
@@ -99,7 +99,7 @@ class Simulation {
         recorder_(recorder),
         clock_(std::make_shared<ManualClock>()),
         registry_(ResilienceRegistry::builder().clock(clock_).build()),
-        io_(1),
+        io_(ASIO_CONCURRENCY_HINT_UNSAFE),  // one thread: no locking
         work_(asio::make_work_guard(io_)) {
     servers_.resize(static_cast<std::size_t>(scenario.server_count()));
     for (Server& server : servers_) server.state = scenario.server.state_at(Nanos(0));
@@ -145,6 +145,8 @@ class Simulation {
     while (!events_.empty() && events_.top().time <= end) {
       const Event event = events_.top();
       events_.pop();
+      // The run covers [0, duration): at its end only the last sample is taken.
+      if (event.time == end && event.kind != Kind::sample) continue;
       if (event.time > now_) {
         // Every deadline r4c armed has an event of its own (a wake), so this advance passes
         // none: each fires, and its answer runs, at its own time.
@@ -320,7 +322,6 @@ class Simulation {
     while (server.busy < server.state.workers && !server.queue.empty()) {
       Call* next = server.queue.front();
       server.queue.pop_front();
-      if (next->dropped) continue;
       --server.waiting;
       begin_service(next);
     }
@@ -338,17 +339,16 @@ class Simulation {
   }
 
   // Its client gave up (the timeout fired). The server keeps serving it, unless it is still
-  // queued and the server drops abandoned calls.
+  // queued and the server drops abandoned calls: then it leaves the queue, and its operation
+  // completes with operation_aborted as its own event (not inside r4c's cancellation).
   void cancelled(Call* call) {
-    if (scenario_.server.abandoned != Abandoned::drop || call->dropped) return;
+    if (scenario_.server.abandoned != Abandoned::drop) return;
     Server& server = *call->server;
-    for (auto it = server.queue.begin(); it != server.queue.end(); ++it) {
-      if (*it != call) continue;
-      call->dropped = true;
-      --server.waiting;
-      push(now_, Kind::fail, 0, call, 0, asio::error::operation_aborted);
-      return;
-    }
+    const auto it = std::find(server.queue.begin(), server.queue.end(), call);
+    if (it == server.queue.end()) return;  // in service: it is served
+    server.queue.erase(it);
+    --server.waiting;
+    push(now_, Kind::fail, 0, call, 0, asio::error::operation_aborted);
   }
 
   void apply_change(const Change& change) {

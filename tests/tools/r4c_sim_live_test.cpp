@@ -1,0 +1,123 @@
+// r4c-sim live, for real: scenarios/live-capacity-drop.toml runs 20 s in real time against an
+// HTTP server on 127.0.0.1 (8 workers of about 20 ms, 4 from 8 s on; 600 calls/s offered).
+//
+// The band: over the last 5 s the limit's mean must lie within [W, 3 W] of the server's W = 4
+// workers. Gradient2 lets latency reach rtt_tolerance (1.5) times its long-term average before it
+// cuts, so it holds about 1.5 W + queue_size = 8 calls (the simulation of the same scenario ends
+// at 8 to 9); it does not go much below 2 x queue_size = 4 from latency alone. 3 W leaves room
+// for the noise of a loaded machine: a sleep that overshoots by a few milliseconds reads as a
+// little queueing. The limit must also have come down from where it was before the drop.
+//
+// Real time: this test takes about 22 s whatever the machine. Service times of tens of
+// milliseconds keep the CPU each call costs (HTTP on both ends, under sanitizers too) small
+// beside them.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "live.hpp"
+#include "scenario.hpp"
+#include "sim_test_support.hpp"
+
+namespace r4c::sim {
+namespace {
+
+double mean_limit(const std::vector<TimelineRow>& rows, double from_s, double to_s) {
+  double sum = 0.0;
+  int count = 0;
+  for (const TimelineRow& row : rows) {
+    const double t = std::chrono::duration<double>(row.end).count();
+    if (t > from_s && t <= to_s && row.limit) {
+      sum += *row.limit;
+      ++count;
+    }
+  }
+  return count > 0 ? sum / count : 0.0;
+}
+
+TEST(LiveTest, TheLimitFollowsARealServerDownToItsWorkers) {
+  const Scenario scenario =
+      load_scenario(std::string(R4C_SCENARIOS_DIR) + "/live-capacity-drop.toml");
+  ASSERT_EQ(scenario.server.state_at(scenario.duration).workers, 4);
+  Recorder recorder(scenario);
+  const LiveStats stats = run_live_scenario(scenario, recorder);
+  const Results results = recorder.finish();
+
+  EXPECT_GT(stats.port, 0);
+  EXPECT_GT(stats.calls, 10000);              // 600/s for 20 s
+  EXPECT_LT(stats.wall_s, 20.0 + 2.0 + 5.0);  // the duration, the drain, and some slack
+  const GroupSummary& s = results.summary.at(0);
+  EXPECT_EQ(s.offered, stats.calls);
+  EXPECT_EQ(s.offered, s.rejected_calls + s.succeeded + s.timeouts + s.errors + s.unfinished);
+  EXPECT_GT(s.succeeded, 4000);
+
+  std::vector<TimelineRow> rows;
+  for (const TimelineRow& row : results.timeline) rows.push_back(row);
+  const int workers = 4;
+  const double before = mean_limit(rows, 5.0, 8.0);
+  const double after = mean_limit(rows, 15.0, 20.0);
+  RecordProperty("limit_before_drop", std::to_string(before));
+  RecordProperty("limit_last_5s", std::to_string(after));
+  EXPECT_GE(after, workers) << "the limit ended below the server's workers";
+  EXPECT_LE(after, 3.0 * workers) << "the limit ended above 3 x the server's workers";
+  EXPECT_LT(after, before) << "the limit did not come down with the capacity";
+}
+
+TEST(LiveTest, TheCommandWritesTheSameOutputsAsRun) {
+  const testing::ScratchDir scratch;
+  const auto file = scratch.write("short.toml", R"(duration = "2s"
+[server]
+workers = 2
+service = { distribution = "fixed", mean = "20ms" }
+[[groups]]
+name = "g2"
+rate = 100
+policy = "gradient2"
+timeout = "500ms"
+[live]
+clients = 8
+drain = "1s"
+)");
+  const auto out = scratch.path() / "out";
+  const testing::ToolRun run =
+      testing::run_binary({"live", file.string(), "--out", out.string(), "--no-plots"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("s live against 127.0.0.1:"), std::string::npos) << run.out;
+  for (const char* name : {"timeline.csv", "summary.csv", "settle.csv", "plots.gp"}) {
+    EXPECT_TRUE(testing::fs::exists(out / name)) << name;
+  }
+  const auto summary = testing::read_csv(out / "summary.csv");
+  ASSERT_EQ(summary.size(), 1u);
+  EXPECT_GT(std::stoi(summary[0].at("succeeded")), 100);
+  EXPECT_EQ(testing::read_csv(out / "timeline.csv").size(), 20u);
+}
+
+TEST(LiveTest, StopsAtMaxCalls) {
+  Scenario scenario = parse_scenario(R"(duration = "3s"
+[server]
+workers = 4
+service = { distribution = "fixed", mean = "10ms" }
+[[groups]]
+name = "g"
+rate = 200
+policy = "none"
+[live]
+clients = 8
+max_calls = 50
+drain = "1s"
+)",
+                                     "max.toml");
+  Recorder recorder(scenario);
+  const auto started = std::chrono::steady_clock::now();
+  const LiveStats stats = run_live_scenario(scenario, recorder);
+  EXPECT_EQ(stats.calls, 50);
+  EXPECT_EQ(recorder.finish().summary.at(0).offered, 50);
+  // Arrivals stop after the 50th call; the run itself still lasts its duration (the samples).
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+}
+
+}  // namespace
+}  // namespace r4c::sim

@@ -1,0 +1,471 @@
+// r4c-sim's scenario files: every key read, the defaults, and every kind of mistake reported
+// with the file, the line, the key, the bad value and what is valid.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common.hpp"
+#include "scenario.hpp"
+#include "sim_test_support.hpp"
+
+namespace r4c::sim {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+// The message parse_scenario throws for `text`, or "" when it parses.
+std::string error_of(const std::string& text) {
+  try {
+    parse_scenario(text, "test.toml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+constexpr const char* kMinimal = R"(duration = "10s"
+[server]
+workers = 4
+[[groups]]
+name = "g"
+rate = 100
+policy = "gradient2"
+)";
+
+TEST(ScenarioTest, ReadsEveryKey) {
+  const Scenario s = parse_scenario(R"(name = "every-key"
+description = "all of them"
+duration = "2m"
+seed = 42
+isolated = true
+
+[server]
+workers = 16
+queue_limit = 100
+abandoned = "drop"
+service = { distribution = "lognormal", mean = "12.5ms", sigma = 0.7 }
+
+[[server.changes]]
+at = "60s"
+workers = 4
+service_scale = 2.5
+extra_latency = "30ms"
+
+[[groups]]
+name = "g2"
+rate = 1500.5
+policy = "gradient2"
+timeout = "1s"
+limit = { initial_limit = 5, min_limit = 2, max_limit = 50, window = "100ms", min_window_samples = 20, smoothing = 0.3, rtt_tolerance = 1.2, long_window = 6000, queue_size = 2 }
+
+[[groups.changes]]
+at = "30s"
+rate = 10
+
+[[groups]]
+name = "aimd"
+rate = 100
+policy = "aimd"
+timeout = "50ms"
+limit = { backoff_ratio = 0.8 }
+
+[[groups]]
+name = "pool"
+rate = 100
+policy = "bulkhead"
+max_concurrent = 8
+
+[[groups]]
+name = "bare"
+rate = 0
+policy = "none"
+
+[live]
+clients = 32
+max_calls = 5000
+drain = "3s"
+)",
+                                    "every.toml");
+  EXPECT_EQ(s.name, "every-key");
+  EXPECT_EQ(s.description, "all of them");
+  EXPECT_EQ(s.duration, seconds(120));
+  EXPECT_EQ(s.seed, 42u);
+  EXPECT_TRUE(s.isolated);
+  EXPECT_EQ(s.server.workers, 16);
+  EXPECT_EQ(s.server.queue_limit, 100);
+  EXPECT_EQ(s.server.abandoned, Abandoned::drop);
+  EXPECT_EQ(s.server.service.distribution, Distribution::lognormal);
+  EXPECT_EQ(s.server.service.mean, std::chrono::microseconds(12500));
+  EXPECT_DOUBLE_EQ(s.server.service.sigma, 0.7);
+  ASSERT_EQ(s.server.changes.size(), 1u);
+  EXPECT_EQ(s.server.changes[0].at, seconds(60));
+  EXPECT_EQ(s.server.changes[0].workers, 4);
+  EXPECT_EQ(s.server.changes[0].service_scale, 2.5);
+  EXPECT_EQ(s.server.changes[0].extra_latency, milliseconds(30));
+
+  ASSERT_EQ(s.groups.size(), 4u);
+  const GroupSpec& g2 = s.groups[0];
+  EXPECT_EQ(g2.name, "g2");
+  EXPECT_DOUBLE_EQ(g2.rate, 1500.5);
+  EXPECT_EQ(g2.policy, PolicyKind::gradient2);
+  EXPECT_EQ(g2.timeout, seconds(1));
+  EXPECT_EQ(g2.limit.algorithm(), LimitAlgorithm::gradient2);
+  EXPECT_EQ(g2.limit.initial_limit(), 5);
+  EXPECT_EQ(g2.limit.min_limit(), 2);
+  EXPECT_EQ(g2.limit.max_limit(), 50);
+  EXPECT_EQ(g2.limit.window(), milliseconds(100));
+  EXPECT_EQ(g2.limit.min_window_samples(), 20);
+  EXPECT_DOUBLE_EQ(g2.limit.smoothing(), 0.3);
+  EXPECT_DOUBLE_EQ(g2.limit.rtt_tolerance(), 1.2);
+  EXPECT_EQ(g2.limit.long_window(), 6000);
+  EXPECT_EQ(g2.limit.queue_size(), 2);
+  ASSERT_EQ(g2.changes.size(), 1u);
+  EXPECT_EQ(g2.changes[0].at, seconds(30));
+  EXPECT_DOUBLE_EQ(g2.changes[0].rate, 10.0);
+
+  EXPECT_EQ(s.groups[1].policy, PolicyKind::aimd);
+  EXPECT_EQ(s.groups[1].limit.algorithm(), LimitAlgorithm::aimd);
+  EXPECT_DOUBLE_EQ(s.groups[1].limit.backoff_ratio(), 0.8);
+  EXPECT_EQ(s.groups[1].timeout, milliseconds(50));
+  EXPECT_EQ(s.groups[2].policy, PolicyKind::bulkhead);
+  EXPECT_EQ(s.groups[2].max_concurrent, 8);
+  EXPECT_FALSE(s.groups[2].timeout);
+  EXPECT_EQ(s.groups[3].policy, PolicyKind::none);
+  EXPECT_DOUBLE_EQ(s.groups[3].rate, 0.0);
+
+  EXPECT_EQ(s.live.clients, 32);
+  EXPECT_EQ(s.live.max_calls, 5000);
+  EXPECT_EQ(s.live.drain, seconds(3));
+}
+
+TEST(ScenarioTest, FillsTheDefaults) {
+  const Scenario s = parse_scenario(kMinimal, "dir/my-scenario.toml");
+  EXPECT_EQ(s.name, "my-scenario");  // the file's stem
+  EXPECT_EQ(s.seed, 1u);
+  EXPECT_FALSE(s.isolated);
+  EXPECT_EQ(s.interval, milliseconds(100));
+  EXPECT_EQ(s.server.queue_limit, 0);
+  EXPECT_EQ(s.server.abandoned, Abandoned::serve);
+  EXPECT_EQ(s.server.service.distribution, Distribution::exponential);
+  EXPECT_EQ(s.server.service.mean, milliseconds(10));
+  EXPECT_TRUE(s.server.changes.empty());
+  const AdaptiveLimitConfig defaults;
+  const GroupSpec& g = s.groups.at(0);
+  EXPECT_FALSE(g.timeout);
+  EXPECT_EQ(g.limit.initial_limit(), defaults.initial_limit());
+  EXPECT_EQ(g.limit.window(), defaults.window());
+  EXPECT_EQ(g.limit.queue_size(), defaults.queue_size());
+  EXPECT_EQ(s.live.clients, 64);
+  EXPECT_EQ(s.live.max_calls, 1000000);
+  EXPECT_EQ(s.live.drain, seconds(5));
+}
+
+TEST(ScenarioTest, NamesAnUnknownKeyAndTheClosestValidOne) {
+  EXPECT_EQ(error_of("duraton = \"5s\"\n" + std::string(kMinimal)),
+            "test.toml:1: unknown key \"duraton\" at the top level; did you mean \"duration\"? "
+            "(valid: name, description, duration, seed, isolated, server, groups, live)");
+  EXPECT_EQ(error_of(R"(duration = "10s"
+[server]
+workers = 4
+wrokers = 5
+[[groups]]
+name = "g"
+rate = 100
+policy = "gradient2"
+)"),
+            "test.toml:4: unknown key \"wrokers\" in server; did you mean \"workers\"? (valid: "
+            "workers, queue_limit, abandoned, service, changes)");
+  EXPECT_THAT(error_of(std::string(kMinimal) + "polcy = \"aimd\"\n"),
+              HasSubstr("test.toml:8: unknown key \"polcy\" in groups[1]; did you mean "
+                        "\"policy\"?"));
+  EXPECT_THAT(error_of(std::string(kMinimal) + "limit = { queue = 2 }\n"),
+              HasSubstr("test.toml:8: unknown key \"queue\" in groups[1].limit; did you mean "
+                        "\"queue_size\"?"));
+  EXPECT_THAT(error_of(R"(duration = "10s"
+[server]
+workers = 4
+service = { distribution = "fixed", mena = "5ms" }
+[[groups]]
+name = "g"
+rate = 100
+policy = "none"
+)"),
+              HasSubstr("test.toml:4: unknown key \"mena\" in server.service; did you mean "
+                        "\"mean\"?"));
+  EXPECT_THAT(error_of(std::string(kMinimal) + "[live]\nclient = 3\n"),
+              HasSubstr("test.toml:9: unknown key \"client\" in live; did you mean \"clients\"?"));
+}
+
+TEST(ScenarioTest, NamesABadValueAndWhatIsValid) {
+  const std::string head = "duration = \"10s\"\n[server]\n";
+  const std::string group = "[[groups]]\nname = \"g\"\nrate = 100\npolicy = \"gradient2\"\n";
+  EXPECT_EQ(error_of(head + "workers = 0\n" + group),
+            "test.toml:3: server.workers is 0; expected an integer from 1 to 100000");
+  EXPECT_EQ(error_of(head + "workers = \"many\"\n" + group),
+            "test.toml:3: server.workers is \"many\"; expected an integer from 1 to 100000");
+  EXPECT_EQ(error_of(head + "workers = 4\nabandoned = \"keep\"\n" + group),
+            "test.toml:4: server.abandoned is \"keep\"; expected one of serve, drop");
+  EXPECT_EQ(error_of(head + "workers = 4\nservice = { distribution = \"normal\" }\n" + group),
+            "test.toml:4: server.service.distribution is \"normal\"; expected one of fixed, "
+            "exponential, lognormal");
+  EXPECT_EQ(error_of(head + "workers = 4\nservice = { mean = \"10\" }\n" + group),
+            "test.toml:4: server.service.mean is \"10\"; expected a duration such as \"250ms\", "
+            "\"1.5s\" or \"2m\", from 1us to 1m");
+  EXPECT_EQ(
+      error_of("duration = 10\n[server]\nworkers = 4\n" + group),
+      "test.toml:1: duration is 10; expected a duration such as \"250ms\", \"1.5s\" or \"2m\", "
+      "from 1s to 24h");
+  EXPECT_EQ(error_of(head + "workers = 4\n[[groups]]\nname = \"g\"\nrate = -5\npolicy = "
+                            "\"none\"\n"),
+            "test.toml:6: groups[1].rate is -5; expected calls per second, a number from 0 to "
+            "1000000");
+  EXPECT_EQ(error_of(head + "workers = 4\n[[groups]]\nname = \"g\"\nrate = 5\npolicy = "
+                            "\"vegas\"\n"),
+            "test.toml:7: groups[1].policy is \"vegas\"; expected one of gradient2, aimd, "
+            "bulkhead, none");
+  EXPECT_EQ(error_of(head + "workers = 4\n[[groups]]\nname = \"a b\"\nrate = 5\npolicy = "
+                            "\"none\"\n"),
+            "test.toml:5: groups[1].name is \"a b\"; expected 1 to 64 letters, digits, '-', '_' "
+            "or '.' (it names CSV rows)");
+  EXPECT_EQ(error_of("duration = \"10s\"\nseed = -1\n[server]\nworkers = 4\n" + group),
+            "test.toml:2: seed is -1; expected an integer from 0 to 9223372036854775807");
+  EXPECT_EQ(error_of("duration = \"10s\"\nisolated = 1\n[server]\nworkers = 4\n" + group),
+            "test.toml:2: isolated is 1; expected true or false");
+}
+
+TEST(ScenarioTest, ReportsTheLibrarysOwnCodeForLimitSettings) {
+  const std::string head = std::string(kMinimal);
+  EXPECT_EQ(error_of(head + "limit = { smoothing = 1.5 }\n"),
+            "test.toml:8: groups[1].limit.smoothing: R4C-REG-001: smoothing is 1.5; valid: (0, "
+            "1]");
+  EXPECT_THAT(error_of(head + "limit = { initial_limit = 0 }\n"),
+              HasSubstr("test.toml:8: groups[1].limit.initial_limit: R4C-ATR-003"));
+  EXPECT_THAT(error_of(head + "limit = { window = \"2h\" }\n"),
+              HasSubstr("test.toml:8: groups[1].limit.window: R4C-ATR-009"));
+  // Valid one by one, out of order together: validate() on the limit table's line.
+  EXPECT_THAT(error_of(head + "\n[groups.limit]\nmin_limit = 30\n"),
+              HasSubstr("test.toml:9: groups[1].limit: R4C-ATR-009: min_limit (30) is greater "
+                        "than initial_limit (20)"));
+}
+
+TEST(ScenarioTest, ReportsMissingKeys) {
+  EXPECT_EQ(error_of("seed = 3\n"),
+            "test.toml:1: the file has no duration; expected a duration such as \"250ms\", "
+            "\"1.5s\" or \"2m\", from 1s to 24h\n"
+            "test.toml:1: the file has no server; expected a [server] table\n"
+            "test.toml:1: the file has no groups; expected at least one [[groups]] table");
+  EXPECT_EQ(error_of("duration = \"10s\"\n[server]\nservice = { mean = \"1ms\" }\n[[groups]]\n"),
+            "test.toml:2: server has no workers; expected an integer from 1 to 100000\n"
+            "test.toml:4: groups[1] has no name; expected a name such as \"gradient2\"\n"
+            "test.toml:4: groups[1] has no rate; expected calls per second\n"
+            "test.toml:4: groups[1] has no policy; expected one of gradient2, aimd, bulkhead, "
+            "none");
+  const std::string head =
+      "duration = \"10s\"\n[server]\nworkers = 4\n[[groups]]\nname = \"g\"\n"
+      "rate = 1\n";
+  EXPECT_EQ(error_of(head + "policy = \"bulkhead\"\n"),
+            "test.toml:4: groups[1] has no max_concurrent; expected the bulkhead's size for "
+            "policy bulkhead");
+  EXPECT_EQ(error_of(head + "policy = \"aimd\"\n"),
+            "test.toml:4: groups[1] has no timeout; expected a duration such as \"250ms\", "
+            "\"1.5s\" or \"2m\": policy aimd needs a timeout inside the limit as its drop "
+            "signal");
+}
+
+TEST(ScenarioTest, RejectsSettingsThatDoNotApplyToThePolicy) {
+  const std::string head =
+      "duration = \"10s\"\n[server]\nworkers = 4\n[[groups]]\nname = \"g\"\n"
+      "rate = 1\n";
+  EXPECT_EQ(error_of(head + "policy = \"gradient2\"\nmax_concurrent = 3\n"),
+            "test.toml:8: groups[1].max_concurrent applies to policy bulkhead only (this "
+            "group's policy is gradient2)");
+  EXPECT_EQ(error_of(head + "policy = \"bulkhead\"\nmax_concurrent = 3\nlimit = { max_limit = "
+                            "9 }\n"),
+            "test.toml:9: groups[1].limit applies to policies gradient2 and aimd only (this "
+            "group's policy is bulkhead)");
+  EXPECT_EQ(error_of(head + "policy = \"aimd\"\ntimeout = \"1s\"\nlimit = { smoothing = 0.5 }\n"),
+            "test.toml:9: groups[1].limit: smoothing, rtt_tolerance, long_window and queue_size "
+            "apply to gradient2 only (this group's policy is aimd)");
+  EXPECT_EQ(error_of(head + "policy = \"gradient2\"\nlimit = { backoff_ratio = 0.5 }\n"),
+            "test.toml:8: groups[1].limit: backoff_ratio applies to aimd only (this group's "
+            "policy is gradient2)");
+  EXPECT_EQ(error_of("duration = \"10s\"\n[server]\nworkers = 4\nservice = { sigma = 0.5 }\n"
+                     "[[groups]]\nname = \"g\"\nrate = 1\npolicy = \"none\"\n"),
+            "test.toml:4: server.service.sigma applies to distribution lognormal only");
+}
+
+TEST(ScenarioTest, ChecksTheSchedule) {
+  const std::string group = "[[groups]]\nname = \"g\"\nrate = 1\npolicy = \"none\"\n";
+  EXPECT_EQ(error_of("duration = \"10s\"\n[server]\nworkers = 4\n[[server.changes]]\nat = "
+                     "\"20s\"\nworkers = 2\n" +
+                     group),
+            "test.toml:5: server.changes[1].at is \"20s\"; expected a duration such as "
+            "\"250ms\", \"1.5s\" or \"2m\", from 1ns to 10s");
+  EXPECT_EQ(error_of("duration = \"10s\"\n[server]\nworkers = 4\n[[server.changes]]\nat = "
+                     "\"2s\"\n" +
+                     group),
+            "test.toml:4: server.changes[1] changes nothing; expected at least one of workers, "
+            "service_scale, extra_latency");
+  EXPECT_EQ(error_of("duration = \"10s\"\n[server]\nworkers = 4\n[[server.changes]]\nworkers = "
+                     "2\n" +
+                     group),
+            "test.toml:4: server.changes[1] has no at; expected a duration such as \"250ms\", "
+            "\"1.5s\" or \"2m\" within the scenario's duration");
+  EXPECT_EQ(error_of("duration = \"10s\"\n[server]\nworkers = 4\n[[server.changes]]\nat = "
+                     "\"2s\"\nworkers = 2\n[[server.changes]]\nat = \"2000ms\"\nworkers = 3\n" +
+                     group),
+            "test.toml:7: server.changes[2].at is \"2s\", the time of another server change; "
+            "expected one change per time");
+  EXPECT_EQ(error_of("duration = \"10s\"\n[server]\nworkers = 4\n[[server.changes]]\nat = "
+                     "\"2s\"\nservice_scale = 0\n" +
+                     group),
+            "test.toml:6: server.changes[1].service_scale is 0; expected a number in (0, 1000]");
+  EXPECT_EQ(error_of("duration = \"10s\"\n[server]\nworkers = 4\n" + group +
+                     "[[groups.changes]]\nat = \"1s\"\n"),
+            "test.toml:8: groups[1].changes[1] has no rate; expected calls per second");
+}
+
+TEST(ScenarioTest, RejectsTwoGroupsWithOneName) {
+  EXPECT_EQ(error_of(std::string(kMinimal) + "[[groups]]\nname = \"g\"\nrate = 1\npolicy = "
+                                             "\"none\"\n"),
+            "test.toml:8: groups[2].name is \"g\", the name of another group; expected a name "
+            "of its own");
+}
+
+TEST(ScenarioTest, ReportsEveryMistakeNotJustTheFirst) {
+  const std::string message = error_of(R"(duration = "10s"
+[server]
+workers = -1
+queue_limit = "x"
+[[groups]]
+name = "g"
+rate = 100
+policy = "gradient2"
+timeout = "soon"
+)");
+  EXPECT_EQ(message,
+            "test.toml:3: server.workers is -1; expected an integer from 1 to 100000\n"
+            "test.toml:4: server.queue_limit is \"x\"; expected an integer from 0 to 100000000\n"
+            "test.toml:9: groups[1].timeout is \"soon\"; expected a duration such as \"250ms\", "
+            "\"1.5s\" or \"2m\", from 1ns to 1h");
+}
+
+TEST(ScenarioTest, ReportsTomlSyntaxErrorsWithTheirLine) {
+  EXPECT_THAT(error_of("duration = \"10s\"\n[server\nworkers = 4\n"),
+              ::testing::StartsWith("test.toml:2: not valid TOML: "));
+}
+
+TEST(ScenarioTest, ReportsAFileThatCannotBeOpened) {
+  try {
+    load_scenario("/nonexistent/scenario.toml");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "cannot open scenario \"/nonexistent/scenario.toml\"");
+  }
+}
+
+TEST(ScenarioTest, LoadsAFileAndNamesItInMessages) {
+  const testing::ScratchDir scratch;
+  const auto file = scratch.write("bad.toml", "duration = \"1x\"\n");
+  try {
+    load_scenario(file);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(file.string() + ":1: duration is \"1x\""));
+  }
+  const auto good = scratch.write("good.toml", kMinimal);
+  EXPECT_EQ(load_scenario(good).name, "good");
+}
+
+TEST(DurationTest, ParsesNumbersWithUnits) {
+  EXPECT_EQ(parse_duration("250ms"), milliseconds(250));
+  EXPECT_EQ(parse_duration("1.5s"), milliseconds(1500));
+  EXPECT_EQ(parse_duration("2m"), seconds(120));
+  EXPECT_EQ(parse_duration("1h"), seconds(3600));
+  EXPECT_EQ(parse_duration("30us"), std::chrono::microseconds(30));
+  EXPECT_EQ(parse_duration("7ns"), std::chrono::nanoseconds(7));
+  EXPECT_EQ(parse_duration("0ms"), std::chrono::nanoseconds(0));
+  EXPECT_EQ(parse_duration("24h"), std::chrono::hours(24));
+}
+
+TEST(DurationTest, RejectsAnythingElse) {
+  for (const char* text :
+       {"", "10", "ms", "1.5", "-1s", "+1s", "1 s", "1sec", "1e3ms", "25h", "1..5s", "1s "}) {
+    EXPECT_FALSE(parse_duration(text)) << text;
+  }
+}
+
+TEST(DurationTest, FormatsTheWayItReads) {
+  EXPECT_EQ(format_duration(milliseconds(250)), "250ms");
+  EXPECT_EQ(format_duration(milliseconds(1500)), "1.5s");
+  EXPECT_EQ(format_duration(seconds(10)), "10s");
+  EXPECT_EQ(format_duration(std::chrono::microseconds(1)), "1us");
+  EXPECT_EQ(format_duration(std::chrono::nanoseconds(1)), "1ns");
+  for (auto d : {milliseconds(250), milliseconds(1500), milliseconds(60000)}) {
+    EXPECT_EQ(parse_duration(format_duration(d)), d);
+  }
+}
+
+TEST(ScheduleTest, TheServerStateFollowsItsChanges) {
+  const Scenario s = parse_scenario(R"(duration = "300s"
+[server]
+workers = 16
+service = { distribution = "fixed", mean = "10ms" }
+[[server.changes]]
+at = "180s"
+workers = 12
+[[server.changes]]
+at = "60s"
+workers = 4
+service_scale = 2
+[[server.changes]]
+at = "100s"
+extra_latency = "5ms"
+[[groups]]
+name = "g"
+rate = 1000
+policy = "none"
+[[groups.changes]]
+at = "100s"
+rate = 3000
+)",
+                                    "t.toml");
+  // Sorted by time whatever the file's order.
+  ASSERT_EQ(s.server.changes.size(), 3u);
+  EXPECT_EQ(s.server.changes[0].at, seconds(60));
+  EXPECT_EQ(s.server.state_at(seconds(59)).workers, 16);
+  EXPECT_EQ(s.server.state_at(seconds(60)).workers, 4);  // a change applies from its time
+  EXPECT_EQ(s.server.state_at(seconds(60)).service_scale, 2.0);
+  EXPECT_EQ(s.server.state_at(seconds(120)).workers, 4);  // what a change does not name stays
+  EXPECT_EQ(s.server.state_at(seconds(120)).extra_latency, milliseconds(5));
+  EXPECT_EQ(s.server.state_at(seconds(200)).workers, 12);
+  EXPECT_EQ(s.server.state_at(seconds(200)).service_scale, 2.0);
+  EXPECT_DOUBLE_EQ(s.server.capacity_at(seconds(0)), 1600.0);
+  EXPECT_DOUBLE_EQ(s.server.capacity_at(seconds(60)), 200.0);  // 4 workers of 20 ms
+  EXPECT_DOUBLE_EQ(s.server.capacity_at(seconds(200)), 600.0);
+  EXPECT_DOUBLE_EQ(s.groups[0].rate_at(seconds(99)), 1000.0);
+  EXPECT_DOUBLE_EQ(s.groups[0].rate_at(seconds(100)), 3000.0);
+  EXPECT_EQ(s.change_times(),
+            (std::vector<Nanos>{seconds(60), seconds(100), seconds(180)}));  // one 100 s
+  EXPECT_DOUBLE_EQ(s.load_on_server_of(0, seconds(150)), 3000.0);
+}
+
+TEST(ScheduleTest, IsolatedGroupsHaveAServerEachSharedOnesOne) {
+  Scenario s = parse_scenario(std::string(kMinimal) +
+                                  "[[groups]]\nname = \"h\"\nrate = 50\n"
+                                  "policy = \"none\"\n",
+                              "t.toml");
+  EXPECT_EQ(s.server_count(), 1);
+  EXPECT_EQ(s.server_of(1), 0);
+  EXPECT_DOUBLE_EQ(s.load_on_server_of(0, Nanos(0)), 150.0);
+  s.isolated = true;
+  EXPECT_EQ(s.server_count(), 2);
+  EXPECT_EQ(s.server_of(1), 1);
+  EXPECT_DOUBLE_EQ(s.load_on_server_of(0, Nanos(0)), 100.0);
+}
+
+}  // namespace
+}  // namespace r4c::sim
