@@ -395,6 +395,46 @@ TEST(SimulationTest, TheSameSeedGivesTheSameBytes) {
   EXPECT_FALSE(first == other) << "seeds 1 and 2 gave the same outputs";
 }
 
+// ---- windows and replay --------------------------------------------------------------------
+
+// The windows a simulated limit recorded, replayed through the library's algorithm with the same
+// settings (r4c-sim replay), give the very limits the simulation had: every latency the limit
+// saw was the simulated one, and no window was missed.
+TEST(SimulationTest, ReplayingTheRecordedWindowsGivesTheSameLimits) {
+  const testing::ScratchDir scratch;
+  const Scenario scenario = parse_scenario(kMixed, "mixed.toml");
+  Recorder recorder(scenario);
+  simulate(scenario, recorder);
+  const Results results = recorder.finish();
+  write_outputs(scenario, results, scratch.path());
+  for (const std::string name : {"g2", "aimd"}) {
+    const auto file = scratch.path() / ("windows-" + name + ".csv");
+    const std::string text = testing::read_text(file);
+    // The replay command is in the file's comment: run it as written.
+    const std::string marker = "r4c-sim replay ";
+    const std::size_t start = text.find(marker);
+    ASSERT_NE(start, std::string::npos);
+    const std::size_t from = start + marker.size();
+    std::vector<std::string> args = {"replay"};
+    for (const std::string& word :
+         testing::split(text.substr(from, text.find('\n', from) - from), ' ')) {
+      args.push_back(word == "windows-" + name + ".csv" ? file.string() : word);
+    }
+    const testing::ToolRun run = testing::run_binary(args);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    std::vector<std::string> expected;
+    for (const auto& row : testing::read_csv(file)) expected.push_back(row.at("limit_after"));
+    std::vector<std::string> replayed;
+    for (const std::string& line : testing::split(run.out, '\n')) {
+      const auto fields = testing::split(line, ',');
+      if (fields.size() == 2 && fields[0] != "window") replayed.push_back(fields[1]);
+    }
+    EXPECT_GT(expected.size(), 100u) << name;
+    EXPECT_EQ(replayed, expected) << name;
+  }
+  for (std::int64_t missed : results.missed_windows) EXPECT_EQ(missed, 0);
+}
+
 // ---- the shipped scenarios -----------------------------------------------------------------
 
 // A shipped scenario, shortened to 6 s with its changes at the same fractions of the run.
@@ -482,9 +522,10 @@ TEST(RunCommandTest, WritesTheOutputsAndPrintsTheSummary) {
   EXPECT_THAT(run.out, HasSubstr("small: 3.0 s simulated in "));
   EXPECT_THAT(run.out, HasSubstr("group  policy     goodput"));
   EXPECT_THAT(run.out, HasSubstr("Outputs in " + out.string() +
-                                 "/: timeline.csv, summary.csv, "
-                                 "settle.csv, plots.gp\n"));
-  for (const char* name : {"timeline.csv", "summary.csv", "settle.csv", "plots.gp"}) {
+                                 "/: timeline.csv, summary.csv, settle.csv, "
+                                 "windows-<group>.csv, plots.gp\n"));
+  for (const char* name :
+       {"timeline.csv", "summary.csv", "settle.csv", "windows-g2.csv", "plots.gp"}) {
     EXPECT_TRUE(testing::fs::exists(out / name)) << name;
   }
   EXPECT_FALSE(testing::fs::exists(out / "limit.svg"));

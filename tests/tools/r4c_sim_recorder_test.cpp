@@ -246,6 +246,7 @@ TEST(RecorderTest, WritesTheCsvFiles) {
   recorder.offered(0, ms(50));
   recorder.answered(0, ms(50), ms(62.5), Outcome::success);
   recorder.sample(0, ms(100), 5, 1, 0);
+  recorder.window(0, WindowRow{ms(600), 12500000, 3, true, 4});
   const Results results = recorder.finish();
   write_outputs(scenario, results, scratch.path() / "out");
 
@@ -267,6 +268,17 @@ TEST(RecorderTest, WritesTheCsvFiles) {
   EXPECT_EQ(testing::read_text(scratch.path() / "out" / "settle.csv"),
             "group,change_at_s,final_limit,settle_s\n"
             "a,0.000,5,\n");  // a 1 s run cannot hold for 10 s
+  // Group a's limit as a replay input (defaults: gradient2, 20 within [1, 200]); b has none.
+  EXPECT_EQ(testing::read_text(scratch.path() / "out" / "windows-a.csv"),
+            "# r4c-sim: the windows of group a in scenario one; limit_after is the limit after "
+            "each window.\n"
+            "# Replay them (with these settings, or others to compare):\n"
+            "#   r4c-sim replay --input windows-a.csv --algorithm gradient2 --initial-limit 20 "
+            "--min-limit 1 --max-limit 200 --smoothing 0.2 --rtt-tolerance 1.5 --long-window "
+            "600 --queue-size 4\n"
+            "window,end_s,avg_rtt_ns,max_in_flight,dropped,limit_after\n"
+            "1,0.600,12500000,3,1,4\n");
+  EXPECT_FALSE(testing::fs::exists(scratch.path() / "out" / "windows-b.csv"));
   const std::string script = testing::read_text(scratch.path() / "out" / "plots.gp");
   EXPECT_THAT(script, ::testing::HasSubstr("set output \"limit.svg\""));
   EXPECT_THAT(script, ::testing::HasSubstr("set output \"latency.svg\""));

@@ -107,13 +107,14 @@ inline std::vector<std::string> split(std::string_view text, char separator) {
   return parts;
 }
 
-/// A CSV file as rows of named fields.
+/// A CSV file as rows of named fields; lines starting with '#' are skipped.
 inline std::vector<std::map<std::string, std::string>> read_csv(const fs::path& file) {
   std::vector<std::map<std::string, std::string>> rows;
   std::istringstream lines(read_text(file));
   std::string line;
   std::vector<std::string> header;
   while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] == '#') continue;  // comments (windows-<group>.csv)
     const std::vector<std::string> fields = split(line, ',');
     if (header.empty()) {
       header = fields;

@@ -149,6 +149,7 @@ class LiveRun {
     explicit Group(Pipeline<void> p) : pipeline(std::move(p)) {}
     Pipeline<void> pipeline;
     std::atomic<int> in_flight{0};
+    std::uint64_t windows = 0;  // its limit's windows recorded so far (under the recorder lock)
     std::mutex idle_mutex;
     std::vector<ClientThread*> idle;
     std::vector<std::unique_ptr<ClientThread>> clients;
@@ -270,6 +271,20 @@ class LiveRun {
       recorder_.unfinished(g, task.arrival, end);
     } else {
       recorder_.answered(g, task.arrival, end, outcome);
+    }
+    // Client threads end calls concurrently: a window that closes between this snapshot and
+    // the previous one's is counted as missed.
+    if (const AdaptiveLimit* limit = group.pipeline.adaptive_limit()) {
+      const AdaptiveLimitSnapshot snapshot = limit->snapshot();
+      if (snapshot.windows > group.windows) {
+        const auto missed = static_cast<std::int64_t>(snapshot.windows - group.windows - 1);
+        group.windows = snapshot.windows;
+        recorder_.window(g,
+                         WindowRow{end, snapshot.window_latency.count(),
+                                   snapshot.window_max_in_flight, snapshot.window_dropped,
+                                   snapshot.limit},
+                         missed);
+      }
     }
   }
 

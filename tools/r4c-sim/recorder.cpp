@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +34,12 @@ std::string fixed(const std::optional<T>& value, int decimals) {
 }
 std::string integer(const std::optional<int>& value) {
   return value ? std::to_string(*value) : std::string();
+}
+// The shortest text that reads back as `value` ("0.2").
+std::string shortest(double value) {
+  std::array<char, 32> buffer{};
+  const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  return std::string(buffer.data(), result.ptr);
 }
 
 }  // namespace
@@ -101,6 +109,12 @@ void Recorder::sample(int group, Nanos at, std::optional<int> limit, int in_flig
   bin.limit = limit;
   bin.in_flight = in_flight;
   bin.queue = queue;
+}
+
+void Recorder::window(int group, const WindowRow& row, std::int64_t missed) {
+  Group& g = groups_[static_cast<std::size_t>(group)];
+  g.windows.push_back(row);
+  g.missed_windows += missed;
 }
 
 Results Recorder::finish() const {
@@ -250,6 +264,8 @@ Results Recorder::finish() const {
       if (every_settled) summary.settle_s = longest;
     }
     results.summary.push_back(summary);
+    results.windows.push_back(group.windows);
+    results.missed_windows.push_back(group.missed_windows);
   }
   return results;
 }
@@ -333,6 +349,37 @@ std::string gnuplot_script(const Scenario& scenario) {
   return gp.str();
 }
 
+// The windows an adaptive limit recomputed, as a replay input (docs/r4c-sim.md): comment lines
+// with the command that replays it, then window,end_s,avg_rtt_ns,max_in_flight,dropped,
+// limit_after (the conformance traces' columns, plus when each window closed).
+std::string windows_csv(const Scenario& scenario, const GroupSpec& group,
+                        const std::vector<WindowRow>& windows) {
+  const AdaptiveLimitConfig& c = group.limit;
+  std::string text = "# r4c-sim: the windows of group " + group.name + " in scenario " +
+                     scenario.name + "; limit_after is the limit after each window.\n";
+  text += "# Replay them (with these settings, or others to compare):\n";
+  text += "#   r4c-sim replay --input windows-" + group.name + ".csv --algorithm " +
+          std::string(to_string(c.algorithm())) +
+          " --initial-limit " + std::to_string(c.initial_limit()) +
+          " --min-limit " + std::to_string(c.min_limit()) +
+          " --max-limit " + std::to_string(c.max_limit());
+  if (c.algorithm() == LimitAlgorithm::gradient2) {
+    text += " --smoothing " + shortest(c.smoothing()) + " --rtt-tolerance " +
+            shortest(c.rtt_tolerance()) + " --long-window " + std::to_string(c.long_window()) +
+            " --queue-size " + std::to_string(c.queue_size());
+  } else {
+    text += " --backoff-ratio " + shortest(c.backoff_ratio());
+  }
+  text += "\nwindow,end_s,avg_rtt_ns,max_in_flight,dropped,limit_after\n";
+  std::size_t index = 0;
+  for (const WindowRow& row : windows) {
+    text += std::to_string(++index) + "," + fixed(to_s(row.at), 3) + "," +
+            std::to_string(row.avg_rtt_ns) + "," + std::to_string(row.max_in_flight) + "," +
+            (row.dropped ? "1" : "0") + "," + std::to_string(row.limit_after) + "\n";
+  }
+  return text;
+}
+
 }  // namespace
 
 void write_outputs(const Scenario& scenario, const Results& results,
@@ -378,6 +425,14 @@ void write_outputs(const Scenario& scenario, const Results& results,
               std::to_string(row.final_limit) + "," + fixed(row.settle_s, 1) + "\n";
   }
   write_file(folder / "settle.csv", settle);
+
+  for (std::size_t g = 0; g < scenario.groups.size(); ++g) {
+    const GroupSpec& spec = scenario.groups[g];
+    if (spec.policy != PolicyKind::gradient2 && spec.policy != PolicyKind::aimd) continue;
+    write_file(folder / ("windows-" + spec.name + ".csv"),
+               windows_csv(scenario, spec, g < results.windows.size() ? results.windows[g]
+                                                                      : std::vector<WindowRow>{}));
+  }
 
   write_file(folder / "plots.gp", gnuplot_script(scenario));
 }

@@ -1,7 +1,8 @@
 // The recorder: turns what happened to each call (offered, rejected, answered with its latency,
 // timed out) and periodic samples of each group's limit, calls in flight and server queue into
 // the timeline (one row per group per 100 ms), the summary metrics, and the output folder
-// (timeline.csv, summary.csv, settle.csv, plots.gp and, when gnuplot is found, the plots).
+// (timeline.csv, summary.csv, settle.csv, windows-<group>.csv, plots.gp and, when gnuplot is
+// found, the plots).
 //
 // Both engines feed it the same events: the simulated one in time order on one thread, the live
 // one from many threads under its own lock (events may then arrive slightly out of order; each is
@@ -72,10 +73,22 @@ struct TimelineRow {
   double errors_per_s = 0.0;
 };
 
+/// One window an adaptive limit recomputed: what it saw and where it put the limit. The same
+/// columns as the replay input and the conformance traces, so `r4c-sim replay` can replay it.
+struct WindowRow {
+  Nanos at{0};  // when it closed
+  std::int64_t avg_rtt_ns = 0;
+  int max_in_flight = 0;
+  bool dropped = false;
+  int limit_after = 0;
+};
+
 struct Results {
   std::vector<TimelineRow> timeline;  // by time, then by group
   std::vector<GroupSummary> summary;  // by group, in the scenario's order
   std::vector<SettleRow> settle;      // by group, then by change
+  std::vector<std::vector<WindowRow>> windows;  // per group, in order; empty without a limit
+  std::vector<std::int64_t> missed_windows;     // per group: windows closed unseen (live only)
 };
 
 /// The band and the hold of settle_s: within 25% of the final value for 10 s.
@@ -96,6 +109,8 @@ class Recorder {
   /// The group's state at `at`; `limit` empty for a group without one. The interval ending at or
   /// after `at` keeps the last sample given for it; an interval without one repeats the previous.
   void sample(int group, Nanos at, std::optional<int> limit, int in_flight, int queue);
+  /// A window the group's adaptive limit recomputed; `missed` windows closed before it unseen.
+  void window(int group, const WindowRow& row, std::int64_t missed = 0);
 
   Results finish() const;
 
@@ -115,6 +130,8 @@ class Recorder {
   struct Group {
     std::vector<Bin> bins;
     std::vector<std::int64_t> unfinished;  // ns waited by the end
+    std::vector<WindowRow> windows;
+    std::int64_t missed_windows = 0;
   };
 
   std::size_t bin_of(Nanos at) const noexcept;      // the interval containing `at`
@@ -128,7 +145,8 @@ class Recorder {
 /// The nearest-rank percentile (p in (0, 1]) of `values`, which it reorders; empty for none.
 std::optional<std::int64_t> percentile(std::vector<std::int64_t>& values, double p);
 
-/// Writes timeline.csv, summary.csv, settle.csv and plots.gp into `folder` (created if needed).
+/// Writes timeline.csv, summary.csv, settle.csv, plots.gp and, for each group with an adaptive
+/// limit, windows-<group>.csv into `folder` (created if needed).
 /// Throws OutputError when a file cannot be written.
 void write_outputs(const Scenario& scenario, const Results& results,
                    const std::filesystem::path& folder);

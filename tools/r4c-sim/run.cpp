@@ -54,8 +54,14 @@ int run_scenario(std::string_view command, const RunOptions& options, std::ostre
 
     out << scenario.name << ": " << what << "\n\n";
     print_summary(results, out);
-    out << "\nOutputs in " << folder.string()
-        << "/: timeline.csv, summary.csv, settle.csv, plots.gp";
+    out << "\nOutputs in " << folder.string() << "/: timeline.csv, summary.csv, settle.csv, ";
+    bool any_windows = false;
+    for (const GroupSpec& group : scenario.groups) {
+      any_windows = any_windows || group.policy == PolicyKind::gradient2 ||
+                    group.policy == PolicyKind::aimd;
+    }
+    if (any_windows) out << "windows-<group>.csv, ";
+    out << "plots.gp";
     if (plotted) {
       out << ", limit.svg, latency.svg, goodput.svg\n";
     } else if (options.plots) {

@@ -208,6 +208,20 @@ class Simulation {
       if (failure) outcome = is_timeout(group, failure) ? Outcome::timeout : Outcome::error;
       recorder_.answered(call->group, call->start, Nanos(now_), outcome);
     }
+    // A window closes only when a call ends, and at most one per instant (the next one ends a
+    // whole window later): looking after each answer sees every window.
+    if (const AdaptiveLimit* limit = group.pipeline.adaptive_limit()) {
+      const AdaptiveLimitSnapshot snapshot = limit->snapshot();
+      if (snapshot.windows != group.windows) {
+        const auto missed = static_cast<std::int64_t>(snapshot.windows - group.windows - 1);
+        group.windows = snapshot.windows;
+        recorder_.window(call->group,
+                         WindowRow{Nanos(now_), snapshot.window_latency.count(),
+                                   snapshot.window_max_in_flight, snapshot.window_dropped,
+                                   snapshot.limit},
+                         missed);
+      }
+    }
     release_if_done(call);
   }
 
@@ -219,6 +233,7 @@ class Simulation {
     int in_flight = 0;
     std::uint64_t generation = 0;  // of its arrival stream: a rate change starts a new one
     std::exception_ptr timeout;    // its timeout's exception object, once seen
+    std::uint64_t windows = 0;     // its limit's windows recorded so far
   };
 
   // The operation given to the pipeline.
