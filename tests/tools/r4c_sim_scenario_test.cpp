@@ -467,5 +467,19 @@ TEST(ScheduleTest, IsolatedGroupsHaveAServerEachSharedOnesOne) {
   EXPECT_DOUBLE_EQ(s.load_on_server_of(0, Nanos(0)), 100.0);
 }
 
+TEST(ScenarioTest, TheTomlBlocksOfTheDocsAreValidScenarios) {
+  const std::string page =
+      testing::read_text(std::string(R4C_SCENARIOS_DIR) + "/../docs/simulator.md");
+  int blocks = 0;
+  for (std::size_t at = page.find("```toml\n"); at != std::string::npos;
+       at = page.find("```toml\n", at + 1)) {
+    const std::size_t from = at + 8;
+    const std::string block = page.substr(from, page.find("```", from) - from);
+    EXPECT_NO_THROW(parse_scenario(block, "simulator.md")) << block;
+    ++blocks;
+  }
+  EXPECT_GE(blocks, 1);
+}
+
 }  // namespace
 }  // namespace r4c::sim

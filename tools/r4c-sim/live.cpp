@@ -279,11 +279,11 @@ class LiveRun {
       if (snapshot.windows > group.windows) {
         const auto missed = static_cast<std::int64_t>(snapshot.windows - group.windows - 1);
         group.windows = snapshot.windows;
-        recorder_.window(g,
-                         WindowRow{end, snapshot.window_latency.count(),
-                                   snapshot.window_max_in_flight, snapshot.window_dropped,
-                                   snapshot.limit},
-                         missed);
+        recorder_.window(
+            g,
+            WindowRow{end, snapshot.window_latency.count(), snapshot.window_max_in_flight,
+                      snapshot.window_dropped, snapshot.limit},
+            missed);
       }
     }
   }

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -353,15 +353,14 @@ std::string gnuplot_script(const Scenario& scenario) {
 // with the command that replays it, then window,end_s,avg_rtt_ns,max_in_flight,dropped,
 // limit_after (the conformance traces' columns, plus when each window closed).
 std::string windows_csv(const Scenario& scenario, const GroupSpec& group,
-                        const std::vector<WindowRow>& windows) {
+                        const std::vector<WindowRow>& windows, std::int64_t missed) {
   const AdaptiveLimitConfig& c = group.limit;
   std::string text = "# r4c-sim: the windows of group " + group.name + " in scenario " +
                      scenario.name + "; limit_after is the limit after each window.\n";
   text += "# Replay them (with these settings, or others to compare):\n";
   text += "#   r4c-sim replay --input windows-" + group.name + ".csv --algorithm " +
-          std::string(to_string(c.algorithm())) +
-          " --initial-limit " + std::to_string(c.initial_limit()) +
-          " --min-limit " + std::to_string(c.min_limit()) +
+          std::string(to_string(c.algorithm())) + " --initial-limit " +
+          std::to_string(c.initial_limit()) + " --min-limit " + std::to_string(c.min_limit()) +
           " --max-limit " + std::to_string(c.max_limit());
   if (c.algorithm() == LimitAlgorithm::gradient2) {
     text += " --smoothing " + shortest(c.smoothing()) + " --rtt-tolerance " +
@@ -376,6 +375,11 @@ std::string windows_csv(const Scenario& scenario, const GroupSpec& group,
     text += std::to_string(++index) + "," + fixed(to_s(row.at), 3) + "," +
             std::to_string(row.avg_rtt_ns) + "," + std::to_string(row.max_in_flight) + "," +
             (row.dropped ? "1" : "0") + "," + std::to_string(row.limit_after) + "\n";
+  }
+  if (missed > 0) {
+    text += "# " + std::to_string(missed) +
+            " more windows closed while another call was being recorded (live mode) and are "
+            "not listed\n";
   }
   return text;
 }
@@ -429,9 +433,10 @@ void write_outputs(const Scenario& scenario, const Results& results,
   for (std::size_t g = 0; g < scenario.groups.size(); ++g) {
     const GroupSpec& spec = scenario.groups[g];
     if (spec.policy != PolicyKind::gradient2 && spec.policy != PolicyKind::aimd) continue;
+    const bool recorded = g < results.windows.size();
     write_file(folder / ("windows-" + spec.name + ".csv"),
-               windows_csv(scenario, spec, g < results.windows.size() ? results.windows[g]
-                                                                      : std::vector<WindowRow>{}));
+               windows_csv(scenario, spec, recorded ? results.windows[g] : std::vector<WindowRow>{},
+                           recorded ? results.missed_windows[g] : 0));
   }
 
   write_file(folder / "plots.gp", gnuplot_script(scenario));

@@ -84,9 +84,9 @@ struct WindowRow {
 };
 
 struct Results {
-  std::vector<TimelineRow> timeline;  // by time, then by group
-  std::vector<GroupSummary> summary;  // by group, in the scenario's order
-  std::vector<SettleRow> settle;      // by group, then by change
+  std::vector<TimelineRow> timeline;            // by time, then by group
+  std::vector<GroupSummary> summary;            // by group, in the scenario's order
+  std::vector<SettleRow> settle;                // by group, then by change
   std::vector<std::vector<WindowRow>> windows;  // per group, in order; empty without a limit
   std::vector<std::int64_t> missed_windows;     // per group: windows closed unseen (live only)
 };

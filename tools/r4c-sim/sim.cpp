@@ -215,11 +215,11 @@ class Simulation {
       if (snapshot.windows != group.windows) {
         const auto missed = static_cast<std::int64_t>(snapshot.windows - group.windows - 1);
         group.windows = snapshot.windows;
-        recorder_.window(call->group,
-                         WindowRow{Nanos(now_), snapshot.window_latency.count(),
-                                   snapshot.window_max_in_flight, snapshot.window_dropped,
-                                   snapshot.limit},
-                         missed);
+        recorder_.window(
+            call->group,
+            WindowRow{Nanos(now_), snapshot.window_latency.count(), snapshot.window_max_in_flight,
+                      snapshot.window_dropped, snapshot.limit},
+            missed);
       }
     }
     release_if_done(call);
