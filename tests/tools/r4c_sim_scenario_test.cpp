@@ -144,6 +144,7 @@ drain = "3s"
 TEST(ScenarioTest, FillsTheDefaults) {
   const Scenario s = parse_scenario(kMinimal, "dir/my-scenario.toml");
   EXPECT_EQ(s.name, "my-scenario");  // the file's stem
+  EXPECT_EQ(parse_scenario(kMinimal, "my \"odd\" one.toml").name, "my__odd__one");
   EXPECT_EQ(s.seed, 1u);
   EXPECT_FALSE(s.isolated);
   EXPECT_EQ(s.interval, milliseconds(100));
@@ -230,6 +231,10 @@ TEST(ScenarioTest, NamesABadValueAndWhatIsValid) {
                             "\"none\"\n"),
             "test.toml:5: groups[1].name is \"a b\"; expected 1 to 64 letters, digits, '-', '_' "
             "or '.' (it names CSV rows)");
+  EXPECT_EQ(error_of("name = \"my \\\"scenario\\\"\"\nduration = \"10s\"\n[server]\nworkers = 4\n" +
+                     group),
+            "test.toml:1: name is \"my \"scenario\"\"; expected 1 to 64 letters, digits, '-', "
+            "'_' or '.' (it names the output folder)");
   EXPECT_EQ(error_of("duration = \"10s\"\nseed = -1\n[server]\nworkers = 4\n" + group),
             "test.toml:2: seed is -1; expected an integer from 0 to 9223372036854775807");
   EXPECT_EQ(error_of("duration = \"10s\"\nisolated = 1\n[server]\nworkers = 4\n" + group),

@@ -358,6 +358,15 @@ class Reader {
   std::vector<Error> errors_;
 };
 
+// A name that can go into a CSV field, a file name and a gnuplot title as it is.
+bool is_plain_name(std::string_view name) {
+  return !name.empty() && name.size() <= 64 && name != "." && name != ".." &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '-' || c == '_' || c == '.';
+         });
+}
+
 constexpr std::int64_t kMaxWorkers = 100000;
 constexpr double kMaxRate = 1e6;
 constexpr double kMaxScale = 1000.0;
@@ -471,12 +480,7 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
              has_name = true;  // given, even if wrong: no second message
              const auto name = reader.string(node, key, "a name such as \"gradient2\"");
              if (!name) return;
-             const bool valid = !name->empty() && name->size() <= 64 &&
-                                std::all_of(name->begin(), name->end(), [](char c) {
-                                  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                                         (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
-                                });
-             if (!valid) {
+             if (!is_plain_name(*name)) {
                reader.bad(node, key,
                           "1 to 64 letters, digits, '-', '_' or '.' (it names CSV rows)");
                return;
@@ -766,6 +770,12 @@ Scenario read_scenario(const toml::table& root, Reader& reader, std::string_view
   Scenario scenario;
   const std::filesystem::path stem = std::filesystem::path(std::string(source)).stem();
   scenario.name = stem.string();
+  // The file's name, made plain (see is_plain_name) when it is not.
+  for (char& c : scenario.name) {
+    if (!is_plain_name(std::string_view(&c, 1))) c = '_';
+  }
+  if (scenario.name.size() > 64) scenario.name.resize(64);
+  if (!is_plain_name(scenario.name)) scenario.name = "scenario";
   // The duration bounds every time in the schedule: read it first.
   if (const toml::node* node = root.get("duration")) {
     if (auto d = reader.duration(*node, "duration", std::chrono::seconds(1), kMaxDuration)) {
@@ -782,7 +792,14 @@ Scenario read_scenario(const toml::table& root, Reader& reader, std::string_view
       {
           {"name",
            [&](const toml::node& node, const std::string& key) {
-             if (auto name = reader.string(node, key, "a text")) scenario.name = *name;
+             const auto name = reader.string(node, key, "a name such as \"capacity-drop\"");
+             if (!name) return;
+             if (!is_plain_name(*name)) {
+               reader.bad(node, key,
+                          "1 to 64 letters, digits, '-', '_' or '.' (it names the output folder)");
+               return;
+             }
+             scenario.name = *name;
            }},
           {"description",
            [&](const toml::node& node, const std::string& key) {
