@@ -1,6 +1,7 @@
 // The retry's asynchronous face (<r4c/asio.hpp>): attempts driven by a ManualClock (no thread
 // sleeps), the synchronous retry's decisions and counters, cancellation during a wait and
 // during an attempt, and the three styles.
+#include "backend.hpp"
 #include "r4c/asio.hpp"
 
 #include <gtest/gtest.h>
@@ -32,79 +33,6 @@
 namespace {
 
 using namespace std::chrono_literals;
-
-// A backend whose operations stay pending until the test completes them, by key; the same
-// operation started again (a retry) queues another pending operation under its key.
-class Backend {
- public:
-  // An Asio initiation: stores the handler; records a cancellation forwarded to it.
-  auto place(std::string key) {
-    return [this, key](auto handler) {
-      auto pending = std::make_unique<Stored<decltype(handler)>>(std::move(handler));
-      auto slot = asio::get_associated_cancellation_slot(pending->handler);
-      if (slot.is_connected()) {
-        slot.assign([flag = pending->cancelled](asio::cancellation_type) { flag->store(true); });
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++started_[key];
-      pending_[key].push_back(std::move(pending));
-    };
-  }
-
-  void complete(const std::string& key, std::string value) {
-    take(key)->complete(std::exception_ptr(), std::move(value));
-  }
-  void fail(const std::string& key, std::exception_ptr failure) {
-    take(key)->complete(std::move(failure), std::string());
-  }
-  void fail(const std::string& key, std::error_code code) {
-    take(key)->complete(code, std::string());
-  }
-  // Whether the cancellation reached the oldest pending operation for `key`.
-  bool cancelled(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return pending_.at(key).front()->cancelled->load();
-  }
-  bool has(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return !pending_[key].empty();
-  }
-  int started(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return started_[key];
-  }
-
- private:
-  struct Pending {
-    virtual ~Pending() = default;
-    virtual void complete(std::exception_ptr failure, std::string value) = 0;
-    virtual void complete(std::error_code code, std::string value) = 0;
-    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
-  };
-  template <class Handler>
-  struct Stored final : Pending {
-    explicit Stored(Handler h) : handler(std::move(h)) {}
-    void complete(std::exception_ptr failure, std::string value) override {
-      std::move(handler)(std::move(failure), std::move(value));
-    }
-    void complete(std::error_code code, std::string value) override {
-      std::move(handler)(code, std::move(value));
-    }
-    Handler handler;
-  };
-
-  std::unique_ptr<Pending> take(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& queue = pending_.at(key);
-    auto pending = std::move(queue.front());
-    queue.pop_front();
-    return pending;
-  }
-
-  std::mutex mutex_;
-  std::map<std::string, std::deque<std::unique_ptr<Pending>>> pending_;
-  std::map<std::string, int> started_;
-};
 
 struct NotFound : std::runtime_error {
   NotFound() : std::runtime_error("not found") {}
@@ -168,7 +96,7 @@ class AsyncRetryTest : public ::testing::Test {
   std::unique_ptr<r4c::Retry> retry_ = std::make_unique<r4c::Retry>(
       "orders", r4c::RetryConfig().max_attempts(3).wait(100ms), clock_);
   asio::io_context io_;
-  Backend backend_;  // destroyed first: operations left pending are abandoned
+  r4c::testing::AsyncBackend backend_;  // destroyed first: operations left pending are abandoned
 };
 
 // Each wait ends when the test thread advances the clock; the next attempt then starts on the
