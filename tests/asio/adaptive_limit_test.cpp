@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
+#include "async_support.hpp"
 #include "r4c/registry.hpp"
 
 namespace {

@@ -24,53 +24,17 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
+#include "async_support.hpp"
 #include "r4c/asio/bulkhead.hpp"
 #include "r4c/clock.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-
-struct NotFound : std::runtime_error {
-  NotFound() : std::runtime_error("not found") {}
-};
-
-// The caller's view of one callback call.
-struct Answer {
-  int calls = 0;
-  std::exception_ptr failure;
-  std::string value;
-
-  auto handler() {
-    return [this](std::exception_ptr e, std::string r) {
-      ++calls;
-      failure = std::move(e);
-      value = std::move(r);
-    };
-  }
-};
-
-template <class Exception>
-bool holds(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const Exception&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-bool aborted(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const asio::system_error& e) {
-    return e.code() == asio::error::operation_aborted;
-  } catch (...) {
-    return false;
-  }
-}
+using r4c::testing::aborted;
+using r4c::testing::Answer;
+using r4c::testing::holds;
+using r4c::testing::NotFound;
 
 class AsyncBulkheadTest : public ::testing::Test {
  protected:

@@ -24,52 +24,16 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
+#include "async_support.hpp"
 #include "r4c/asio/circuit_breaker.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-
-struct NotFound : std::runtime_error {
-  NotFound() : std::runtime_error("not found") {}
-};
-
-// The caller's view of one callback call.
-struct Answer {
-  int calls = 0;
-  std::exception_ptr failure;
-  std::string value;
-
-  auto handler() {
-    return [this](std::exception_ptr e, std::string r) {
-      ++calls;
-      failure = std::move(e);
-      value = std::move(r);
-    };
-  }
-};
-
-template <class Exception>
-bool holds(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const Exception&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-bool aborted(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const asio::system_error& e) {
-    return e.code() == asio::error::operation_aborted;
-  } catch (...) {
-    return false;
-  }
-}
+using r4c::testing::aborted;
+using r4c::testing::Answer;
+using r4c::testing::holds;
+using r4c::testing::NotFound;
 
 struct IoError : std::runtime_error {
   IoError() : std::runtime_error("io error") {}

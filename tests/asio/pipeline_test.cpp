@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend.hpp"
+#include "async_support.hpp"
 #include "r4c/asio.hpp"
 
 namespace {

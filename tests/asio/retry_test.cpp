@@ -1,7 +1,7 @@
 // The retry's asynchronous face (<r4c/asio.hpp>): attempts driven by a ManualClock (no thread
 // sleeps), the synchronous retry's decisions and counters, cancellation during a wait and
 // during an attempt, and the three styles.
-#include "backend.hpp"
+#include "async_support.hpp"
 #include "r4c/asio.hpp"
 
 #include <gtest/gtest.h>
@@ -33,10 +33,8 @@
 namespace {
 
 using namespace std::chrono_literals;
+using r4c::testing::NotFound;
 
-struct NotFound : std::runtime_error {
-  NotFound() : std::runtime_error("not found") {}
-};
 struct Busy : std::runtime_error {
   Busy() : std::runtime_error("busy") {}
 };

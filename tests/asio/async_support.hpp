@@ -1,11 +1,13 @@
-// A fake asynchronous backend for the async tests: its operations stay pending until the test
-// completes or fails them, per key, oldest first. It records how often each key started and
-// whether a cancellation reached an operation through the slot of the handler r4c gave it.
-// Thread-safe: operations may start on any thread.
+// What the async tests share. AsyncBackend, a fake asynchronous backend: its operations stay
+// pending until the test completes or fails them, per key, oldest first. It records how often each
+// key started and whether a cancellation reached an operation through the slot of the handler r4c
+// gave it. Thread-safe: operations may start on any thread.
 #pragma once
 
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/cancellation_type.hpp>
+#include <asio/error.hpp>
+#include <asio/system_error.hpp>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -14,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -105,5 +108,47 @@ class AsyncBackend {
   std::map<std::string, int> started_;
   int started_total_ = 0;
 };
+
+struct NotFound : std::runtime_error {
+  NotFound() : std::runtime_error("not found") {}
+};
+
+// The caller's view of one callback call.
+struct Answer {
+  int calls = 0;
+  std::exception_ptr failure;
+  std::string value;
+
+  auto handler() {
+    return [this](std::exception_ptr e, std::string r) {
+      ++calls;
+      failure = std::move(e);
+      value = std::move(r);
+    };
+  }
+};
+
+// Whether `failure` holds an Exception.
+template <class Exception>
+bool holds(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const Exception&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// Whether `failure` is the operation_aborted a cancelled call completes with.
+inline bool aborted(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const asio::system_error& e) {
+    return e.code() == asio::error::operation_aborted;
+  } catch (...) {
+    return false;
+  }
+}
 
 }  // namespace r4c::testing
