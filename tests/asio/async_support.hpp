@@ -142,6 +142,7 @@ bool holds(const std::exception_ptr& failure) {
 
 // Whether `failure` is the operation_aborted a cancelled call completes with.
 inline bool aborted(const std::exception_ptr& failure) {
+  if (!failure) return false;
   try {
     std::rethrow_exception(failure);
   } catch (const asio::system_error& e) {

@@ -32,6 +32,7 @@
 namespace {
 
 using namespace std::chrono_literals;
+using r4c::testing::aborted;
 
 // What a callback received.
 struct Outcome {
@@ -39,17 +40,6 @@ struct Outcome {
   std::exception_ptr failure;
   std::string value;
 };
-
-bool is_aborted(const std::exception_ptr& failure) {
-  if (!failure) return false;
-  try {
-    std::rethrow_exception(failure);
-  } catch (const asio::system_error& e) {
-    return e.code() == asio::error::operation_aborted;
-  } catch (...) {
-  }
-  return false;
-}
 
 class AsyncRateLimiterTest : public ::testing::Test {
  protected:
@@ -210,7 +200,7 @@ TEST_F(AsyncRateLimiterTest, CancellingAWaitingCallCompletesAtOnceAndNeverStarts
   EXPECT_EQ(limiter_->snapshot().waiting_calls, 0);
   poll();
   ASSERT_EQ(outcome.calls, 1);
-  EXPECT_TRUE(is_aborted(outcome.failure));
+  EXPECT_TRUE(aborted(outcome.failure));
 
   clock_->advance(1s);
   poll();
@@ -244,8 +234,8 @@ TEST_F(AsyncRateLimiterTest, CancellingARunningCallForwardsItAndIgnoresTheLateCo
   poll();
   ASSERT_EQ(now.calls, 1);
   ASSERT_EQ(later.calls, 1);
-  EXPECT_TRUE(is_aborted(now.failure));
-  EXPECT_TRUE(is_aborted(later.failure));
+  EXPECT_TRUE(aborted(now.failure));
+  EXPECT_TRUE(aborted(later.failure));
   backend_.complete("a", "late");
   backend_.complete("b", "late");
   poll();

@@ -33,6 +33,7 @@
 namespace {
 
 using namespace std::chrono_literals;
+using r4c::testing::aborted;
 using r4c::testing::NotFound;
 
 struct Busy : std::runtime_error {
@@ -45,17 +46,6 @@ struct Outcome {
   std::exception_ptr failure;
   std::string value;
 };
-
-bool is_aborted(const std::exception_ptr& failure) {
-  if (!failure) return false;
-  try {
-    std::rethrow_exception(failure);
-  } catch (const asio::system_error& e) {
-    return e.code() == asio::error::operation_aborted;
-  } catch (...) {
-  }
-  return false;
-}
 
 // The outcome counters of a snapshot, for comparisons.
 std::vector<std::uint64_t> counters(const r4c::RetrySnapshot& s) {
@@ -313,7 +303,7 @@ TEST_F(AsyncRetryTest, CancellingDuringAWaitEndsTheCallAtOnce) {
   EXPECT_EQ(retry_->snapshot().waiting_calls, 0);
   poll();
   ASSERT_EQ(outcome.calls, 1);
-  EXPECT_TRUE(is_aborted(outcome.failure));
+  EXPECT_TRUE(aborted(outcome.failure));
   clock_->advance(1s);
   poll();
   EXPECT_EQ(backend_.started("a"), 1);
@@ -337,7 +327,7 @@ TEST_F(AsyncRetryTest, CancellingDuringAnAttemptForwardsItAndIgnoresTheLateCompl
   EXPECT_TRUE(backend_.cancelled("a"));
   poll();
   ASSERT_EQ(outcome.calls, 1);
-  EXPECT_TRUE(is_aborted(outcome.failure));
+  EXPECT_TRUE(aborted(outcome.failure));
   backend_.fail("a", std::make_exception_ptr(Busy()));  // late: ignored, not retried
   poll();
   clock_->advance(1s);
@@ -491,7 +481,7 @@ TEST_F(AsyncRetryTest, ManyConcurrentCallsWithFailuresAndCancellations) {
             op, asio::bind_cancellation_slot(
                     calls[i]->cancel.slot(),
                     asio::bind_executor(strand, [&, i](std::exception_ptr e, std::string) {
-                      calls[i]->aborted.store(is_aborted(e));
+                      calls[i]->aborted.store(aborted(e));
                       calls[i]->answers.fetch_add(1);
                       answered.fetch_add(1);
                     })));
