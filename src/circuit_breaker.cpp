@@ -378,7 +378,10 @@ bool CircuitBreaker::rates_exceeded(const detail::CallWindow::Totals& totals) co
 void CircuitBreaker::move_to(CircuitBreakerState state, std::int64_t now,
                              const detail::CallWindow::Totals* decided_by) {
   if (transition_listeners_->has_listeners()) [[unlikely]] {
-    CircuitBreakerTransitionEvent event{instance_id_, this->state(), state, -1, -1};
+    CircuitBreakerTransitionEvent event{
+        instance_id_, this->state(),
+        state,        -1,
+        -1,           (word_.load(std::memory_order_relaxed) >> kStateBits) + 1};
     if (decided_by != nullptr && decided_by->calls > 0) {
       const double calls = static_cast<double>(decided_by->calls);
       event.failure_rate = static_cast<double>(decided_by->failed) * 100.0 / calls;

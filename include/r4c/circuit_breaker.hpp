@@ -334,9 +334,13 @@ class CircuitBreaker {
   CircuitBreakerSnapshot snapshot() const;
   /// Calls `listener` on every state transition, until the Subscription ends (see
   /// <r4c/events.hpp>). Listeners run after the breaker's lock is released, in transition
-  /// order, on a thread whose call moved the breaker; they may call the breaker.
+  /// order, on a thread whose call moved the breaker; they may call the breaker. Up to
+  /// kUnpublishedTransitions transitions wait for the listeners; beyond that (listeners slower
+  /// than a breaker flapping on many threads) the oldest are dropped, which a gap in
+  /// CircuitBreakerTransitionEvent::transition shows.
   Subscription on_state_transition(
       std::function<void(const CircuitBreakerTransitionEvent&)> listener) const;
+  static constexpr std::size_t kUnpublishedTransitions = 32;
 
  private:
   friend class CircuitBreakerPermit;
@@ -388,10 +392,9 @@ class CircuitBreaker {
 
   // Transitions wait here (under mutex_) until a thread without the lock hands them to the
   // listeners: one thread at a time (publishing_), oldest first, so listeners see them in
-  // order and may call this breaker. Queued only while someone listens; a listener that
-  // falls 8 transitions behind loses the oldest.
+  // order and may call this breaker. Queued only while someone listens.
   const std::shared_ptr<detail::EventHub<CircuitBreakerTransitionEvent>> transition_listeners_;
-  std::array<CircuitBreakerTransitionEvent, 8> unpublished_{};
+  std::array<CircuitBreakerTransitionEvent, kUnpublishedTransitions> unpublished_{};
   std::size_t unpublished_first_ = 0;
   std::size_t unpublished_count_ = 0;
   std::atomic<bool> has_unpublished_{false};

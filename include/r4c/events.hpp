@@ -47,6 +47,10 @@ struct CircuitBreakerTransitionEvent {
   CircuitBreakerState to;
   double failure_rate = -1;    // percent over the calls that decided it; -1 when none did
   double slow_call_rate = -1;  // likewise
+  /// The breaker's transition count with this one (CircuitBreakerSnapshot::transitions): 1 for
+  /// the first. Consecutive events differ by 1 unless the listeners fell so far behind that
+  /// the oldest transitions were dropped (see CircuitBreaker::on_state_transition).
+  std::uint64_t transition = 0;
 };
 
 /// A retried call gave up: it failed after at least one retry (out of attempts, or a failure
