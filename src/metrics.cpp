@@ -235,7 +235,7 @@ std::string prometheus_name(std::string_view name, MetricType type) {
   std::string out;
   out.reserve(name.size() + 6);
   for (char c : name) out += is_name_char(c, out.empty()) ? c : '_';
-  if (out.empty()) out = "_";
+  if (out.empty()) out.push_back('_');  // not `out = "_"`: a false -Wrestrict in g++ 12 -O3
   if (type == MetricType::counter &&
       (out.size() < 6 || out.compare(out.size() - 6, 6, "_total") != 0)) {
     out += "_total";
