@@ -2,6 +2,7 @@
 //
 //   BM_Floor            the irreducible work of an admitted call, written out by hand
 //   BM_AdmittedCall     try_acquire() + on_success() on a shared limit with default settings
+//   BM_AdmittedCallObserved  the same on a limit with a limit-change listener subscribed
 //   BM_Rejection        try_acquire() on a full limit
 //   BM_ExecuteAdmitted  execute() of a trivial lambda
 //   BM_ExecuteRejected  execute() on a full limit, catching LimitExceededException
@@ -23,6 +24,7 @@
 #include "r4c/adaptive_limit.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
+#include "r4c/events.hpp"
 #include "threads.hpp"
 
 namespace {
@@ -151,6 +153,34 @@ void BM_AdmittedCall(benchmark::State& state) {
   }
 }
 
+// A limit like default_limit() with a listener: subscribing must cost admitted calls nothing.
+struct ObservedLimit {
+  r4c::AdaptiveLimit limit{"bench-observed"};
+  std::atomic<std::uint64_t> changes{0};
+  r4c::Subscription subscription = limit.on_limit_change(
+      [this](const r4c::LimitChangeEvent&) { changes.fetch_add(1, std::memory_order_relaxed); });
+};
+
+void BM_AdmittedCallObserved(benchmark::State& state) {
+  static ObservedLimit observed;
+  r4c::AdaptiveLimit& limit = observed.limit;
+  warm_up(limit);
+  const AllocScope allocs;
+  for (auto _ : state) {
+    r4c::Permit permit = limit.try_acquire();
+    if (!permit) [[unlikely]] {
+      state.SkipWithError("the observed limit rejected a call");
+      break;
+    }
+    permit.on_success();
+  }
+  allocs.report(state);
+  if (state.thread_index() == 0) {
+    state.counters["limit_changes_heard"] =
+        static_cast<double>(observed.changes.load(std::memory_order_relaxed));
+  }
+}
+
 void BM_Rejection(benchmark::State& state) {
   FullLimit& full = full_limit();
   if (!full.held) {
@@ -259,6 +289,7 @@ constexpr double kWindowedMinTime = 2.0;
 
 BENCHMARK(BM_Floor)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_AdmittedCall)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
+BENCHMARK(BM_AdmittedCallObserved)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
 BENCHMARK(BM_Rejection)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_ExecuteAdmitted)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
 BENCHMARK(BM_ExecuteRejected)->Apply(on_1_2_4_threads);

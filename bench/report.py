@@ -23,6 +23,7 @@ THREADS = (1, 2, 4)
 ORDER = (
     "BM_Floor",
     "BM_AdmittedCall",
+    "BM_AdmittedCallObserved",
     "BM_Rejection",
     "BM_ExecuteAdmitted",
     "BM_ExecuteRejected",
@@ -67,8 +68,8 @@ ALLOC_BENCHMARKS = (
     "BM_ExecuteRejected",
     "BM_MutexLimiter",
 )
-ZERO_ALLOC_BENCHMARKS = ALLOC_BENCHMARKS[:4]
-ALLOC_BENCHMARKS += PIPELINE_BENCHMARKS + ("BM_PipelineLimitHedge", "BM_ExecutorRoundTrip",
+ZERO_ALLOC_BENCHMARKS = ALLOC_BENCHMARKS[:4] + ("BM_AdmittedCallObserved",)
+ALLOC_BENCHMARKS += ("BM_AdmittedCallObserved",) + PIPELINE_BENCHMARKS + ("BM_PipelineLimitHedge", "BM_ExecutorRoundTrip",
                                            "BM_AsyncBaseline", "BM_AsyncExecute",
                                            "BM_AsyncRejected")
 NS_PER_UNIT = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -251,6 +252,9 @@ def judge(figures, uses_tsc):
     rows.append(("10. AsyncExecute allocates no more than AsyncBaseline (operator new and malloc; "
                  "1, 2, 4 threads), every call completing in its iteration", "never more" if not extra else ", ".join(extra),
                  verdict(not extra)))
+    rows.append(ratio_row("11. AdmittedCallObserved/threads:1 <= 1.1 x AdmittedCall/threads:1 "
+                          "(a limit-change listener costs admitted calls nothing)",
+                          ("BM_AdmittedCallObserved", 1), ("BM_AdmittedCall", 1), 1.1))
     return rows
 
 

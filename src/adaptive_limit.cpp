@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "config_check.hpp"
+#include "r4c/detail/event_hub.hpp"
 
 namespace r4c {
 namespace {
@@ -36,11 +37,18 @@ AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config
       rejection_(std::make_exception_ptr(LimitExceededException(
           instance_id_,
           "adaptive limit '" + instance_id_ + "' is full: the call was rejected without running"))),
+      limit_change_listeners_(
+          std::make_shared<detail::EventHub<LimitChangeEvent>>("adaptivelimit")),
       estimator_(config_) {
   window_end_.store(clock_.ticks() + window_ticks_, std::memory_order_relaxed);
 }
 
 AdaptiveLimit::~AdaptiveLimit() = default;
+
+Subscription AdaptiveLimit::on_limit_change(
+    std::function<void(const LimitChangeEvent&)> listener) const {
+  return limit_change_listeners_->subscribe(std::move(listener));
+}
 
 void AdaptiveLimit::throw_rejected() const { std::rethrow_exception(rejection_); }
 
@@ -131,6 +139,14 @@ void AdaptiveLimit::close_window(std::int64_t now) noexcept {
                          std::memory_order_release);
   }
   stats_sequence_.store(sequence + 2, std::memory_order_release);
+
+  // Before the window reopens, so that events come in window order; a listener's snapshot
+  // shows this window.
+  if (next != previous && limit_change_listeners_->has_listeners()) [[unlikely]] {
+    limit_change_listeners_->publish(LimitChangeEvent{
+        instance_id_, previous, next, std::chrono::nanoseconds(aggregate.avg_latency_ns),
+        max_in_flight, aggregate.dropped, std::chrono::nanoseconds(estimator_.long_latency_ns())});
+  }
 
   // release: publishes this close to the next closer; the new window starts now.
   window_end_.store(now + window_ticks_, std::memory_order_release);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "config_check.hpp"
+#include "r4c/detail/event_hub.hpp"
 
 namespace r4c {
 
@@ -251,7 +252,9 @@ CircuitBreaker::CircuitBreaker(std::string instance_id, CircuitBreakerConfig con
           instance_id_, "circuit breaker '" + instance_id_ +
                             "' does not permit the call (open, or half-open with its " +
                             std::to_string(config_.permitted_calls_in_half_open()) +
-                            " trial calls taken): the call was rejected without running"))) {}
+                            " trial calls taken): the call was rejected without running"))),
+      transition_listeners_(
+          std::make_shared<detail::EventHub<CircuitBreakerTransitionEvent>>("circuitbreaker")) {}
 
 void CircuitBreaker::throw_not_permitted() const { std::rethrow_exception(not_permitted_); }
 
@@ -268,6 +271,7 @@ CircuitBreakerPermit CircuitBreaker::acquire_slow(std::uint64_t word) noexcept {
     not_permitted_count_.increment();
     return CircuitBreakerPermit();
   }
+  bool permitted = false;
   {
     std::lock_guard lock(mutex_);
     word = word_.load(std::memory_order_relaxed);
@@ -282,11 +286,13 @@ CircuitBreakerPermit CircuitBreaker::acquire_slow(std::uint64_t word) noexcept {
       case CircuitBreakerState::half_open:
         if (trials_permitted_ < config_.permitted_calls_in_half_open()) {
           ++trials_permitted_;
-          return CircuitBreakerPermit(this, word >> kStateBits);
+          permitted = true;
         }
         break;
     }
   }
+  publish_transitions();
+  if (permitted) return CircuitBreakerPermit(this, word >> kStateBits);
   not_permitted_count_.increment();
   return CircuitBreakerPermit();
 }
@@ -295,13 +301,22 @@ void CircuitBreaker::record(std::uint64_t epoch, bool failed,
                             std::chrono::nanoseconds duration) noexcept {
   const bool slow = duration >= config_.slow_call_duration();
   const std::int64_t now = clock_.ticks();
-  std::lock_guard lock(mutex_);
+  {
+    std::lock_guard lock(mutex_);
+    record_locked(epoch, failed, slow, now);
+  }
+  publish_transitions();
+}
+
+void CircuitBreaker::record_locked(std::uint64_t epoch, bool failed, bool slow,
+                                   std::int64_t now) noexcept {
   const std::uint64_t word = word_.load(std::memory_order_relaxed);
   switch (state_of(word)) {
     case CircuitBreakerState::closed:
       window_.record(second_of(now), failed, slow);
       if (window_.totals().calls >= minimum_calls_ && rates_exceeded(window_.totals())) {
-        move_to(CircuitBreakerState::open, now);
+        const detail::CallWindow::Totals totals = window_.totals();
+        move_to(CircuitBreakerState::open, now, &totals);
       }
       break;
     case CircuitBreakerState::open:
@@ -315,8 +330,9 @@ void CircuitBreaker::record(std::uint64_t epoch, bool failed,
       if (failed) ++trials_.failed;
       if (slow) ++trials_.slow;
       if (trials_.calls >= static_cast<std::uint64_t>(config_.permitted_calls_in_half_open())) {
-        move_to(rates_exceeded(trials_) ? CircuitBreakerState::open : CircuitBreakerState::closed,
-                now);
+        const detail::CallWindow::Totals totals = trials_;
+        move_to(rates_exceeded(totals) ? CircuitBreakerState::open : CircuitBreakerState::closed,
+                now, &totals);
       }
       break;
   }
@@ -359,7 +375,26 @@ bool CircuitBreaker::rates_exceeded(const detail::CallWindow::Totals& totals) co
          static_cast<double>(totals.slow) * 100.0 / calls >= config_.slow_call_rate_threshold();
 }
 
-void CircuitBreaker::move_to(CircuitBreakerState state, std::int64_t now) {
+void CircuitBreaker::move_to(CircuitBreakerState state, std::int64_t now,
+                             const detail::CallWindow::Totals* decided_by) {
+  if (transition_listeners_->has_listeners()) [[unlikely]] {
+    CircuitBreakerTransitionEvent event{
+        instance_id_, this->state(),
+        state,        -1,
+        -1,           (word_.load(std::memory_order_relaxed) >> kStateBits) + 1};
+    if (decided_by != nullptr && decided_by->calls > 0) {
+      const double calls = static_cast<double>(decided_by->calls);
+      event.failure_rate = static_cast<double>(decided_by->failed) * 100.0 / calls;
+      event.slow_call_rate = static_cast<double>(decided_by->slow) * 100.0 / calls;
+    }
+    if (unpublished_count_ == unpublished_.size()) {  // the oldest is lost
+      unpublished_first_ = (unpublished_first_ + 1) % unpublished_.size();
+      --unpublished_count_;
+    }
+    unpublished_[(unpublished_first_ + unpublished_count_) % unpublished_.size()] = event;
+    ++unpublished_count_;
+    has_unpublished_.store(true, std::memory_order_seq_cst);
+  }
   switch (state) {
     case CircuitBreakerState::open:
       open_until_.store(now + wait_in_open_ticks_, std::memory_order_relaxed);
@@ -379,13 +414,50 @@ void CircuitBreaker::move_to(CircuitBreakerState state, std::int64_t now) {
 }
 
 void CircuitBreaker::transition_to_closed() {
-  std::lock_guard lock(mutex_);
-  if (state() != CircuitBreakerState::closed) move_to(CircuitBreakerState::closed, clock_.ticks());
+  {
+    std::lock_guard lock(mutex_);
+    if (state() != CircuitBreakerState::closed) {
+      move_to(CircuitBreakerState::closed, clock_.ticks());
+    }
+  }
+  publish_transitions();
 }
 
 void CircuitBreaker::transition_to_open() {
-  std::lock_guard lock(mutex_);
-  if (state() != CircuitBreakerState::open) move_to(CircuitBreakerState::open, clock_.ticks());
+  {
+    std::lock_guard lock(mutex_);
+    if (state() != CircuitBreakerState::open) move_to(CircuitBreakerState::open, clock_.ticks());
+  }
+  publish_transitions();
+}
+
+void CircuitBreaker::publish_transitions() noexcept {
+  // seq_cst on has_unpublished_ and publishing_: a thread that queues a transition while the
+  // publisher is finishing either sees publishing_ clear and publishes, or the publisher sees
+  // has_unpublished_ set after clearing publishing_ and goes on.
+  while (has_unpublished_.load(std::memory_order_seq_cst)) {
+    if (publishing_.exchange(true, std::memory_order_seq_cst)) return;  // it will see ours
+    for (;;) {
+      CircuitBreakerTransitionEvent event;
+      {
+        std::lock_guard lock(mutex_);
+        if (unpublished_count_ == 0) {
+          has_unpublished_.store(false, std::memory_order_seq_cst);
+          break;
+        }
+        event = unpublished_[unpublished_first_];
+        unpublished_first_ = (unpublished_first_ + 1) % unpublished_.size();
+        --unpublished_count_;
+      }
+      transition_listeners_->publish(event);  // a listener's own transitions queue behind
+    }
+    publishing_.store(false, std::memory_order_seq_cst);
+  }
+}
+
+Subscription CircuitBreaker::on_state_transition(
+    std::function<void(const CircuitBreakerTransitionEvent&)> listener) const {
+  return transition_listeners_->subscribe(std::move(listener));
 }
 
 CircuitBreakerSnapshot CircuitBreaker::snapshot() const {

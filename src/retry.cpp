@@ -6,6 +6,7 @@
 #include <random>
 
 #include "config_check.hpp"
+#include "r4c/detail/event_hub.hpp"
 
 namespace r4c {
 namespace {
@@ -142,7 +143,12 @@ Retry::Retry(std::string instance_id, RetryConfig config, std::shared_ptr<Clock>
       config_(validated(std::move(config))),
       clock_(or_system_clock(std::move(clock))),
       max_attempts_(config_.max_attempts()),
-      classify_by_type_(!config_.retry_on_types().empty() || !config_.abort_on_types().empty()) {}
+      classify_by_type_(!config_.retry_on_types().empty() || !config_.abort_on_types().empty()),
+      give_up_listeners_(std::make_shared<detail::EventHub<RetryGiveUpEvent>>("retry")) {}
+
+Subscription Retry::on_give_up(std::function<void(const RetryGiveUpEvent&)> listener) const {
+  return give_up_listeners_->subscribe(std::move(listener));
+}
 
 bool Retry::retryable_current() const noexcept {
   if (!classify_by_type_) return true;
@@ -163,6 +169,9 @@ void Retry::count_failure(int attempts) noexcept {
     failed_without_retry_.increment();
   } else {
     failed_with_retry_.increment();
+    if (give_up_listeners_->has_listeners()) [[unlikely]] {
+      give_up_listeners_->publish(RetryGiveUpEvent{instance_id_, attempts});
+    }
   }
 }
 

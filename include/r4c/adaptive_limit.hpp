@@ -38,10 +38,15 @@
 #include "r4c/detail/limit_algorithms.hpp"
 #include "r4c/detail/thread_slot.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/events.hpp"
 
 namespace r4c {
 
 class AdaptiveLimit;
+namespace detail {
+template <class Event>
+class EventHub;
+}
 
 /// A value picture of one limit. The window_* members describe the last recomputed window.
 struct AdaptiveLimitSnapshot {
@@ -122,6 +127,9 @@ class AdaptiveLimitHandle {
   int in_flight() const noexcept;
   AdaptiveLimitSnapshot snapshot() const;
   const std::string& instance_id() const noexcept;
+  /// Calls `listener` whenever a window changes the limit, until the Subscription ends (see
+  /// <r4c/events.hpp>).
+  Subscription on_limit_change(std::function<void(const LimitChangeEvent&)> listener) const;
 
  private:
   const AdaptiveLimit* limit_;
@@ -177,6 +185,9 @@ class AdaptiveLimit {
   int in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
   /// A consistent picture of the limit and the last recomputed window.
   AdaptiveLimitSnapshot snapshot() const;
+  /// Calls `listener` whenever a window changes the limit, on the thread that closed the
+  /// window, until the Subscription ends (see <r4c/events.hpp>). Costs admitted calls nothing.
+  Subscription on_limit_change(std::function<void(const LimitChangeEvent&)> listener) const;
 
  private:
   friend class Permit;
@@ -221,6 +232,7 @@ class AdaptiveLimit {
   const AdaptiveLimitConfig config_;
   const std::shared_ptr<Clock> clock_owner_;
   const std::exception_ptr rejection_;
+  const std::shared_ptr<detail::EventHub<LimitChangeEvent>> limit_change_listeners_;
 
   // Touched only by the thread that won the window close (ordered by window_end_).
   struct StripeTotals {
@@ -350,6 +362,10 @@ decltype(auto) AdaptiveLimit::execute(F&& f) {
 inline int AdaptiveLimitHandle::limit() const noexcept { return limit_->limit(); }
 inline int AdaptiveLimitHandle::in_flight() const noexcept { return limit_->in_flight(); }
 inline AdaptiveLimitSnapshot AdaptiveLimitHandle::snapshot() const { return limit_->snapshot(); }
+inline Subscription AdaptiveLimitHandle::on_limit_change(
+    std::function<void(const LimitChangeEvent&)> listener) const {
+  return limit_->on_limit_change(std::move(listener));
+}
 inline const std::string& AdaptiveLimitHandle::instance_id() const noexcept {
   return limit_->instance_id();
 }

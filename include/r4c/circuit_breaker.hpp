@@ -18,6 +18,7 @@
 // on_success/on_error/release_permission, as resilience4j spells them).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -37,8 +38,13 @@
 #include "r4c/detail/cache_line.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/events.hpp"
 
 namespace r4c {
+namespace detail {
+template <class Event>
+class EventHub;
+}
 
 /// The state of a circuit breaker.
 enum class CircuitBreakerState : std::uint8_t { closed, open, half_open };
@@ -237,6 +243,10 @@ class CircuitBreakerHandle {
   CircuitBreakerState state() const noexcept;
   CircuitBreakerSnapshot snapshot() const;
   const std::string& instance_id() const noexcept;
+  /// Calls `listener` on every state transition, until the Subscription ends (see
+  /// <r4c/events.hpp>).
+  Subscription on_state_transition(
+      std::function<void(const CircuitBreakerTransitionEvent&)> listener) const;
 
  private:
   const CircuitBreaker* breaker_;
@@ -322,6 +332,15 @@ class CircuitBreaker {
   const std::shared_ptr<Clock>& clock() const noexcept { return clock_owner_; }
   /// A consistent picture of the state and its window.
   CircuitBreakerSnapshot snapshot() const;
+  /// Calls `listener` on every state transition, until the Subscription ends (see
+  /// <r4c/events.hpp>). Listeners run after the breaker's lock is released, in transition
+  /// order, on a thread whose call moved the breaker; they may call the breaker. Up to
+  /// kUnpublishedTransitions transitions wait for the listeners; beyond that (listeners slower
+  /// than a breaker flapping on many threads) the oldest are dropped, which a gap in
+  /// CircuitBreakerTransitionEvent::transition shows.
+  Subscription on_state_transition(
+      std::function<void(const CircuitBreakerTransitionEvent&)> listener) const;
+  static constexpr std::size_t kUnpublishedTransitions = 32;
 
  private:
   friend class CircuitBreakerPermit;
@@ -337,13 +356,18 @@ class CircuitBreaker {
   // Cold: open (reject or move to half-open) and half-open (count trials).
   CircuitBreakerPermit acquire_slow(std::uint64_t word) noexcept;
   void record(std::uint64_t epoch, bool failed, std::chrono::nanoseconds duration) noexcept;
+  void record_locked(std::uint64_t epoch, bool failed, bool slow, std::int64_t now) noexcept;
   void release(std::uint64_t epoch) noexcept;
   // Inside a catch: ignore_on, then record_on (a failure not recorded is a success).
   void record_current_exception(CircuitBreakerPermit& permit,
                                 std::chrono::nanoseconds duration) noexcept;
   std::int64_t second_of(std::int64_t ticks) const noexcept;
   // Under mutex_.
-  void move_to(CircuitBreakerState state, std::int64_t now);
+  // Under mutex_. `decided_by`: the outcomes that decided it, if any (for the event).
+  void move_to(CircuitBreakerState state, std::int64_t now,
+               const detail::CallWindow::Totals* decided_by = nullptr);
+  // Not under mutex_: hands the transitions queued by move_to to the listeners, in order.
+  void publish_transitions() noexcept;
   bool rates_exceeded(const detail::CallWindow::Totals& totals) const noexcept;
 
   // Read on every call: the transition count << kStateBits | the state. Written under mutex_.
@@ -365,7 +389,22 @@ class CircuitBreaker {
   const std::shared_ptr<Clock> clock_owner_;
   const std::exception_ptr not_permitted_;
   detail::StripedCounter not_permitted_count_;
+
+  // Transitions wait here (under mutex_) until a thread without the lock hands them to the
+  // listeners: one thread at a time (publishing_), oldest first, so listeners see them in
+  // order and may call this breaker. Queued only while someone listens.
+  const std::shared_ptr<detail::EventHub<CircuitBreakerTransitionEvent>> transition_listeners_;
+  std::array<CircuitBreakerTransitionEvent, kUnpublishedTransitions> unpublished_{};
+  std::size_t unpublished_first_ = 0;
+  std::size_t unpublished_count_ = 0;
+  std::atomic<bool> has_unpublished_{false};
+  std::atomic<bool> publishing_{false};
 };
+
+inline Subscription CircuitBreakerHandle::on_state_transition(
+    std::function<void(const CircuitBreakerTransitionEvent&)> listener) const {
+  return breaker_->on_state_transition(std::move(listener));
+}
 
 inline void CircuitBreakerPermit::on_success(std::chrono::nanoseconds duration) noexcept {
   if (CircuitBreaker* breaker = std::exchange(breaker_, nullptr)) {

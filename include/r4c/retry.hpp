@@ -32,8 +32,13 @@
 #include "r4c/clock.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/events.hpp"
 
 namespace r4c {
+namespace detail {
+template <class Event>
+class EventHub;
+}
 
 /// Settings of a retry. A setter rejects a value invalid on its own at once (the config keeps
 /// its old value); validate() then checks the settings against each other.
@@ -160,6 +165,9 @@ class RetryHandle {
   RetrySnapshot snapshot() const;
   /// The retry's id.
   const std::string& instance_id() const noexcept;
+  /// Calls `listener` whenever a call gives up (see RetryGiveUpEvent), until the Subscription
+  /// ends (see <r4c/events.hpp>).
+  Subscription on_give_up(std::function<void(const RetryGiveUpEvent&)> listener) const;
 
  private:
   const Retry* retry_;
@@ -197,6 +205,9 @@ class Retry {
   const std::shared_ptr<Clock>& clock() const noexcept { return clock_; }
   /// The counters now; each is exact, read without stopping calls.
   RetrySnapshot snapshot() const;
+  /// Calls `listener` on the calling thread whenever a call gives up (see RetryGiveUpEvent),
+  /// until the Subscription ends (see <r4c/events.hpp>).
+  Subscription on_give_up(std::function<void(const RetryGiveUpEvent&)> listener) const;
 
  private:
   // Inside a catch: whether the exception being handled is retried at all by type.
@@ -228,6 +239,7 @@ class Retry {
   detail::StripedCounter failed_without_retry_;
   detail::StripedCounter failed_with_retry_;
   detail::StripedCounter retries_;
+  const std::shared_ptr<detail::EventHub<RetryGiveUpEvent>> give_up_listeners_;
 };
 
 template <class T>
@@ -284,6 +296,10 @@ decltype(auto) Retry::execute(F&& f) {
 }
 
 inline RetrySnapshot RetryHandle::snapshot() const { return retry_->snapshot(); }
+inline Subscription RetryHandle::on_give_up(
+    std::function<void(const RetryGiveUpEvent&)> listener) const {
+  return retry_->on_give_up(std::move(listener));
+}
 inline const std::string& RetryHandle::instance_id() const noexcept {
   return retry_->instance_id();
 }

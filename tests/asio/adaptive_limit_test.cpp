@@ -12,78 +12,23 @@
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+#include <asio/thread_pool.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 #include <future>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
+#include <vector>
 
+#include "async_support.hpp"
 #include "r4c/registry.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-
-// A backend whose operations stay pending until the test completes them, by key.
-class Backend {
- public:
-  struct Pending {
-    virtual ~Pending() = default;
-    virtual void complete(std::exception_ptr failure, std::string value) = 0;
-    virtual void complete(std::error_code code, std::string value) = 0;
-    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
-  };
-
-  // An Asio initiation: stores the handler; records a cancellation forwarded to it.
-  auto place(std::string key) {
-    return [this, key](auto handler) {
-      auto pending = std::make_unique<Stored<decltype(handler)>>(std::move(handler));
-      auto slot = asio::get_associated_cancellation_slot(pending->handler);
-      if (slot.is_connected()) {
-        slot.assign([flag = pending->cancelled](asio::cancellation_type) { flag->store(true); });
-      }
-      ++started;
-      pending_[key] = std::move(pending);
-    };
-  }
-
-  void complete(const std::string& key, std::string value) {
-    take(key)->complete(std::exception_ptr(), std::move(value));
-  }
-  void fail(const std::string& key, std::exception_ptr failure) {
-    take(key)->complete(std::move(failure), std::string());
-  }
-  void fail(const std::string& key, std::error_code code) {
-    take(key)->complete(code, std::string());
-  }
-  bool cancelled(const std::string& key) const { return pending_.at(key)->cancelled->load(); }
-  bool has(const std::string& key) const { return pending_.count(key) == 1; }
-
-  int started = 0;
-
- private:
-  template <class Handler>
-  struct Stored final : Pending {
-    explicit Stored(Handler h) : handler(std::move(h)) {}
-    void complete(std::exception_ptr failure, std::string value) override {
-      std::move(handler)(std::move(failure), std::move(value));
-    }
-    void complete(std::error_code code, std::string value) override {
-      std::move(handler)(code, std::move(value));
-    }
-    Handler handler;
-  };
-
-  std::unique_ptr<Pending> take(const std::string& key) {
-    auto found = pending_.find(key);
-    auto pending = std::move(found->second);
-    pending_.erase(found);
-    return pending;
-  }
-
-  std::map<std::string, std::unique_ptr<Pending>> pending_;
-};
 
 class AsyncLimitTest : public ::testing::Test {
  protected:
@@ -96,7 +41,7 @@ class AsyncLimitTest : public ::testing::Test {
           .build();
   r4c::AdaptiveLimit& limit_ = registry_.adaptive_limit_policy("orders#placeAsync", "orders-async",
                                                                "", {.initial_limit = 2});
-  Backend backend_;
+  r4c::testing::AsyncBackend backend_;
 };
 
 // 5. The product document's ManualClock scenario, ported.
@@ -337,6 +282,90 @@ TEST_F(AsyncLimitTest, AnAbandonedOperationFreesItsSlot) {
     EXPECT_EQ(limit_.in_flight(), 1);
   }  // io destroyed with the posted completion: the handler is destroyed uncalled
   EXPECT_EQ(limit_.in_flight(), 0);
+}
+
+// Calls the caller cannot cancel are owned by their operation alone (no reference counting):
+// thousands of them, completed, failed or abandoned on a pool's threads and answered on a
+// strand or inline, each answer exactly once and every slot comes back.
+TEST(AsyncLimitPoolTest, UncancellableCallsCompletedOnAPoolAnswerOnceAndReturnEverySlot) {
+  constexpr int kCalls = 4000;
+  r4c::ResilienceRegistry registry =
+      r4c::testing::registry(std::make_shared<r4c::ManualClock>()).build();  // no window ends
+  r4c::AdaptiveLimit& limit = registry.adaptive_limit_policy(
+      "stress#call", "stress", "", {.initial_limit = 64, .max_limit = 64});
+  asio::thread_pool pool(4);
+  auto strand = asio::make_strand(pool);
+  enum Outcome : int { kNone, kResult, kFailure, kRejected };
+  std::vector<std::atomic<int>> answers(kCalls);
+  std::vector<std::atomic<int>> outcomes(kCalls);
+  std::vector<int> behaviours(kCalls);
+  std::mt19937 random(11);
+  for (int call = 0; call < kCalls; ++call) {
+    const int behaviour = static_cast<int>(random() % 5);  // 0-1 ok, 2 throw, 3 code, 4 abandon
+    behaviours[static_cast<std::size_t>(call)] = behaviour;
+    auto op = [&pool, behaviour](auto handler) {
+      asio::post(pool, [handler = std::move(handler), behaviour]() mutable {
+        if (behaviour == 2) {
+          std::move(handler)(std::make_exception_ptr(std::runtime_error("out of stock")), 0);
+        } else if (behaviour == 3) {
+          std::move(handler)(std::make_error_code(std::errc::connection_reset), 0);
+        } else if (behaviour < 2) {
+          std::move(handler)(std::error_code(), 1);
+        }  // 4: the handler is destroyed uncalled
+      });
+    };
+    auto on_answer = [&, call](std::exception_ptr e, int value) {
+      const auto index = static_cast<std::size_t>(call);
+      answers[index].fetch_add(1);
+      Outcome outcome = value == 1 ? kResult : kFailure;
+      if (e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const r4c::LimitExceededException&) {
+          outcome = kRejected;
+        } catch (...) {
+          outcome = kFailure;
+        }
+      }
+      outcomes[index].store(outcome);
+    };
+    if (call % 2 == 0) {
+      limit.async_execute<int>(op, asio::bind_executor(strand, on_answer));
+    } else {
+      limit.async_execute<int>(op, on_answer);  // answered inline on the pool's thread
+    }
+  }
+  pool.join();
+  int results = 0, failures = 0, rejected = 0;
+  for (int call = 0; call < kCalls; ++call) {
+    const auto index = static_cast<std::size_t>(call);
+    const int got = answers[index].load();
+    const int outcome = outcomes[index].load();
+    if (outcome == kRejected) {
+      EXPECT_EQ(got, 1) << "call " << call;  // refused before its operation started
+      ++rejected;
+      continue;
+    }
+    switch (behaviours[index]) {
+      case 0:
+      case 1:
+        EXPECT_EQ(got, 1) << "call " << call;
+        EXPECT_EQ(outcome, kResult) << "call " << call;
+        ++results;
+        break;
+      case 2:
+      case 3:
+        EXPECT_EQ(got, 1) << "call " << call;
+        EXPECT_EQ(outcome, kFailure) << "call " << call;
+        ++failures;
+        break;
+      default:
+        EXPECT_EQ(got, 0) << "call " << call;  // abandoned: destroyed uncalled
+    }
+  }
+  EXPECT_GT(results, 0);
+  EXPECT_GT(failures, 0);
+  EXPECT_EQ(limit.in_flight(), 0);
 }
 
 }  // namespace

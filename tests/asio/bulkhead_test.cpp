@@ -24,112 +24,17 @@
 #include <string>
 #include <vector>
 
+#include "async_support.hpp"
 #include "r4c/asio/bulkhead.hpp"
 #include "r4c/clock.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-
-// A backend whose operations stay pending until the test completes them, by key.
-class Backend {
- public:
-  struct Pending {
-    virtual ~Pending() = default;
-    virtual void complete(std::exception_ptr failure, std::string value) = 0;
-    virtual void complete(std::error_code code, std::string value) = 0;
-    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
-  };
-
-  // An Asio initiation: stores the handler; records a cancellation forwarded to it.
-  auto place(std::string key) {
-    return [this, key](auto handler) {
-      auto pending = std::make_unique<Stored<decltype(handler)>>(std::move(handler));
-      auto slot = asio::get_associated_cancellation_slot(pending->handler);
-      if (slot.is_connected()) {
-        slot.assign([flag = pending->cancelled](asio::cancellation_type) { flag->store(true); });
-      }
-      ++started;
-      pending_[key] = std::move(pending);
-    };
-  }
-
-  void complete(const std::string& key, std::string value) {
-    take(key)->complete(std::exception_ptr(), std::move(value));
-  }
-  void fail(const std::string& key, std::exception_ptr failure) {
-    take(key)->complete(std::move(failure), std::string());
-  }
-  void fail(const std::string& key, std::error_code code) {
-    take(key)->complete(code, std::string());
-  }
-  bool cancelled(const std::string& key) const { return pending_.at(key)->cancelled->load(); }
-  bool has(const std::string& key) const { return pending_.count(key) == 1; }
-
-  int started = 0;
-
- private:
-  template <class Handler>
-  struct Stored final : Pending {
-    explicit Stored(Handler h) : handler(std::move(h)) {}
-    void complete(std::exception_ptr failure, std::string value) override {
-      std::move(handler)(std::move(failure), std::move(value));
-    }
-    void complete(std::error_code code, std::string value) override {
-      std::move(handler)(code, std::move(value));
-    }
-    Handler handler;
-  };
-
-  std::unique_ptr<Pending> take(const std::string& key) {
-    auto found = pending_.find(key);
-    auto pending = std::move(found->second);
-    pending_.erase(found);
-    return pending;
-  }
-
-  std::map<std::string, std::unique_ptr<Pending>> pending_;
-};
-
-struct NotFound : std::runtime_error {
-  NotFound() : std::runtime_error("not found") {}
-};
-
-// The caller's view of one callback call.
-struct Answer {
-  int calls = 0;
-  std::exception_ptr failure;
-  std::string value;
-
-  auto handler() {
-    return [this](std::exception_ptr e, std::string r) {
-      ++calls;
-      failure = std::move(e);
-      value = std::move(r);
-    };
-  }
-};
-
-template <class Exception>
-bool holds(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const Exception&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-bool aborted(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const asio::system_error& e) {
-    return e.code() == asio::error::operation_aborted;
-  } catch (...) {
-    return false;
-  }
-}
+using r4c::testing::aborted;
+using r4c::testing::Answer;
+using r4c::testing::holds;
+using r4c::testing::NotFound;
 
 class AsyncBulkheadTest : public ::testing::Test {
  protected:
@@ -139,13 +44,13 @@ class AsyncBulkheadTest : public ::testing::Test {
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
   r4c::Bulkhead bulkhead_{"pool", r4c::BulkheadConfig().max_concurrent(2)};
   asio::io_context io_;  // destroyed after the backend's pending operations
-  Backend backend_;
+  r4c::testing::AsyncBackend backend_;
 };
 
 TEST_F(AsyncBulkheadTest, ACallHoldsItsSlotUntilItsOperationCompletes) {
   Answer answer;
   bulkhead_.async_execute<std::string>(backend_.place("a"), answer.handler());
-  EXPECT_EQ(backend_.started, 1);
+  EXPECT_EQ(backend_.started(), 1);
   EXPECT_EQ(bulkhead_.in_flight(), 1);
   clock_->advance(3s);
   EXPECT_EQ(bulkhead_.in_flight(), 1);  // still held: the operation has not completed
@@ -186,7 +91,7 @@ TEST_F(AsyncBulkheadTest, AFullBulkheadFailsAtOnceWithoutStartingTheOperation) {
   ASSERT_EQ(c.wait_for(0s), std::future_status::ready);
   EXPECT_THROW(c.get(), r4c::BulkheadFullException);
   EXPECT_FALSE(backend_.has("c"));
-  EXPECT_EQ(backend_.started, 2);
+  EXPECT_EQ(backend_.started(), 2);
   EXPECT_EQ(bulkhead_.in_flight(), 2);
   EXPECT_EQ(bulkhead_.snapshot().rejected, 1u);
 

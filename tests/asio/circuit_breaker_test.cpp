@@ -24,111 +24,16 @@
 #include <string>
 #include <vector>
 
+#include "async_support.hpp"
 #include "r4c/asio/circuit_breaker.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-
-// A backend whose operations stay pending until the test completes them, by key.
-class Backend {
- public:
-  struct Pending {
-    virtual ~Pending() = default;
-    virtual void complete(std::exception_ptr failure, std::string value) = 0;
-    virtual void complete(std::error_code code, std::string value) = 0;
-    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
-  };
-
-  // An Asio initiation: stores the handler; records a cancellation forwarded to it.
-  auto place(std::string key) {
-    return [this, key](auto handler) {
-      auto pending = std::make_unique<Stored<decltype(handler)>>(std::move(handler));
-      auto slot = asio::get_associated_cancellation_slot(pending->handler);
-      if (slot.is_connected()) {
-        slot.assign([flag = pending->cancelled](asio::cancellation_type) { flag->store(true); });
-      }
-      ++started;
-      pending_[key] = std::move(pending);
-    };
-  }
-
-  void complete(const std::string& key, std::string value) {
-    take(key)->complete(std::exception_ptr(), std::move(value));
-  }
-  void fail(const std::string& key, std::exception_ptr failure) {
-    take(key)->complete(std::move(failure), std::string());
-  }
-  void fail(const std::string& key, std::error_code code) {
-    take(key)->complete(code, std::string());
-  }
-  bool cancelled(const std::string& key) const { return pending_.at(key)->cancelled->load(); }
-  bool has(const std::string& key) const { return pending_.count(key) == 1; }
-
-  int started = 0;
-
- private:
-  template <class Handler>
-  struct Stored final : Pending {
-    explicit Stored(Handler h) : handler(std::move(h)) {}
-    void complete(std::exception_ptr failure, std::string value) override {
-      std::move(handler)(std::move(failure), std::move(value));
-    }
-    void complete(std::error_code code, std::string value) override {
-      std::move(handler)(code, std::move(value));
-    }
-    Handler handler;
-  };
-
-  std::unique_ptr<Pending> take(const std::string& key) {
-    auto found = pending_.find(key);
-    auto pending = std::move(found->second);
-    pending_.erase(found);
-    return pending;
-  }
-
-  std::map<std::string, std::unique_ptr<Pending>> pending_;
-};
-
-struct NotFound : std::runtime_error {
-  NotFound() : std::runtime_error("not found") {}
-};
-
-// The caller's view of one callback call.
-struct Answer {
-  int calls = 0;
-  std::exception_ptr failure;
-  std::string value;
-
-  auto handler() {
-    return [this](std::exception_ptr e, std::string r) {
-      ++calls;
-      failure = std::move(e);
-      value = std::move(r);
-    };
-  }
-};
-
-template <class Exception>
-bool holds(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const Exception&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-bool aborted(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const asio::system_error& e) {
-    return e.code() == asio::error::operation_aborted;
-  } catch (...) {
-    return false;
-  }
-}
+using r4c::testing::aborted;
+using r4c::testing::Answer;
+using r4c::testing::holds;
+using r4c::testing::NotFound;
 
 struct IoError : std::runtime_error {
   IoError() : std::runtime_error("io error") {}
@@ -162,7 +67,7 @@ class AsyncCircuitBreakerTest : public ::testing::Test {
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
   r4c::CircuitBreaker breaker_{"inventory", config(), clock_};
   asio::io_context io_;  // destroyed after the backend's pending operations
-  Backend backend_;
+  r4c::testing::AsyncBackend backend_;
   int failures_ = 0;
 };
 
@@ -211,7 +116,7 @@ TEST(AsyncCircuitBreakerClassificationTest, IgnoreOnThenRecordOn) {
       "classified",
       r4c::CircuitBreakerConfig().record_on<IoError, asio::system_error>().ignore_on<NotFound>(),
       clock);
-  Backend backend;
+  r4c::testing::AsyncBackend backend;
   auto ignored = breaker.async_execute<std::string>(backend.place("a"), asio::use_future);
   backend.fail("a", std::make_exception_ptr(NotFound()));
   EXPECT_THROW(ignored.get(), NotFound);
@@ -247,7 +152,7 @@ TEST_F(AsyncCircuitBreakerTest, FailuresOpenTheBreakerWhichThenRejectsAtOnce) {
   ok1.get();
   ok2.get();
 
-  const int started = backend_.started;
+  const int started = backend_.started();
   std::future<std::string> refused =
       breaker_.async_execute<std::string>(backend_.place("r"), asio::use_future);
   ASSERT_EQ(refused.wait_for(0s), std::future_status::ready);
@@ -257,7 +162,7 @@ TEST_F(AsyncCircuitBreakerTest, FailuresOpenTheBreakerWhichThenRejectsAtOnce) {
   } catch (const r4c::CallNotPermittedException& e) {
     EXPECT_EQ(e.instance_id(), "inventory");
   }
-  EXPECT_EQ(backend_.started, started);  // the operation never started
+  EXPECT_EQ(backend_.started(), started);  // the operation never started
   EXPECT_FALSE(backend_.has("r"));
   EXPECT_EQ(breaker_.snapshot().not_permitted_calls, 1u);
 

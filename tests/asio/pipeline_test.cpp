@@ -24,59 +24,12 @@
 #include <thread>
 #include <vector>
 
+#include "async_support.hpp"
 #include "r4c/asio.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-
-// Operations that stay pending until the test completes them, by key.
-class Backend {
- public:
-  auto place(std::string key) {
-    return [this, key](auto handler) {
-      auto stored = std::make_unique<Stored<decltype(handler)>>(std::move(handler));
-      auto slot = asio::get_associated_cancellation_slot(stored->handler);
-      if (slot.is_connected()) {
-        slot.assign([flag = stored->cancelled](asio::cancellation_type) { *flag = true; });
-      }
-      ++started[key];
-      pending_[key] = std::move(stored);
-    };
-  }
-  void complete(const std::string& key, std::string value) {
-    take(key)->complete(std::exception_ptr(), std::move(value));
-  }
-  void fail(const std::string& key, std::exception_ptr failure) {
-    take(key)->complete(std::move(failure), std::string());
-  }
-  bool has(const std::string& key) const { return pending_.count(key) == 1; }
-  bool cancelled(const std::string& key) const { return *pending_.at(key)->cancelled; }
-
-  std::map<std::string, int> started;
-
- private:
-  struct Pending {
-    virtual ~Pending() = default;
-    virtual void complete(std::exception_ptr failure, std::string value) = 0;
-    std::shared_ptr<bool> cancelled = std::make_shared<bool>(false);
-  };
-  template <class Handler>
-  struct Stored final : Pending {
-    explicit Stored(Handler h) : handler(std::move(h)) {}
-    void complete(std::exception_ptr failure, std::string value) override {
-      std::move(handler)(std::move(failure), std::move(value));
-    }
-    Handler handler;
-  };
-  std::unique_ptr<Pending> take(const std::string& key) {
-    auto found = pending_.find(key);
-    auto pending = std::move(found->second);
-    pending_.erase(found);
-    return pending;
-  }
-  std::map<std::string, std::unique_ptr<Pending>> pending_;
-};
 
 class AsyncPipelineTest : public ::testing::Test {
  protected:
@@ -87,7 +40,7 @@ class AsyncPipelineTest : public ::testing::Test {
       r4c::testing::registry(clock_)
           .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(1); })
           .build();
-  Backend backend_;
+  r4c::testing::AsyncBackend backend_;
 };
 
 // The product document's ManualClock scenario, through a pipeline.
@@ -228,13 +181,13 @@ TEST_F(AsyncPipelineTest, AHedgeStopsLaunchingWhenTheLimitRejectsAnAttempt) {
                         result = std::move(r);
                       }));
   io.poll();
-  EXPECT_EQ(backend_.started["a"], 1);
+  EXPECT_EQ(backend_.started("a"), 1);
   clock_->advance(100ms);  // attempt 2: the limit rejects it
   io.poll();
   clock_->advance(100ms);  // no attempt 3
   clock_->advance(1s);
   io.poll();
-  EXPECT_EQ(backend_.started["a"], 1);
+  EXPECT_EQ(backend_.started("a"), 1);
   backend_.complete("a", "read");
   io.run();
   EXPECT_EQ(result, "read");

@@ -1,6 +1,7 @@
 // The rate limiter's asynchronous face (<r4c/asio.hpp>): a permit free now starts the operation
 // at once, a reserved one is waited for on a timer on the limiter's clock (no thread blocked),
 // none completes at once with RequestNotPermittedException; cancellation; the three styles.
+#include "async_support.hpp"
 #include "r4c/asio.hpp"
 
 #include <gtest/gtest.h>
@@ -31,80 +32,7 @@
 namespace {
 
 using namespace std::chrono_literals;
-
-// A backend whose operations stay pending until the test completes them, by key. Thread-safe:
-// an operation started after a wait starts on the caller's executor, which for use_future is
-// a system thread.
-class Backend {
- public:
-  // An Asio initiation: stores the handler; records a cancellation forwarded to it.
-  auto place(std::string key) {
-    return [this, key](auto handler) {
-      auto pending = std::make_unique<Stored<decltype(handler)>>(std::move(handler));
-      auto slot = asio::get_associated_cancellation_slot(pending->handler);
-      if (slot.is_connected()) {
-        slot.assign([flag = pending->cancelled](asio::cancellation_type) { flag->store(true); });
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++started_[key];
-      pending_[key].push_back(std::move(pending));
-      changed_.notify_all();
-    };
-  }
-
-  void complete(const std::string& key, std::string value) {
-    take(key)->complete(std::exception_ptr(), std::move(value));
-  }
-  void fail(const std::string& key, std::exception_ptr failure) {
-    take(key)->complete(std::move(failure), std::string());
-  }
-  // Whether the cancellation reached the latest pending operation for `key`.
-  bool cancelled(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return pending_.at(key).back()->cancelled->load();
-  }
-  bool has(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return !pending_[key].empty();
-  }
-  int started(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return started_[key];
-  }
-  // Waits (a bounded real time) until `key` has started `count` times on some thread.
-  bool wait_started(const std::string& key, int count) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    return changed_.wait_for(lock, 10s, [&] { return started_[key] >= count; });
-  }
-
- private:
-  struct Pending {
-    virtual ~Pending() = default;
-    virtual void complete(std::exception_ptr failure, std::string value) = 0;
-    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
-  };
-  template <class Handler>
-  struct Stored final : Pending {
-    explicit Stored(Handler h) : handler(std::move(h)) {}
-    void complete(std::exception_ptr failure, std::string value) override {
-      std::move(handler)(std::move(failure), std::move(value));
-    }
-    Handler handler;
-  };
-
-  std::unique_ptr<Pending> take(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& queue = pending_.at(key);
-    auto pending = std::move(queue.front());
-    queue.pop_front();
-    return pending;
-  }
-
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, std::deque<std::unique_ptr<Pending>>> pending_;
-  std::map<std::string, int> started_;
-};
+using r4c::testing::aborted;
 
 // What a callback received.
 struct Outcome {
@@ -112,17 +40,6 @@ struct Outcome {
   std::exception_ptr failure;
   std::string value;
 };
-
-bool is_aborted(const std::exception_ptr& failure) {
-  if (!failure) return false;
-  try {
-    std::rethrow_exception(failure);
-  } catch (const asio::system_error& e) {
-    return e.code() == asio::error::operation_aborted;
-  } catch (...) {
-  }
-  return false;
-}
 
 class AsyncRateLimiterTest : public ::testing::Test {
  protected:
@@ -156,7 +73,7 @@ class AsyncRateLimiterTest : public ::testing::Test {
       "search",
       r4c::RateLimiterConfig().limit_for_period(1).refresh_period(1s).timeout_duration(2s), clock_);
   asio::io_context io_;
-  Backend backend_;  // destroyed first: operations left pending are abandoned
+  r4c::testing::AsyncBackend backend_;  // destroyed first: operations left pending are abandoned
 };
 
 TEST_F(AsyncRateLimiterTest, APermitFreeNowStartsTheOperationAtOnce) {
@@ -283,7 +200,7 @@ TEST_F(AsyncRateLimiterTest, CancellingAWaitingCallCompletesAtOnceAndNeverStarts
   EXPECT_EQ(limiter_->snapshot().waiting_calls, 0);
   poll();
   ASSERT_EQ(outcome.calls, 1);
-  EXPECT_TRUE(is_aborted(outcome.failure));
+  EXPECT_TRUE(aborted(outcome.failure));
 
   clock_->advance(1s);
   poll();
@@ -317,8 +234,8 @@ TEST_F(AsyncRateLimiterTest, CancellingARunningCallForwardsItAndIgnoresTheLateCo
   poll();
   ASSERT_EQ(now.calls, 1);
   ASSERT_EQ(later.calls, 1);
-  EXPECT_TRUE(is_aborted(now.failure));
-  EXPECT_TRUE(is_aborted(later.failure));
+  EXPECT_TRUE(aborted(now.failure));
+  EXPECT_TRUE(aborted(later.failure));
   backend_.complete("a", "late");
   backend_.complete("b", "late");
   poll();

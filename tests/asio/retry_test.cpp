@@ -1,6 +1,7 @@
 // The retry's asynchronous face (<r4c/asio.hpp>): attempts driven by a ManualClock (no thread
 // sleeps), the synchronous retry's decisions and counters, cancellation during a wait and
 // during an attempt, and the three styles.
+#include "async_support.hpp"
 #include "r4c/asio.hpp"
 
 #include <gtest/gtest.h>
@@ -32,83 +33,9 @@
 namespace {
 
 using namespace std::chrono_literals;
+using r4c::testing::aborted;
+using r4c::testing::NotFound;
 
-// A backend whose operations stay pending until the test completes them, by key; the same
-// operation started again (a retry) queues another pending operation under its key.
-class Backend {
- public:
-  // An Asio initiation: stores the handler; records a cancellation forwarded to it.
-  auto place(std::string key) {
-    return [this, key](auto handler) {
-      auto pending = std::make_unique<Stored<decltype(handler)>>(std::move(handler));
-      auto slot = asio::get_associated_cancellation_slot(pending->handler);
-      if (slot.is_connected()) {
-        slot.assign([flag = pending->cancelled](asio::cancellation_type) { flag->store(true); });
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++started_[key];
-      pending_[key].push_back(std::move(pending));
-    };
-  }
-
-  void complete(const std::string& key, std::string value) {
-    take(key)->complete(std::exception_ptr(), std::move(value));
-  }
-  void fail(const std::string& key, std::exception_ptr failure) {
-    take(key)->complete(std::move(failure), std::string());
-  }
-  void fail(const std::string& key, std::error_code code) {
-    take(key)->complete(code, std::string());
-  }
-  // Whether the cancellation reached the oldest pending operation for `key`.
-  bool cancelled(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return pending_.at(key).front()->cancelled->load();
-  }
-  bool has(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return !pending_[key].empty();
-  }
-  int started(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return started_[key];
-  }
-
- private:
-  struct Pending {
-    virtual ~Pending() = default;
-    virtual void complete(std::exception_ptr failure, std::string value) = 0;
-    virtual void complete(std::error_code code, std::string value) = 0;
-    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
-  };
-  template <class Handler>
-  struct Stored final : Pending {
-    explicit Stored(Handler h) : handler(std::move(h)) {}
-    void complete(std::exception_ptr failure, std::string value) override {
-      std::move(handler)(std::move(failure), std::move(value));
-    }
-    void complete(std::error_code code, std::string value) override {
-      std::move(handler)(code, std::move(value));
-    }
-    Handler handler;
-  };
-
-  std::unique_ptr<Pending> take(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& queue = pending_.at(key);
-    auto pending = std::move(queue.front());
-    queue.pop_front();
-    return pending;
-  }
-
-  std::mutex mutex_;
-  std::map<std::string, std::deque<std::unique_ptr<Pending>>> pending_;
-  std::map<std::string, int> started_;
-};
-
-struct NotFound : std::runtime_error {
-  NotFound() : std::runtime_error("not found") {}
-};
 struct Busy : std::runtime_error {
   Busy() : std::runtime_error("busy") {}
 };
@@ -119,17 +46,6 @@ struct Outcome {
   std::exception_ptr failure;
   std::string value;
 };
-
-bool is_aborted(const std::exception_ptr& failure) {
-  if (!failure) return false;
-  try {
-    std::rethrow_exception(failure);
-  } catch (const asio::system_error& e) {
-    return e.code() == asio::error::operation_aborted;
-  } catch (...) {
-  }
-  return false;
-}
 
 // The outcome counters of a snapshot, for comparisons.
 std::vector<std::uint64_t> counters(const r4c::RetrySnapshot& s) {
@@ -168,7 +84,7 @@ class AsyncRetryTest : public ::testing::Test {
   std::unique_ptr<r4c::Retry> retry_ = std::make_unique<r4c::Retry>(
       "orders", r4c::RetryConfig().max_attempts(3).wait(100ms), clock_);
   asio::io_context io_;
-  Backend backend_;  // destroyed first: operations left pending are abandoned
+  r4c::testing::AsyncBackend backend_;  // destroyed first: operations left pending are abandoned
 };
 
 // Each wait ends when the test thread advances the clock; the next attempt then starts on the
@@ -387,7 +303,7 @@ TEST_F(AsyncRetryTest, CancellingDuringAWaitEndsTheCallAtOnce) {
   EXPECT_EQ(retry_->snapshot().waiting_calls, 0);
   poll();
   ASSERT_EQ(outcome.calls, 1);
-  EXPECT_TRUE(is_aborted(outcome.failure));
+  EXPECT_TRUE(aborted(outcome.failure));
   clock_->advance(1s);
   poll();
   EXPECT_EQ(backend_.started("a"), 1);
@@ -411,7 +327,7 @@ TEST_F(AsyncRetryTest, CancellingDuringAnAttemptForwardsItAndIgnoresTheLateCompl
   EXPECT_TRUE(backend_.cancelled("a"));
   poll();
   ASSERT_EQ(outcome.calls, 1);
-  EXPECT_TRUE(is_aborted(outcome.failure));
+  EXPECT_TRUE(aborted(outcome.failure));
   backend_.fail("a", std::make_exception_ptr(Busy()));  // late: ignored, not retried
   poll();
   clock_->advance(1s);
@@ -565,7 +481,7 @@ TEST_F(AsyncRetryTest, ManyConcurrentCallsWithFailuresAndCancellations) {
             op, asio::bind_cancellation_slot(
                     calls[i]->cancel.slot(),
                     asio::bind_executor(strand, [&, i](std::exception_ptr e, std::string) {
-                      calls[i]->aborted.store(is_aborted(e));
+                      calls[i]->aborted.store(aborted(e));
                       calls[i]->answers.fetch_add(1);
                       answered.fetch_add(1);
                     })));

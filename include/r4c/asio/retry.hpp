@@ -21,21 +21,14 @@
 #pragma once
 
 #include <asio/async_result.hpp>
-#include <asio/bind_allocator.hpp>
-#include <asio/cancellation_signal.hpp>
-#include <asio/executor_work_guard.hpp>
-#include <asio/post.hpp>
-#include <atomic>
 #include <chrono>
 #include <exception>
 #include <functional>
-#include <optional>
 #include <type_traits>
 #include <utility>
 
-#include "r4c/clock.hpp"
 #include "r4c/detail/async_call.hpp"
-#include "r4c/detail/timer.hpp"
+#include "r4c/detail/async_wait.hpp"
 #include "r4c/retry.hpp"
 
 namespace r4c {
@@ -43,45 +36,26 @@ namespace detail {
 
 // One asynchronous retried call. Attempts run one at a time; each is tagged with its number.
 //
-// References: the answer's, the attempt's (while an attempt runs) and the timer's (from
-// scheduling until its posted step has run, or until a cancellation removed it before it
-// fired). Whoever gives back the timer's reference also ends the wait's work on the caller's
-// executor. The decision after an attempt, the start of a wait and the start of the next
-// attempt run in the attempt's completion and the timer's posted step, on the caller's
-// executor; the caller's cancellation is emitted there too (Asio's rule for cancellation
-// slots), and the answered() checks after each step cover a cancellation on another thread.
+// The decision after an attempt, the start of a wait and the start of the next attempt run in
+// the attempt's completion and the timer's posted step, on the caller's executor; the caller's
+// cancellation is emitted there too (Asio's rule for cancellation slots), and the answered()
+// checks after each step cover a cancellation on another thread.
 template <class T, class Handler, class Op>
-class RetryCall final : public AsyncCallBase<RetryCall<T, Handler, Op>, T, Handler> {
-  using Base = AsyncCallBase<RetryCall, T, Handler>;
+class RetryCall final : public WaitingCall<RetryCall<T, Handler, Op>, T, Handler> {
+  using Base = WaitingCall<RetryCall, T, Handler>;
+  friend Base;
 
  public:
   RetryCall(Handler handler, Retry& retry, Op op)
-      : Base(std::move(handler)),
+      : Base(std::move(handler), retry.clock().get(), /*waiting=*/false),
         retry_(&retry),
-        clock_(retry.clock().get()),
-        op_(std::move(op)),
-        timer_(this) {}
+        op_(std::move(op)) {}
 
   /// Starts the first attempt, inside the initiating function.
   static void start(Handler handler, Op op, Retry& retry) {
     RetryCall* call = Base::create(std::move(handler), retry, std::move(op));
     call->watch_caller();
-    call->start_attempt();
-  }
-
-  void on_cancel() {
-    stop_waiting();
-    inner_cancel_.emit(asio::cancellation_type::all);  // reaches a running attempt
-    if (clock_->cancel(timer_)) {
-      // Removed before firing: the timer's reference and work are ours (the reference keeps
-      // this alive past the answer). The work ends after the answer is posted, so that the
-      // caller's context never runs out of work in between.
-      this->answer_later(aborted_exception());
-      work_.reset();
-      this->release();  // the timer's
-    } else {
-      this->answer_later(aborted_exception());
-    }
+    call->resume();
   }
 
   void inner_completed(int tag, AsyncOutcome<T> outcome) {
@@ -132,41 +106,11 @@ class RetryCall final : public AsyncCallBase<RetryCall<T, Handler, Op>, T, Handl
     wait_after(attempt);
   }
 
-  void inner_abandoned(int) noexcept {
-    if (this->claim()) {
-      // No answer will come: the caller's handler is destroyed uncalled, as Asio does.
-      this->stop_watching_caller();
-      this->release();  // the answer's
-    }
-    this->release();  // the attempt's
-  }
-
-  asio::cancellation_slot inner_slot(int) noexcept { return inner_cancel_.slot(); }
-
  private:
-  class Timer final : public TimerTask {
-   public:
-    explicit Timer(RetryCall* call) noexcept : call_(call) {}
-    // On the timer thread (or in ManualClock::advance): acts on the caller's executor, with
-    // the timer's reference.
-    void fire() noexcept override {
-      RetryCall* call = call_;
-      asio::post(call->caller_executor(),
-                 asio::bind_allocator(call->allocator(), [call] { call->waited(); }));
-    }
+  using ReleaseOnExit = typename Base::ReleaseOnExit;
 
-   private:
-    RetryCall* call_;
-  };
-
-  struct ReleaseOnExit {
-    RetryCall* call;
-    ~ReleaseOnExit() { call->release(); }
-  };
-
-  using WorkGuard = std::optional<asio::executor_work_guard<typename Base::CallerExecutor>>;
-
-  void start_attempt() {
+  void wait_ended() noexcept { retry_->end_wait(); }
+  void resume() {
     this->add_ref();                                  // the attempt's
     op_(InnerHandler<RetryCall, T>(this, attempt_));  // throwing: abandoned (see the top)
   }
@@ -183,61 +127,25 @@ class RetryCall final : public AsyncCallBase<RetryCall<T, Handler, Op>, T, Handl
       }
       return;
     }
-    waiting_.store(true, std::memory_order_release);
+    this->begin_waiting();
     attempt_ = failed_attempt + 1;
-    this->add_ref();  // the timer's
-    // A waiting call keeps its caller's context running (io_context::run() does not return),
-    // as an Asio timer would.
-    work_.emplace(this->caller_executor());
     try {
-      // A deadline already reached (no wait on a ManualClock) fires at once: it posts.
-      clock_->schedule(timer_, clock_->now() + span);
+      this->arm(this->clock_->now() + span);
     } catch (...) {
       // Not scheduled (std::bad_alloc): the call ends here, as a failed sleep ends execute().
-      stop_waiting();
+      this->stop_waiting();
       if (this->claim()) {
         retry_->count_failure(failed_attempt + 1);
         this->answer(std::current_exception());
       }
-      work_.reset();
-      this->release();  // the timer's
       return;
     }
-    if (this->answered()) {
-      // A cancellation on another thread came between the decision and the schedule. The
-      // clock's lock orders its removal of the timer (and of work_) after the lines above.
-      stop_waiting();
-      if (clock_->cancel(timer_)) {
-        work_.reset();
-        this->release();  // the timer's
-      }
-    }
-  }
-
-  // The wait is over: starts the next attempt unless the caller cancelled meanwhile.
-  void waited() {
-    ReleaseOnExit release_timer{this};
-    // fire() may still be returning on the timer thread: this waits for it, so that nothing
-    // touches the clock once the caller is answered (the clock may be gone by then).
-    clock_->cancel(timer_);
-    stop_waiting();
-    work_.reset();  // this step is work of its own
-    if (this->answered()) return;
-    start_attempt();
-  }
-
-  void stop_waiting() noexcept {
-    if (waiting_.exchange(false, std::memory_order_acq_rel)) retry_->end_wait();
+    this->disarm_if_answered();
   }
 
   Retry* retry_;
-  Clock* clock_;
   Op op_;
   int attempt_ = 1;  // the running or next attempt's number, the first being 1
-  Timer timer_;
-  WorkGuard work_;  // while the timer's reference is held
-  asio::cancellation_signal inner_cancel_;
-  std::atomic<bool> waiting_{false};  // counted in waiting_calls; ended once per wait
 };
 
 template <class T>

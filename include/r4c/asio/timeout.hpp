@@ -13,13 +13,10 @@
 #include <asio/bind_allocator.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_type.hpp>
-#include <asio/execution/outstanding_work.hpp>
 #include <asio/post.hpp>
-#include <asio/prefer.hpp>
 #include <atomic>
 #include <cstdint>
 #include <exception>
-#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -38,9 +35,9 @@ namespace detail {
 //
 // References: the answer's, the inner operation's, the deadline's and start()'s own. The
 // deadline's is given back by whoever claims the call, after Clock::cancel has returned (the
-// clock's queue no longer touches the task then). While the deadline is armed the call keeps
-// work on the caller's executor, as an Asio timer does: an operation that registers no work of
-// its own must not let the caller's io_context run out of work before the deadline answers.
+// clock's queue no longer touches the task then). Like every call, it keeps work on the
+// caller's executor until answered (AsyncCallBase), so an operation that registers no work of
+// its own does not let the caller's io_context run out of work before the deadline answers.
 template <class T, class Handler>
 class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handler> {
   using Base = AsyncCallBase<TimeoutCall, T, Handler>;
@@ -57,13 +54,10 @@ class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handl
     call->add_ref();  // the inner operation's
     call->add_ref();  // the deadline's
     call->add_ref();  // start()'s: the operation may end the call before it returns
-    call->work_.emplace(
-        asio::prefer(call->caller_executor(), asio::execution::outstanding_work.tracked));
     Clock& clock = *timeout.clock();
     try {
       clock.schedule(call->deadline_, clock.now() + timeout.config().timeout());
     } catch (...) {
-      call->work_.reset();
       for (int i = 0; i < 4; ++i) call->release();  // nothing started
       throw;
     }
@@ -154,22 +148,12 @@ class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handl
   // Unschedules the deadline, waiting for a fire in progress (which found the call claimed);
   // once it returns the clock's queue no longer touches the task.
   void unschedule() noexcept { timeout_->clock()->cancel(deadline_); }
-  // Gives back the work and the deadline's reference (the last one, only in the posted step).
-  // After the answer: its dispatch or post is work of its own, and an io_context whose work
-  // reached zero in between would stop before running it.
-  void end_deadline() noexcept {
-    work_.reset();
-    this->release();
-  }
-
-  using Work =
-      std::decay_t<decltype(asio::prefer(std::declval<const typename Base::CallerExecutor&>(),
-                                         asio::execution::outstanding_work.tracked))>;
+  // Gives back the deadline's reference (the last one, only in the posted step).
+  void end_deadline() noexcept { this->release(); }
 
   Timeout* timeout_;
   Deadline deadline_;
   std::atomic<std::uint8_t> state_{0};
-  std::optional<Work> work_;  // while the deadline is armed
   asio::cancellation_signal inner_cancel_;
 };
 

@@ -264,8 +264,13 @@ class AsyncCallBase {
 
   void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
   void release() noexcept {
-    // acq_rel: every user's writes happen before the destruction.
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    // A count of 1 is ours alone: nobody else can take a reference, so no read-modify-write
+    // is needed (the common last release). acquire/acq_rel: every other user's writes happen
+    // before the destruction.
+    if (refs_.load(std::memory_order_acquire) != 1 &&
+        refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+      return;
+    }
     Derived* self = static_cast<Derived*>(this);
     using Rebound = typename std::allocator_traits<Allocator>::template rebind_alloc<Derived>;
     Rebound rebound(allocator_);
@@ -300,8 +305,11 @@ class AsyncCallBase {
 
   /// Starts listening to the caller's cancellation slot (after construction, before anything
   /// that may complete the call).
-  void watch_caller() {
-    if (caller_slot_.is_connected()) caller_slot_.template emplace<OnCancel>(OnCancel{this});
+  /// Returns whether the caller can cancel.
+  bool watch_caller() {
+    if (!caller_slot_.is_connected()) return false;
+    caller_slot_.template emplace<OnCancel>(OnCancel{this});
+    return true;
   }
 
   /// Whether this thread may answer the caller: true once per call.
@@ -412,9 +420,12 @@ class GuardedCall final : public AsyncCallBase<GuardedCall<T, Handler, Policy>, 
   template <class Op>
   static void start(Handler handler, Op& op, Policy policy) {
     GuardedCall* call = Base::create(std::move(handler), std::move(policy));
-    call->add_ref();  // the inner operation's
-    call->watch_caller();
-    if constexpr (requires { call->policy_.started(*call); }) {
+    // Only the inner operation can end a call that neither the caller nor the policy can
+    // interrupt: it then owns the call alone and answers without any atomic read-modify-write
+    // (its reference becomes the answer's).
+    call->shared_ = call->watch_caller() || kPolicyInterrupts;
+    if (call->shared_) call->add_ref();  // the inner operation's
+    if constexpr (kPolicyInterrupts) {
       try {
         call->policy_.started(*call);
       } catch (...) {
@@ -442,6 +453,11 @@ class GuardedCall final : public AsyncCallBase<GuardedCall<T, Handler, Policy>, 
   }
 
   void inner_completed(int, AsyncOutcome<T> outcome) {
+    if (!shared_) {
+      policy_.completed(outcome);
+      this->answer(std::move(outcome.failure), std::move(outcome.value));
+      return;
+    }
     if (this->claim()) {
       policy_.completed(outcome);
       this->answer(std::move(outcome.failure), std::move(outcome.value));
@@ -450,6 +466,12 @@ class GuardedCall final : public AsyncCallBase<GuardedCall<T, Handler, Policy>, 
   }
 
   void inner_abandoned(int) noexcept {
+    if (!shared_) {
+      policy_.cancelled();
+      this->stop_watching_caller();
+      this->release();  // the only one
+      return;
+    }
     if (this->claim()) {
       // No answer will come: the caller's handler is destroyed uncalled, as Asio does for
       // operations whose context was destroyed.
@@ -486,8 +508,13 @@ class GuardedCall final : public AsyncCallBase<GuardedCall<T, Handler, Policy>, 
     }
   };
 
+  static constexpr bool kPolicyInterrupts = requires(Policy & policy, GuardedCall& call) {
+    policy.started(call);
+  };
+
   Policy policy_;
   asio::cancellation_signal inner_cancel_;
+  bool shared_ = true;  // set once by start(), before the inner operation exists
 };
 
 }  // namespace r4c::detail

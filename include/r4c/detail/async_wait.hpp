@@ -1,0 +1,150 @@
+// An asynchronous call that waits on an r4c clock before it starts its (next) operation, one
+// operation at a time: the rate limiter's wait for a reserved permit and the retry's backoff.
+// Included by their async faces.
+//
+// The wait holds no thread: a timer on the policy's clock posts the end of the wait to the
+// caller's executor. While it waits, the call keeps work on that executor, as an Asio timer
+// would (io_context::run() does not return). Cancelling completes the caller at once with
+// operation_aborted, removes the timer or, when it already fired, lets its posted step find
+// the call answered; a running operation gets the cancellation through its slot.
+#pragma once
+
+#include <asio/bind_allocator.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/cancellation_type.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <utility>
+
+#include "r4c/clock.hpp"
+#include "r4c/detail/async_call.hpp"
+#include "r4c/detail/timer.hpp"
+
+namespace r4c::detail {
+
+/// The base of such a call (CRTP: `Derived` is the final state type). `Derived` provides
+///   void wait_ended() noexcept   the wait is over or abandoned: leave the policy's count
+///   void resume()                the wait is over and the call stands: start the operation
+///                                (taking the operation's reference with add_ref())
+///   void inner_completed(int tag, AsyncOutcome<T>)
+///
+/// References: the answer's, the operation's (while one runs) and the timer's (from arm()
+/// until its posted step has run, or until a cancellation removed it before it fired).
+/// Whoever gives back the timer's reference also ends the wait's work.
+template <class Derived, class T, class Handler>
+class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
+  using Base = AsyncCallBase<Derived, T, Handler>;
+
+ public:
+  void on_cancel() {
+    stop_waiting();
+    inner_cancel_.emit(asio::cancellation_type::all);  // reaches a running operation
+    if (clock_->cancel(timer_)) {
+      // Removed before firing: the timer's reference and work are ours (the reference keeps
+      // this alive past the answer). The work ends after the answer is posted, so that the
+      // caller's context never runs out of work in between.
+      this->answer_later(aborted_exception());
+      end_timer();
+    } else {
+      this->answer_later(aborted_exception());
+    }
+  }
+
+  void inner_abandoned(int) noexcept {
+    if (this->claim()) {
+      // No answer will come: the caller's handler is destroyed uncalled, as Asio does.
+      this->stop_watching_caller();
+      this->release();  // the answer's
+    }
+    this->release();  // the operation's
+  }
+
+  asio::cancellation_slot inner_slot(int) noexcept { return inner_cancel_.slot(); }
+
+ protected:
+  WaitingCall(Handler handler, Clock* clock, bool waiting)
+      : Base(std::move(handler)), clock_(clock), timer_(this), waiting_(waiting) {}
+
+  /// Starts a wait until `deadline` on the clock (counted by the policy as waiting: set
+  /// `waiting` first with begin_waiting()). A deadline already reached fires at once: its step
+  /// is posted. If scheduling throws, the timer's reference and work are given back and the
+  /// exception leaves arm(); the wait is still counted (stop_waiting() ends it).
+  void arm(std::chrono::nanoseconds deadline) {
+    this->add_ref();  // the timer's
+    work_.emplace(this->caller_executor());
+    try {
+      clock_->schedule(timer_, deadline);
+    } catch (...) {
+      end_timer();
+      throw;
+    }
+  }
+
+  /// A cancellation on another thread may have come between the decision to wait and arm():
+  /// the clock's lock orders its removal of the timer after arm().
+  void disarm_if_answered() noexcept {
+    if (!this->answered()) return;
+    stop_waiting();
+    if (clock_->cancel(timer_)) end_timer();
+  }
+
+  void begin_waiting() noexcept { waiting_.store(true, std::memory_order_release); }
+  void stop_waiting() noexcept {
+    if (waiting_.exchange(false, std::memory_order_acq_rel)) {
+      static_cast<Derived*>(this)->wait_ended();
+    }
+  }
+
+  void end_timer() noexcept {
+    work_.reset();
+    this->release();  // the timer's
+  }
+
+  /// Gives back a reference when it goes out of scope.
+  struct ReleaseOnExit {
+    WaitingCall* call;
+    ~ReleaseOnExit() { call->release(); }
+  };
+
+  Clock* clock_;
+  asio::cancellation_signal inner_cancel_;
+
+ private:
+  class Timer final : public TimerTask {
+   public:
+    explicit Timer(WaitingCall* call) noexcept : call_(call) {}
+    // On the timer thread (or in ManualClock::advance): acts on the caller's executor, with
+    // the timer's reference.
+    void fire() noexcept override {
+      WaitingCall* call = call_;
+      asio::post(call->caller_executor(),
+                 asio::bind_allocator(call->allocator(), [call] { call->waited(); }));
+    }
+
+   private:
+    WaitingCall* call_;
+  };
+
+  // The wait is over: the operation starts unless the caller cancelled meanwhile. An
+  // operation that throws destroyed its handler (abandoned): the call ends without an answer
+  // and the exception leaves this step, as any handler's does.
+  void waited() {
+    ReleaseOnExit release_timer{this};
+    // fire() may still be returning on the timer thread: this waits for it, so that nothing
+    // touches the clock once the caller is answered (the clock may be gone by then).
+    clock_->cancel(timer_);
+    stop_waiting();
+    work_.reset();  // this step is work of its own
+    if (this->answered()) return;
+    static_cast<Derived*>(this)->resume();
+  }
+
+  Timer timer_;
+  std::optional<asio::executor_work_guard<typename Base::CallerExecutor>> work_;
+  std::atomic<bool> waiting_;  // counted in the policy's waiting_calls; ended once per wait
+};
+
+}  // namespace r4c::detail

@@ -1,0 +1,104 @@
+// Events: what a policy publishes when its state changes. Admitted calls publish nothing, a
+// window that keeps the limit publishes nothing, and rejections are counted (see
+// <r4c/metrics.hpp>), never published one by one.
+//
+//   r4c::Subscription s = registry.adaptive_limit("orders").on_limit_change(
+//       [](const r4c::LimitChangeEvent& e) { log("{}: {} -> {}", e.instance_id, e.old_limit,
+//                                                 e.new_limit); });
+//
+// A listener runs on the thread whose call made the change, after the change is visible (a
+// snapshot taken inside the listener shows it). It may call the policy that published, even
+// the same handle; it should be quick, as a call is waiting. A listener that throws is
+// isolated: the exception goes to the listener error hook (set_listener_error_hook; by default
+// one line on standard error), the other listeners still run, and the call goes on unharmed.
+//
+// Subscribing costs nothing on the admitted path: a policy checks for listeners only when its
+// state changes. A Subscription ends its listener when destroyed or reset; a publication
+// already under way on another thread may still call it once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <utility>
+
+namespace r4c {
+
+enum class CircuitBreakerState : std::uint8_t;
+
+/// An adaptive limit's window changed its limit.
+struct LimitChangeEvent {
+  std::string_view instance_id;  // valid while the listener runs
+  int old_limit = 0;
+  int new_limit = 0;
+  std::chrono::nanoseconds window_latency{0};  // the window's average latency
+  int max_in_flight = 0;                       // the most calls in flight during the window
+  bool dropped = false;                        // whether any call of the window was a drop
+  std::chrono::nanoseconds long_latency{0};    // gradient2's long-term average; 0 for aimd
+};
+
+/// A circuit breaker moved from one state to another.
+struct CircuitBreakerTransitionEvent {
+  std::string_view instance_id;  // valid while the listener runs
+  CircuitBreakerState from;
+  CircuitBreakerState to;
+  double failure_rate = -1;    // percent over the calls that decided it; -1 when none did
+  double slow_call_rate = -1;  // likewise
+  /// The breaker's transition count with this one (CircuitBreakerSnapshot::transitions): 1 for
+  /// the first. Consecutive events differ by 1 unless the listeners fell so far behind that
+  /// the oldest transitions were dropped (see CircuitBreaker::on_state_transition).
+  std::uint64_t transition = 0;
+};
+
+/// A retried call gave up: it failed after at least one retry (out of attempts, or a failure
+/// that is not retried), or kept an unwanted result at its last attempt.
+struct RetryGiveUpEvent {
+  std::string_view instance_id;  // valid while the listener runs
+  int attempts = 0;              // attempts made, >= 2
+};
+
+namespace detail {
+class EventHubBase;
+}
+
+/// The owner of one listener; ends it when destroyed or reset. Movable, not copyable. An empty
+/// Subscription (default-constructed, moved from or reset) owns nothing.
+class Subscription {
+ public:
+  Subscription() noexcept = default;
+  Subscription(Subscription&&) noexcept = default;
+  Subscription& operator=(Subscription&& other) noexcept;
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+  ~Subscription();
+
+  /// Ends the listener now (the policy may already be gone).
+  void reset() noexcept;
+  /// Whether it still owns a listener of a living policy.
+  explicit operator bool() const noexcept { return !hub_.expired(); }
+
+ private:
+  friend class detail::EventHubBase;
+  Subscription(std::weak_ptr<detail::EventHubBase> hub, std::uint64_t id) noexcept
+      : hub_(std::move(hub)), id_(id) {}
+  std::weak_ptr<detail::EventHubBase> hub_;
+  std::uint64_t id_ = 0;
+};
+
+/// What the listener error hook receives: the policy's id and kind ("adaptivelimit",
+/// "circuitbreaker", "retry") and the listener's exception.
+struct ListenerError {
+  std::string_view instance_id;
+  std::string_view kind;
+  std::exception_ptr exception;
+};
+
+/// Replaces the hook that receives the exceptions listeners throw (process-wide); an empty
+/// function restores the default, which writes one line to standard error. The hook must not
+/// throw (what it throws is swallowed). Thread-safe.
+void set_listener_error_hook(std::function<void(const ListenerError&)> hook);
+
+}  // namespace r4c

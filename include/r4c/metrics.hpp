@@ -1,0 +1,64 @@
+// Metrics: every counter and gauge of every policy of a registry, pulled on demand.
+//
+//   for (const r4c::metrics::Metric& m : r4c::metrics::collect(registry)) ...
+//   std::string body = r4c::metrics::prometheus_text(registry);   // serve it at /metrics
+//
+// Values come from the policies' snapshots (exact counters, consistent pictures): collecting
+// adds nothing to the call path. Names follow the product document ("r4c.calls.rejected" with
+// kind = adaptivelimit, "r4c.adaptivelimit.limit.changes", "r4c.adaptivelimit.limit",
+// "r4c.adaptivelimit.concurrent.calls") and the same scheme for the other policies; every
+// metric carries the labels `kind` (the policy's kind) and `name` (its instance id). The
+// Prometheus text maps them the Prometheus way: dots become underscores and counters end in
+// `_total` (r4c_calls_rejected_total{kind="adaptivelimit",name="orders"}). The full list is in
+// docs/observability.md.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace r4c {
+
+class ResilienceRegistry;
+class RegistrySnapshot;
+
+namespace metrics {
+
+enum class MetricType { counter, gauge };
+
+struct Label {
+  std::string name;
+  std::string value;
+  friend bool operator==(const Label&, const Label&) = default;
+};
+
+/// One value of one metric.
+struct Metric {
+  std::string name;  // dotted, e.g. "r4c.calls.rejected"
+  MetricType type = MetricType::gauge;
+  std::string help;           // one sentence, the same for every value of the name
+  std::vector<Label> labels;  // sorted by name: kind, name, then any other (result, state)
+  double value = 0;
+};
+
+/// Every metric of every policy in `registry`, grouped by policy kind, then instance id.
+std::vector<Metric> collect(const ResilienceRegistry& registry);
+/// The same from a snapshot taken earlier.
+std::vector<Metric> collect(const RegistrySnapshot& snapshot);
+
+/// The Prometheus name of a dotted metric name: dots and other characters Prometheus does not
+/// allow become underscores, and a counter gets `_total`.
+std::string prometheus_name(std::string_view name, MetricType type);
+
+/// The Prometheus text exposition format, version 0.0.4 (Content-Type
+/// "text/plain; version=0.0.4; charset=utf-8"): a `# HELP` and a `# TYPE` line per metric,
+/// then its values, metrics in name order; label values and help escaped as the format says.
+std::string prometheus_text(const std::vector<Metric>& metrics);
+std::string prometheus_text(const ResilienceRegistry& registry);
+
+/// The Content-Type to serve prometheus_text() with.
+inline constexpr std::string_view kPrometheusContentType =
+    "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace metrics
+}  // namespace r4c
