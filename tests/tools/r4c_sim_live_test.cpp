@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -92,7 +93,34 @@ drain = "1s"
   const auto summary = testing::read_csv(out / "summary.csv");
   ASSERT_EQ(summary.size(), 1u);
   EXPECT_GT(std::stoi(summary[0].at("succeeded")), 100);
-  EXPECT_EQ(testing::read_csv(out / "timeline.csv").size(), 20u);
+  const auto timeline = testing::read_csv(out / "timeline.csv");
+  EXPECT_EQ(timeline.size(), 20u);
+
+  // The metrics timeline: what a Prometheus scrape would have read every 100 ms. The
+  // timeline's limit is r4c_adaptivelimit_limit at the same instant; counters never go back.
+  ASSERT_TRUE(testing::fs::exists(out / "metrics.csv"));
+  const auto metrics = testing::read_csv(out / "metrics.csv");
+  std::map<std::string, std::string> limit_at;
+  std::map<std::string, double> last;
+  for (const auto& row : metrics) {
+    EXPECT_EQ(row.at("group"), "g2");
+    const std::string key = row.at("metric") + "{" + row.at("kind") + "," + row.at("labels") + "}";
+    const double value = std::stod(row.at("value"));
+    if (row.at("metric").ends_with("_total")) {
+      EXPECT_GE(value, last[key]) << key << " went back at " << row.at("t_s");
+    }
+    last[key] = value;
+    if (row.at("metric") == "r4c_adaptivelimit_limit") limit_at[row.at("t_s")] = row.at("value");
+  }
+  for (const char* name :
+       {"r4c_adaptivelimit_limit{adaptivelimit,}", "r4c_calls_rejected_total{adaptivelimit,}",
+        "r4c_adaptivelimit_concurrent_calls{adaptivelimit,}",
+        "r4c_adaptivelimit_limit_changes_total{adaptivelimit,}",
+        "r4c_timeout_calls_timed_out_total{timeout,}"}) {
+    EXPECT_EQ(last.count(name), 1u) << name;
+  }
+  ASSERT_EQ(limit_at.size(), 20u);
+  for (const auto& row : timeline) EXPECT_EQ(row.at("limit"), limit_at.at(row.at("t_s")));
 }
 
 TEST(LiveTest, StopsAtMaxCalls) {

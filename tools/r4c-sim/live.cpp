@@ -20,6 +20,7 @@
 #include "common.hpp"
 #include "policy.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/metrics.hpp"
 #include "r4c/registry.hpp"
 #include "random.hpp"
 
@@ -91,6 +92,32 @@ std::string shortest(double value) {
   std::array<char, 32> buffer{};
   const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
   return std::string(buffer.data(), result.ptr);
+}
+
+// The metrics of the policies a group owns (their instance id is the group's name), with
+// their Prometheus names, as a scrape of the run would see them.
+std::vector<MetricRow> metrics_of(const std::vector<metrics::Metric>& all,
+                                  const std::string& group) {
+  std::vector<MetricRow> rows;
+  for (const metrics::Metric& metric : all) {
+    MetricRow row;
+    bool mine = false;
+    for (const metrics::Label& label : metric.labels) {
+      if (label.name == "name") {
+        mine = label.value == group;
+      } else if (label.name == "kind") {
+        row.kind = label.value;
+      } else {
+        if (!row.labels.empty()) row.labels += ';';
+        row.labels += label.name + "=" + label.value;
+      }
+    }
+    if (!mine) continue;
+    row.name = metrics::prometheus_name(metric.name, metric.type);
+    row.value = metric.value;
+    rows.push_back(std::move(row));
+  }
+  return rows;
 }
 
 // One offered call handed to a client thread.
@@ -371,14 +398,21 @@ class LiveRun {
         continue;
       }
       std::this_thread::sleep_until(start_ + Nanos(next_sample));
+      // The timeline's limit is the metric a Prometheus scrape would read at this instant.
+      const std::vector<metrics::Metric> all = metrics::collect(registry_);
       std::lock_guard<std::mutex> lock(recorder_mutex_);
       for (std::size_t g = 0; g < groups_.size(); ++g) {
         const Group& group = *groups_[g];
+        std::vector<MetricRow> rows = metrics_of(all, scenario_.groups[g].name);
+        std::optional<int> limit;
+        for (const MetricRow& row : rows) {
+          if (row.name == "r4c_adaptivelimit_limit") limit = static_cast<int>(row.value);
+        }
         recorder_.sample(
-            static_cast<int>(g), Nanos(next_sample),
-            current_limit(group.pipeline, scenario_.groups[g]),
+            static_cast<int>(g), Nanos(next_sample), limit,
             group.in_flight.load(std::memory_order_relaxed),
             gates_[static_cast<std::size_t>(scenario_.server_of(static_cast<int>(g)))]->waiting());
+        recorder_.metrics(static_cast<int>(g), Nanos(next_sample), std::move(rows));
       }
       next_sample += interval;
     }

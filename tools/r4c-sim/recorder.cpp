@@ -111,6 +111,10 @@ void Recorder::sample(int group, Nanos at, std::optional<int> limit, int in_flig
   bin.queue = queue;
 }
 
+void Recorder::metrics(int group, Nanos at, std::vector<MetricRow> values) {
+  groups_[static_cast<std::size_t>(group)].bins[bin_ending(at)].metrics = std::move(values);
+}
+
 void Recorder::window(int group, const WindowRow& row, std::int64_t missed) {
   Group& g = groups_[static_cast<std::size_t>(group)];
   g.windows.push_back(row);
@@ -267,6 +271,15 @@ Results Recorder::finish() const {
     results.windows.push_back(group.windows);
     results.missed_windows.push_back(group.missed_windows);
   }
+  for (std::size_t k = 0; k < bins_; ++k) {
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      for (MetricRow row : groups_[g].bins[k].metrics) {
+        row.end = bin_end(k);
+        row.group = static_cast<int>(g);
+        results.metrics.push_back(std::move(row));
+      }
+    }
+  }
   return results;
 }
 
@@ -422,6 +435,20 @@ void write_outputs(const Scenario& scenario, const Results& results,
                std::to_string(row.unfinished) + "," + integer(row.final_limit) + "\n";
   }
   write_file(folder / "summary.csv", summary);
+
+  if (!results.metrics.empty()) {
+    // The metrics a Prometheus scrape of the run would have seen, every interval.
+    std::string metrics = "t_s,group,metric,kind,labels,value\n";
+    for (const MetricRow& row : results.metrics) {
+      char value[32];
+      const auto [end, error] = std::to_chars(value, value + sizeof value, row.value);
+      metrics += fixed(to_s(row.end), 3) + "," +
+                 scenario.groups[static_cast<std::size_t>(row.group)].name + "," + row.name + "," +
+                 row.kind + "," + row.labels + "," +
+                 std::string(value, error == std::errc() ? end : value) + "\n";
+    }
+    write_file(folder / "metrics.csv", metrics);
+  }
 
   std::string settle = "group,change_at_s,final_limit,settle_s\n";
   for (const SettleRow& row : results.settle) {

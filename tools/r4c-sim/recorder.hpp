@@ -83,12 +83,24 @@ struct WindowRow {
   int limit_after = 0;
 };
 
+/// One value of one r4c metric (r4c::metrics::collect) of a group's policies at the end of an
+/// interval: the live mode's metrics timeline.
+struct MetricRow {
+  Nanos end{0};
+  int group = 0;
+  std::string name;    // the Prometheus name, e.g. r4c_adaptivelimit_limit
+  std::string kind;    // the policy's kind label
+  std::string labels;  // labels besides kind and name, as k=v joined by ';' (usually empty)
+  double value = 0.0;
+};
+
 struct Results {
   std::vector<TimelineRow> timeline;            // by time, then by group
   std::vector<GroupSummary> summary;            // by group, in the scenario's order
   std::vector<SettleRow> settle;                // by group, then by change
   std::vector<std::vector<WindowRow>> windows;  // per group, in order; empty without a limit
   std::vector<std::int64_t> missed_windows;     // per group: windows closed unseen (live only)
+  std::vector<MetricRow> metrics;               // by time, then by group (live only)
 };
 
 /// The band and the hold of settle_s: within 25% of the final value for 10 s.
@@ -109,6 +121,9 @@ class Recorder {
   /// The group's state at `at`; `limit` empty for a group without one. The interval ending at or
   /// after `at` keeps the last sample given for it; an interval without one repeats the previous.
   void sample(int group, Nanos at, std::optional<int> limit, int in_flight, int queue);
+  /// The group's policies' metrics at `at` (live mode), kept for the interval ending at or
+  /// after `at` (the last given wins).
+  void metrics(int group, Nanos at, std::vector<MetricRow> values);
   /// A window the group's adaptive limit recomputed; `missed` windows closed before it unseen.
   void window(int group, const WindowRow& row, std::int64_t missed = 0);
 
@@ -126,6 +141,7 @@ class Recorder {
     std::optional<int> limit;
     int in_flight = 0;
     int queue = 0;
+    std::vector<MetricRow> metrics;
   };
   struct Group {
     std::vector<Bin> bins;
