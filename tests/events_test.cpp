@@ -173,19 +173,14 @@ TEST(LimitEventsConcurrencyTest, ChangesFromManyThreadsArriveInWindowOrder) {
     std::lock_guard lock(mutex);
     chain.emplace_back(e.old_limit, e.new_limit);
   });
-  std::atomic<bool> stop{false};
-  std::thread driver([&] {
-    while (!stop.load()) {
-      clock->advance(1ms);
-      std::this_thread::yield();
-    }
-  });
+  // The callers move the clock themselves, so windows end while the others' calls run.
   std::vector<std::thread> callers;
   for (int t = 0; t < 4; ++t) {
     callers.emplace_back([&, t] {
       for (int i = 0; i < 2000; ++i) {
+        if (i % 20 == 0) clock->advance(1ms);
         if (r4c::Permit permit = limit.try_acquire()) {
-          if ((i + t) % 3 == 0) {
+          if ((i + t) % 7 == 0) {
             permit.on_drop();
           } else {
             permit.on_success();
@@ -195,10 +190,8 @@ TEST(LimitEventsConcurrencyTest, ChangesFromManyThreadsArriveInWindowOrder) {
     });
   }
   for (auto& caller : callers) caller.join();
-  stop.store(true);
-  driver.join();
   std::lock_guard lock(mutex);
-  ASSERT_FALSE(chain.empty());
+  ASSERT_GE(chain.size(), 5u);  // 400 windows end, most with a drop
   EXPECT_EQ(chain.front().first, 50);
   for (std::size_t i = 1; i < chain.size(); ++i) {
     ASSERT_EQ(chain[i].first, chain[i - 1].second) << "event " << i;
