@@ -16,8 +16,11 @@
 #include <vector>
 
 #include "replay.hpp"
+#include "sim_test_support.hpp"
 
 namespace {
+
+namespace testing_support = r4c::sim::testing;
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -25,86 +28,16 @@ using ::testing::StartsWith;
 
 // ---- running the binary --------------------------------------------------------------------
 
-// A folder of its own for each test, removed when the test ends.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("r4c_sim_replay_test_" + std::to_string(::getpid()) + "_" + test->name());
-    fs::create_directories(path_);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-
-  const fs::path& path() const { return path_; }
-
-  fs::path write(const std::string& name, const std::string& content) const {
-    const fs::path file = path_ / name;
-    std::ofstream(file) << content;
-    return file;
-  }
-
- private:
-  fs::path path_;
-};
-
-std::string read_text(const fs::path& file) {
-  std::ifstream in(file);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Single quotes for sh: nothing inside is special except the quote itself.
-std::string shell_quote(std::string_view text) {
-  std::string quoted = "'";
-  for (const char c : text) {
-    if (c == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
-}
-
-struct ToolRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using testing_support::read_text;
+using testing_support::ScratchDir;
+using testing_support::split;
+using testing_support::ToolRun;
 
 // Runs `r4c-sim replay <args>` with `stdin_file` (or /dev/null) as standard input.
 ToolRun run_replay_binary(const std::vector<std::string>& args, const fs::path& stdin_file = {}) {
-  const ScratchDir scratch;
-  const fs::path out = scratch.path() / "stdout";
-  const fs::path err = scratch.path() / "stderr";
-  std::string command = shell_quote(R4C_SIM_PATH) + " replay";
-  for (const std::string& arg : args) command += " " + shell_quote(arg);
-  command += " < " + shell_quote(stdin_file.empty() ? "/dev/null" : stdin_file.string());
-  command += " > " + shell_quote(out.string()) + " 2> " + shell_quote(err.string());
-  const int status = std::system(command.c_str());
-  ToolRun run;
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.out = read_text(out);
-  run.err = read_text(err);
-  return run;
-}
-
-std::vector<std::string> split(std::string_view text, char separator) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  for (std::size_t end; (end = text.find(separator, start)) != std::string_view::npos;
-       start = end + 1) {
-    parts.emplace_back(text.substr(start, end - start));
-  }
-  parts.emplace_back(text.substr(start));
-  return parts;
+  std::vector<std::string> command{"replay"};
+  command.insert(command.end(), args.begin(), args.end());
+  return testing_support::run_binary(command, "", stdin_file);
 }
 
 // ---- the conformance traces ----------------------------------------------------------------

@@ -79,15 +79,18 @@ struct ToolRun {
   std::string err;
 };
 
-/// Runs `r4c-sim <args>`, with `env` (e.g. "PATH=/nonexistent") before the command.
-inline ToolRun run_binary(const std::vector<std::string>& args, const std::string& env = {}) {
+/// Runs `r4c-sim <args>`, with `env` (e.g. "PATH=/nonexistent") before the command and
+/// `stdin_file` (or /dev/null) as its standard input.
+inline ToolRun run_binary(const std::vector<std::string>& args, const std::string& env = {},
+                          const fs::path& stdin_file = {}) {
   const ScratchDir scratch("_run");
   const fs::path out = scratch.path() / "stdout";
   const fs::path err = scratch.path() / "stderr";
   std::string command = env.empty() ? "" : "env " + env + " ";
   command += shell_quote(R4C_SIM_PATH);
   for (const std::string& arg : args) command += " " + shell_quote(arg);
-  command += " < /dev/null > " + shell_quote(out.string()) + " 2> " + shell_quote(err.string());
+  command += " < " + shell_quote(stdin_file.empty() ? "/dev/null" : stdin_file.string());
+  command += " > " + shell_quote(out.string()) + " 2> " + shell_quote(err.string());
   const int status = std::system(command.c_str());
   ToolRun run;
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
