@@ -398,11 +398,12 @@ std::string duration_cpp(const Value& value) {
   return "std::chrono::" + kUnits.at(unit) + "{" + amount + "}";
 }
 
+// One type a line: the emitter indents what follows each '\n'.
 std::string types_cpp(const Value& value) {
   std::string text = "std::vector<r4c::ExceptionType>{";
   for (std::size_t i = 0; i < value.types.size(); ++i) {
-    if (i > 0) text += ", ";
-    text += "r4c::ExceptionType::of<" + value.types[i] + ">()";
+    text +=
+        (i > 0 ? ",\n" : "\n") + std::string("r4c::ExceptionType::of<") + value.types[i] + ">()";
   }
   return text + "}";
 }

@@ -38,6 +38,16 @@ std::string config_type(PolicyKind kind) {
   return "";
 }
 
+// A setting's continuation lines (exception types) indented under it.
+std::string indented(const std::string& setting, const std::string& indent) {
+  std::string text;
+  for (char c : setting) {
+    text += c;
+    if (c == '\n') text += indent + "    ";
+  }
+  return text;
+}
+
 // The registry call that resolves one policy, e.g.
 //   &registry.timeout_policy(
 //       "shop::X#f()", "", "",
@@ -50,13 +60,18 @@ std::string resolve(const Method& method, const Policy& policy, const std::strin
   if (policy.kind == PolicyKind::adaptive_limit) {
     call += ",\n" + indent + "{";
     for (std::size_t i = 0; i < policy.settings.size(); ++i) {
-      call += (i > 0 ? ",\n" + indent + " " : "") + policy.settings[i];
+      call += (i > 0 ? ",\n" + indent + " " : "") + indented(policy.settings[i], indent + " ");
     }
     return call + "})";
   }
   call += ",\n" + indent + "[](" + config_type(policy.kind) + "& c) {";
-  for (const std::string& setting : policy.settings) call += " " + setting + ";";
-  return call + " })";
+  if (policy.settings.size() == 1 && policy.settings[0].find('\n') == std::string::npos) {
+    return call + " " + policy.settings[0] + "; })";
+  }
+  for (const std::string& setting : policy.settings) {
+    call += "\n" + indent + "  " + indented(setting, indent + "  ") + ";";
+  }
+  return call + "\n" + indent + "})";
 }
 
 // The parameter list of the override, e.g. "const std::string& p0, int p1".

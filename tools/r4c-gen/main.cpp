@@ -197,12 +197,21 @@ int main(int argc, char** argv) {
   if (!options.depfile.empty()) {
     std::string rule = escape_for_make(options.output) + ":";
     for (const std::string& dependency : header->dependencies) {
+      // Canonical: clang names its own headers through "/../lib/gcc/...", which only the
+      // file system (where /lib may be a link to /usr/lib) resolves right.
       std::error_code error;
-      const fs::path absolute = fs::absolute(dependency, error);
-      rule +=
-          " \\\n  " + escape_for_make(error ? dependency : absolute.lexically_normal().string());
+      const fs::path path = fs::weakly_canonical(fs::absolute(dependency), error);
+      rule += " \\\n  " + escape_for_make(error ? dependency : path.string());
     }
-    if (!write_file(options.depfile, rule + "\n", write_errors)) {
+    // Rewritten only when it changes: the Makefile generator rescans a newer depfile and then
+    // takes the output for out of date again.
+    const bool unchanged = [&] {
+      std::ifstream in(options.depfile, std::ios::binary);
+      std::ostringstream old;
+      old << in.rdbuf();
+      return in && old.str() == rule + "\n";
+    }();
+    if (!unchanged && !write_file(options.depfile, rule + "\n", write_errors)) {
       std::cerr << write_errors.text();
       return 1;
     }
