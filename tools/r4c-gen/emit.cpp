@@ -184,10 +184,11 @@ void emit_method(std::ostringstream& out, const Class& cls, const Method& method
         captures += ", " + name + " = std::move(" + name + ")";
       }
     }
-    out << "    return r4c::detail::co_call_through(" << method.member << ", [" << captures << "]()"
-        << (repeated ? "" : " mutable") << " -> " << method.result << " {\n"
-        << "      return " << target_call(cls, method, object, !repeated) << ";\n"
-        << "    });\n  }\n";
+    out << "    return r4c::detail::co_call_through(\n"
+        << "        " << method.member << ", [" << captures << "]()" << (repeated ? "" : " mutable")
+        << " -> " << method.result << " {\n"
+        << "          return " << target_call(cls, method, object, !repeated) << ";\n"
+        << "        });\n  }\n";
     return;
   }
 
