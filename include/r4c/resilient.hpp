@@ -82,15 +82,19 @@ std::unique_ptr<T> make_resilient(std::shared_ptr<T> delegate, ResilienceRegistr
   static_assert(detail::HasResilientWrapper<T>,
                 "r4c::make_resilient<T>: no wrapper was generated for T; include the "
                 "<header>.resilient.hpp that r4c_generate_resilient() made from T's header");
-  using Wrapper = typename ResilientWrapper<T>::type;
-  static_assert(std::is_constructible_v<Wrapper, std::shared_ptr<T>, ResilienceRegistry&>,
-                "r4c::make_resilient<T>(delegate, registry) wraps an interface (a class with a "
-                "pure virtual method); for a class whose methods have bodies, use "
-                "make_resilient<T>(registry, constructor arguments...)");
-  static_assert(std::has_virtual_destructor_v<T>,
-                "r4c::make_resilient<T> returns a std::unique_ptr<T>: T needs a virtual "
-                "destructor");
-  return std::make_unique<Wrapper>(std::move(delegate), registry);
+  if constexpr (detail::HasResilientWrapper<T>) {  // one error at a time
+    using Wrapper = typename ResilientWrapper<T>::type;
+    static_assert(std::is_constructible_v<Wrapper, std::shared_ptr<T>, ResilienceRegistry&>,
+                  "r4c::make_resilient<T>(delegate, registry) wraps an interface (a class with a "
+                  "pure virtual method); for a class whose methods have bodies, use "
+                  "make_resilient<T>(registry, constructor arguments...)");
+    static_assert(std::has_virtual_destructor_v<T>,
+                  "r4c::make_resilient<T> returns a std::unique_ptr<T>: T needs a virtual "
+                  "destructor");
+    return std::make_unique<Wrapper>(std::move(delegate), registry);
+  } else {
+    return nullptr;
+  }
 }
 
 /// Builds the class r4c-gen generated for `T`, a class whose virtual methods have bodies: it
@@ -102,15 +106,19 @@ std::unique_ptr<T> make_resilient(ResilienceRegistry& registry, Args&&... args) 
   static_assert(detail::HasResilientWrapper<T>,
                 "r4c::make_resilient<T>: no wrapper was generated for T; include the "
                 "<header>.resilient.hpp that r4c_generate_resilient() made from T's header");
-  using Wrapper = typename ResilientWrapper<T>::type;
-  static_assert(std::is_constructible_v<Wrapper, ResilienceRegistry&, Args&&...>,
-                "r4c::make_resilient<T>(registry, args...) builds a class whose virtual methods "
-                "have bodies, from T's constructor arguments; for an interface, use "
-                "make_resilient<T>(delegate, registry)");
-  static_assert(std::has_virtual_destructor_v<T>,
-                "r4c::make_resilient<T> returns a std::unique_ptr<T>: T needs a virtual "
-                "destructor");
-  return std::make_unique<Wrapper>(registry, std::forward<Args>(args)...);
+  if constexpr (detail::HasResilientWrapper<T>) {  // one error at a time
+    using Wrapper = typename ResilientWrapper<T>::type;
+    static_assert(std::is_constructible_v<Wrapper, ResilienceRegistry&, Args&&...>,
+                  "r4c::make_resilient<T>(registry, args...) builds a class whose virtual "
+                  "methods have bodies, from T's constructor arguments; for an interface, use "
+                  "make_resilient<T>(delegate, registry)");
+    static_assert(std::has_virtual_destructor_v<T>,
+                  "r4c::make_resilient<T> returns a std::unique_ptr<T>: T needs a virtual "
+                  "destructor");
+    return std::make_unique<Wrapper>(registry, std::forward<Args>(args)...);
+  } else {
+    return nullptr;
+  }
 }
 
 }  // namespace r4c
