@@ -115,6 +115,9 @@ class FakeJobs : public Jobs {
     if (received.size() == 1) throw std::runtime_error("the first attempt fails");
     co_return text;
   }
+  asio::awaitable<std::string> upload(std::unique_ptr<Order> order) override {
+    co_return order->item + " uploaded";
+  }
   std::vector<std::string> received;
   std::function<void()> pong;
 };
@@ -154,6 +157,20 @@ TEST_F(AsyncWrapperTest, ARetriedMethodCopiesItsByValueArgumentForEachAttempt) {
   ASSERT_TRUE(ready(long_one));
   EXPECT_EQ(long_one.get(), long_text);
   EXPECT_EQ(backend->received, (std::vector<std::string>{long_text, long_text}));
+}
+
+TEST_F(AsyncWrapperTest, AMoveOnlyArgumentReachesTheDelegateThroughARateLimiter) {
+  auto registry = r4c::testing::registry(clock_).build();
+  auto jobs = r4c::make_resilient<Jobs>(std::make_shared<FakeJobs>(), registry);
+  std::future<std::string> done =
+      asio::co_spawn(io_, jobs->upload(std::make_unique<Order>(Order{"report"})), asio::use_future);
+  io_.poll();
+  ASSERT_TRUE(ready(done));
+  EXPECT_EQ(done.get(), "report uploaded");
+  EXPECT_EQ(registry.rate_limiter("gen_test::Jobs#upload(std::unique_ptr<gen_test::Order>)")
+                .snapshot()
+                .available_permissions,
+            49);
 }
 
 TEST_F(AsyncWrapperTest, AVoidMethodHoldsItsBulkheadSlotUntilItCompletes) {

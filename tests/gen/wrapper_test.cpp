@@ -233,6 +233,7 @@ class FakeCatalog : public Catalog {
     into.push_back(std::move(item));
   }
   const std::string& title() const override { return title_; }
+  explicit operator bool() const override { return true; }
   std::string unguarded(int sku) override { return "unguarded " + std::to_string(sku); }
 
   mutable int size_calls = 0;
@@ -291,6 +292,11 @@ TEST_F(MethodShapesTest, VoidMoveOnlyAndReferenceParametersPassThrough) {
 
   const std::string& title = catalog_->title();
   EXPECT_EQ(&title, &backend_->title_);  // a reference result is the delegate's own object
+}
+
+TEST_F(MethodShapesTest, AConversionOperatorIsWrapped) {
+  EXPECT_TRUE(static_cast<bool>(*catalog_));
+  EXPECT_EQ(registry_.bulkhead("gen_test::Catalog#operator bool() const").in_flight(), 0);
 }
 
 TEST_F(MethodShapesTest, MethodsWithoutAPolicyAreForwarded) {

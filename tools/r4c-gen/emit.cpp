@@ -96,14 +96,16 @@ std::string qualifiers(const Method& method) {
 }
 
 // How an attempt passes argument i on. `once`: the attempt runs at most once, so what the
-// method owns may be moved on.
-std::string pass(const Parameter& p, std::size_t i, bool once) {
+// method owns may be moved on; `boxed`: an async attempt takes it out of its capture.
+std::string pass(const Parameter& p, std::size_t i, bool once, bool boxed) {
   const std::string name = argument_name(i);
+  const std::string moved =
+      boxed ? "r4c::detail::release_argument(" + name + ")" : "std::move(" + name + ")";
   switch (p.passing) {
     case Parameter::Passing::value:
-      return once && !p.scalar ? "std::move(" + name + ")" : name;
+      return once && !p.scalar ? moved : name;
     case Parameter::Passing::rvalue_reference:
-      return "std::move(" + name + ")";
+      return moved;
     case Parameter::Passing::lvalue_reference:
       return name;
   }
@@ -112,7 +114,7 @@ std::string pass(const Parameter& p, std::size_t i, bool once) {
 
 // The call that ends an attempt: the delegate's method, or the class's own.
 std::string target_call(const Class& cls, const Method& method, const std::string& object,
-                        bool once) {
+                        bool once, bool boxed = false) {
   std::string call;
   if (cls.delegates) {
     if (!method.is_const && !method.rvalue_ref_qualified) {
@@ -130,7 +132,7 @@ std::string target_call(const Class& cls, const Method& method, const std::strin
     call = "this->" + cls.qualified + "::" + method.name + "(";
   }
   for (std::size_t i = 0; i < method.parameters.size(); ++i) {
-    call += (i > 0 ? ", " : "") + pass(method.parameters[i], i, once);
+    call += (i > 0 ? ", " : "") + pass(method.parameters[i], i, once, boxed);
   }
   return call + ")";
 }
@@ -152,8 +154,9 @@ void static_asserts(std::ostringstream& out, const Method& method, bool repeated
 void emit_method(std::ostringstream& out, const Class& cls, const Method& method) {
   out << "\n  // " << method.id << "\n";
   for (const Policy& policy : method.policies) out << "  // [[" << policy.written << "]]\n";
-  out << "  " << method.result << " " << method.name << "(" << parameters(method) << ")"
-      << qualifiers(method) << " override {\n";
+  out << "  " << (method.is_explicit ? "explicit " : "")
+      << (method.conversion ? "" : method.result + " ") << method.name << "(" << parameters(method)
+      << ")" << qualifiers(method) << " override {\n";
   const std::string object = cls.delegates ? "delegate_" : "this";
 
   if (method.policies.empty()) {  // forwarded as it is
@@ -166,12 +169,12 @@ void emit_method(std::ostringstream& out, const Class& cls, const Method& method
   if (method.async) {
     // Each attempt's coroutine is made by the lambda, which outlives this call: it owns what
     // the method got by value; references stay references, as for a direct call, except under
-    // a hedge, whose attempts may outlive the call.
+    // a hedge, whose attempts may outlive the call. The async pipeline copies the lambda, so a
+    // call that makes one attempt captures move-only arguments in a shared box.
     const bool repeated = retried || hedged;
-    const bool copied = repeated || method.has(PolicyKind::rate_limiter);
-    static_asserts(out, method, copied,
-                   "its policies (retry, hedge or rate limiter) copy the call to start it later "
-                   "or again; take it by const reference");
+    static_asserts(out, method, repeated,
+                   std::string("a ") + (retried ? "retry" : "hedge") +
+                       " passes the arguments again on each attempt; take it by const reference");
     std::string captures = "this";
     for (std::size_t i = 0; i < method.parameters.size(); ++i) {
       const Parameter& p = method.parameters[i];
@@ -180,14 +183,18 @@ void emit_method(std::ostringstream& out, const Class& cls, const Method& method
         captures += ", &" + name;
       } else if (p.passing == Parameter::Passing::lvalue_reference || p.scalar) {
         captures += ", " + name;
-      } else {
+      } else if (repeated) {
         captures += ", " + name + " = std::move(" + name + ")";
+      } else {
+        captures += ", " + name + " = r4c::detail::capture_argument(std::move(" + name + "))";
       }
     }
+    // The one attempt of a call that makes one takes the arguments out of the lambda.
+    const std::string call = target_call(cls, method, object, !repeated, !repeated);
     out << "    return r4c::detail::co_call_through(\n"
         << "        " << method.member << ", [" << captures << "]()" << (repeated ? "" : " mutable")
         << " -> " << method.result << " {\n"
-        << "          return " << target_call(cls, method, object, !repeated) << ";\n"
+        << "          return " << call << ";\n"
         << "        });\n  }\n";
     return;
   }

@@ -33,6 +33,8 @@ struct Method {
   bool rvalue_ref_qualified = false;
   std::string exception_spec;  // "", "noexcept" or "noexcept(<expression>)"
   bool pure = false;
+  bool conversion = false;       // operator T(): declared without a return type
+  bool is_explicit = false;      // explicit operator T()
   std::vector<Policy> policies;  // in the pipeline's order, at most one of each kind
   std::string member;            // the wrapper's member holding its PipelineStages
 

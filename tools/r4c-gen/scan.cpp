@@ -639,6 +639,13 @@ class Scanner {
     method.where = location(m);
     method.policies = std::move(policies);
     method.pure = clang_CXXMethod_isPureVirtual(m) != 0;
+    method.conversion = clang_getCursorKind(m) == CXCursor_ConversionFunction;
+    if (method.conversion) {
+      for (std::size_t i = first_token(m); i < source_.tokens.size(); ++i) {
+        if (source_.tokens[i].text == "operator") break;
+        method.is_explicit = method.is_explicit || source_.tokens[i].text == "explicit";
+      }
+    }
     method.is_const = clang_CXXMethod_isConst(m) != 0;
     const CXType type = clang_getCursorType(m);
     const CXRefQualifierKind ref = clang_Type_getCXXRefQualifier(type);

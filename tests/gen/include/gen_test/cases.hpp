@@ -24,7 +24,8 @@ struct Order {
 // clang-format 14 would pull each attribute onto its declaration's line.
 // clang-format off
 
-/// The method shapes: const, noexcept, ref-qualified, overloaded, void, move-only, references.
+/// The method shapes: const, noexcept, ref-qualified, overloaded, void, move-only, references,
+/// a conversion operator.
 class Catalog {
  public:
   virtual ~Catalog() = default;
@@ -56,6 +57,9 @@ class Catalog {
 
   [[r4c::adaptive_limit]]
   virtual const std::string& title() const = 0;
+
+  [[r4c::bulkhead]]
+  virtual explicit operator bool() const = 0;
 
   virtual std::string unguarded(int sku) = 0;  // no policy: forwarded as it is
 };
@@ -155,8 +159,8 @@ class Preprocessed {
   virtual int value() = 0;
 };
 
-/// Asynchronous methods: retried ones (their argument passed again on each attempt) and a void
-/// one in a bulkhead.
+/// Asynchronous methods: retried ones (their argument passed again on each attempt), a void one
+/// in a bulkhead, and one taking a move-only argument.
 class Jobs {
  public:
   virtual ~Jobs() = default;
@@ -166,6 +170,8 @@ class Jobs {
   virtual asio::awaitable<void> ping() = 0;
   [[r4c::retry(max_attempts = 2, wait = "0ns")]]
   virtual asio::awaitable<std::string> echo(std::string text) = 0;
+  [[r4c::rate_limiter]]  // keeps the call to start it later: the move-only argument is boxed
+  virtual asio::awaitable<std::string> upload(std::unique_ptr<Order> order) = 0;
 };
 
 // clang-format on
