@@ -102,6 +102,21 @@ TEST(GeneratorTest, AFailedRunLeavesAnEarlierOutputAsItWas) {
   EXPECT_EQ(read(output), "earlier");
 }
 
+TEST(GeneratorTest, AMissingHeaderOrArgumentsFileIsAnInputError) {
+  const fs::path output = scratch("missing.resilient.hpp");
+  GeneratorRun run = generate("no_such_header.hpp -o '" + output.string() + "'");
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.output,
+            "no_such_header.hpp: error: R4C-GEN-007: cannot read the header: no such readable "
+            "file\n1 error generated; " +
+                output.string() + " was not written.\n");
+  run = generate("@no_such.args");
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.output,
+            "r4c-gen: error: R4C-GEN-007: cannot read the arguments file 'no_such.args'\n");
+  EXPECT_FALSE(fs::exists(output));
+}
+
 // ---- headers that pass --------------------------------------------------------------------
 
 TEST(GeneratorTest, AttributesInSkippedPreprocessorBranchesAreNotRead) {

@@ -3,7 +3,7 @@
 #include <clang-c/Index.h>
 
 #include <algorithm>
-#include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -772,6 +772,11 @@ struct UnitDeleter {
 
 std::optional<Header> scan(const std::string& path, const std::vector<std::string>& clang_args,
                            Diagnostics& diagnostics) {
+  if (!std::ifstream(path)) {
+    diagnostics.error(Location{path, 0, 0}, kInput,
+                      "cannot read the header: no such readable file");
+    return std::nullopt;
+  }
   // Parsed as C++20, like r4c's users; the caller's flags come after, so they win.
   std::vector<std::string> args = {"-x", "c++", "-std=c++20", "-Wno-unknown-attributes",
                                    "-Wno-pragma-once-outside-header",
@@ -792,8 +797,8 @@ std::optional<Header> scan(const std::string& path, const std::vector<std::strin
   std::unique_ptr<CXTranslationUnitImpl, UnitDeleter> unit(raw_unit);
   if (error != CXError_Success || !unit) {
     diagnostics.error(Location{path, 0, 0}, kInput,
-                      "cannot parse the header (libclang error " +
-                          std::to_string(static_cast<int>(error)) + "); does the file exist?");
+                      "libclang could not parse the header (error " +
+                          std::to_string(static_cast<int>(error)) + ")");
     return std::nullopt;
   }
   bool failed = false;
