@@ -1,7 +1,7 @@
 # Sourced by scripts/demo and scripts/test: makes sure the Debian packages r4c builds with are
 # installed. As root it installs what is missing; otherwise it prints the apt-get line and stops.
 r4c_packages=(g++ cmake make python3 googletest libgtest-dev libgmock-dev libbenchmark-dev libasio-dev
-              libcli11-dev pkgconf libcpp-httplib-dev libtomlplusplus-dev)
+              libcli11-dev pkgconf libcpp-httplib-dev libtomlplusplus-dev libclang-14-dev)
 
 r4c_ensure_packages() {
   local missing=()
