@@ -375,6 +375,30 @@ TEST(RetryEventsTest, AFailureThatIsNeverRetriedIsNoGivingUp) {
   EXPECT_EQ(retry.snapshot().failed_without_retry, 1u);
 }
 
+TEST(ListenerErrorHookTest, AHookThatThrowsBreaksNothing) {
+  r4c::set_listener_error_hook([](const r4c::ListenerError&) { throw std::logic_error("hook"); });
+  auto clock = std::make_shared<r4c::ManualClock>();
+  r4c::AdaptiveLimit limit("orders",
+                           r4c::AdaptiveLimitConfig()
+                               .algorithm(r4c::LimitAlgorithm::aimd)
+                               .min_window_samples(1)
+                               .window(1s),
+                           clock);
+  int after = 0;
+  r4c::Subscription thrower =
+      limit.on_limit_change([](const r4c::LimitChangeEvent&) { throw std::runtime_error("bug"); });
+  r4c::Subscription counter = limit.on_limit_change([&](const r4c::LimitChangeEvent&) { ++after; });
+  {
+    r4c::Permit permit = limit.try_acquire();
+    clock->advance(1s);
+    permit.on_drop();  // ends the window: the listener throws, then the hook does
+  }
+  r4c::set_listener_error_hook({});
+  EXPECT_EQ(after, 1);
+  EXPECT_EQ(limit.limit(), 18);
+  EXPECT_EQ(limit.in_flight(), 0);
+}
+
 TEST(ListenerErrorHookTest, TheDefaultHookWritesOneLineToStandardError) {
   auto clock = std::make_shared<r4c::ManualClock>();
   r4c::AdaptiveLimit limit("orders",

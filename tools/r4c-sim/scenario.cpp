@@ -367,6 +367,19 @@ bool is_plain_name(std::string_view name) {
          });
 }
 
+// The plain name (see is_plain_name) at `key`, or nothing once what is wrong is reported; `use`
+// says in the message what the name is for.
+std::optional<std::string> plain_name(Reader& reader, const toml::node& node,
+                                      const std::string& key, std::string_view example,
+                                      std::string_view use) {
+  std::optional<std::string> name = reader.string(node, key, example);
+  if (name && !is_plain_name(*name)) {
+    reader.bad(node, key, "1 to 64 letters, digits, '-', '_' or '.' (" + std::string(use) + ")");
+    return std::nullopt;
+  }
+  return name;
+}
+
 constexpr std::int64_t kMaxWorkers = 100000;
 constexpr double kMaxRate = 1e6;
 constexpr double kMaxScale = 1000.0;
@@ -478,14 +491,10 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
           {"name",
            [&](const toml::node& node, const std::string& key) {
              has_name = true;  // given, even if wrong: no second message
-             const auto name = reader.string(node, key, "a name such as \"gradient2\"");
-             if (!name) return;
-             if (!is_plain_name(*name)) {
-               reader.bad(node, key,
-                          "1 to 64 letters, digits, '-', '_' or '.' (it names CSV rows)");
-               return;
+             if (auto name = plain_name(reader, node, key, "a name such as \"gradient2\"",
+                                        "it names CSV rows")) {
+               group.name = *name;
              }
-             group.name = *name;
            }},
           {"rate",
            [&](const toml::node& node, const std::string& key) {
@@ -792,14 +801,10 @@ Scenario read_scenario(const toml::table& root, Reader& reader, std::string_view
       {
           {"name",
            [&](const toml::node& node, const std::string& key) {
-             const auto name = reader.string(node, key, "a name such as \"capacity-drop\"");
-             if (!name) return;
-             if (!is_plain_name(*name)) {
-               reader.bad(node, key,
-                          "1 to 64 letters, digits, '-', '_' or '.' (it names the output folder)");
-               return;
+             if (auto name = plain_name(reader, node, key, "a name such as \"capacity-drop\"",
+                                        "it names the output folder")) {
+               scenario.name = *name;
              }
-             scenario.name = *name;
            }},
           {"description",
            [&](const toml::node& node, const std::string& key) {
