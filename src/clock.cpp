@@ -105,16 +105,12 @@ SystemClock::SystemClock() noexcept {
 
 Clock::~Clock() = default;
 
-void Clock::schedule(detail::TimerTask& task, std::chrono::nanoseconds deadline) {
-  if (const auto* manual = dynamic_cast<const ManualClock*>(this)) {
-    timers_.schedule_manual(task, deadline.count(), manual->now_);
-  } else {
-    // The timer thread waits in steady_clock time.
-    timers_.schedule_threaded(task, detail::steady_now_ns() + (deadline - now()).count());
-  }
+void Clock::schedule(TimerTask& task, std::chrono::nanoseconds deadline) {
+  // The timer thread waits in steady_clock time.
+  timers_.schedule_threaded(task, detail::steady_now_ns() + (deadline - now()).count());
 }
 
-bool Clock::cancel(detail::TimerTask& task) noexcept { return timers_.cancel(task); }
+bool Clock::cancel(TimerTask& task) noexcept { return timers_.cancel(task); }
 
 std::size_t Clock::pending_tasks() const { return timers_.pending(); }
 
@@ -145,6 +141,10 @@ void Clock::sleep_until(std::chrono::nanoseconds deadline) {
 SystemClock::~SystemClock() = default;
 
 ManualClock::~ManualClock() = default;
+
+void ManualClock::schedule(TimerTask& task, std::chrono::nanoseconds deadline) {
+  timers().schedule_manual(task, deadline.count(), now_);
+}
 
 void ManualClock::advance(std::chrono::nanoseconds by) {
   if (by.count() < 0) {

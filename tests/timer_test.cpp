@@ -2,10 +2,15 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
 #include "r4c/clock.hpp"
+#include "r4c/errors.hpp"
+#include "r4c/retry.hpp"
+#include "r4c/timeout.hpp"
 
 namespace {
 
@@ -172,6 +177,81 @@ TEST(SystemClockTimerTest, CancelWaitsForAFireInProgress) {
   EXPECT_FALSE(clock.cancel(task));
   EXPECT_TRUE(task.finished.load());
   releaser.join();
+}
+
+// A clock of the user's own, not a ManualClock: its time moves only by step(), and it fires
+// its deadlines itself. Policies find its timers through the Clock interface alone.
+class SteppedClock final : public r4c::Clock {
+ public:
+  std::chrono::nanoseconds now() const noexcept override {
+    return std::chrono::nanoseconds(now_.load(std::memory_order_relaxed));
+  }
+  void schedule(r4c::TimerTask& task, std::chrono::nanoseconds deadline) override {
+    scheduled.fetch_add(1, std::memory_order_relaxed);
+    timers().schedule_manual(task, deadline.count(), now_);
+  }
+  void step(std::chrono::nanoseconds by) {
+    timers().fire_due(
+        now_.load(std::memory_order_relaxed) + by.count(),
+        [](void* self, std::int64_t time) {
+          static_cast<SteppedClock*>(self)->now_.store(time, std::memory_order_relaxed);
+        },
+        this);
+  }
+  // Steps by `by` once some task is pending (the other thread has scheduled its deadline).
+  void step_when_pending(std::chrono::nanoseconds by) {
+    while (pending_tasks() == 0) std::this_thread::yield();
+    step(by);
+  }
+  std::atomic<int> scheduled{0};
+
+ private:
+  std::atomic<std::int64_t> now_{0};
+};
+
+TEST(UserClockTimerTest, ATimeoutsDeadlineFollowsTheUsersClock) {
+  auto clock = std::make_shared<SteppedClock>();
+  r4c::Timeout timeout("search", r4c::TimeoutConfig().timeout(1s), clock);
+  auto call = std::async(std::launch::async, [&] {
+    return timeout.execute([](std::stop_token stop) {
+      while (!stop.stop_requested()) std::this_thread::yield();
+      return 1;
+    });
+  });
+  clock->step_when_pending(999ms);
+  EXPECT_EQ(clock->pending_tasks(), 1u);  // the deadline is still ahead
+  clock->step(1ms);
+  EXPECT_THROW(call.get(), r4c::CallTimeoutException);
+  EXPECT_EQ(clock->scheduled.load(), 1);
+  EXPECT_EQ(clock->pending_tasks(), 0u);
+}
+
+TEST(UserClockTimerTest, ARetrysWaitEndsWhenTheUsersClockReachesIt) {
+  auto clock = std::make_shared<SteppedClock>();
+  r4c::Retry retry("orders", r4c::RetryConfig().max_attempts(2).wait(500ms), clock);
+  std::vector<std::chrono::nanoseconds> attempts;
+  auto call = std::async(std::launch::async, [&] {
+    return retry.execute([&] {
+      attempts.push_back(clock->now());
+      if (attempts.size() == 1) throw std::runtime_error("busy");
+      return 7;
+    });
+  });
+  clock->step_when_pending(499ms);
+  EXPECT_EQ(clock->pending_tasks(), 1u);  // still waiting
+  clock->step(1ms);
+  EXPECT_EQ(call.get(), 7);
+  EXPECT_EQ(attempts, (std::vector<std::chrono::nanoseconds>{0ns, 500ms}));
+  EXPECT_EQ(clock->scheduled.load(), 1);
+}
+
+TEST(UserClockTimerTest, SleepUntilUsesTheUsersTimers) {
+  SteppedClock clock;
+  std::thread sleeper([&] { clock.sleep_until(2s); });
+  clock.step_when_pending(2s);
+  sleeper.join();
+  EXPECT_EQ(clock.scheduled.load(), 1);
+  EXPECT_EQ(clock.now(), 2s);
 }
 
 }  // namespace

@@ -24,7 +24,19 @@
 
 namespace r4c {
 
-/// A monotonic source of time in nanoseconds since an arbitrary epoch.
+/// Work a clock runs once at a deadline (a timeout's expiry, the end of a wait). The policies own
+/// their tasks; a clock that implements its own timers calls `fire()` once per schedule.
+using TimerTask = detail::TimerTask;
+
+/// A monotonic source of time in nanoseconds since an arbitrary epoch, and the deadlines on it.
+/// Every policy reads its time and schedules its deadlines and waits through its clock only, so a
+/// clock of your own drives all of them.
+///
+/// Only now() must be implemented. The timers' default implementation suits a clock whose time
+/// moves with real time at steady_clock's rate: one timer thread per clock, started on first use,
+/// waiting in steady_clock time until now() should have reached the deadline. A clock whose time
+/// moves otherwise (simulated, replayed, paused) overrides schedule(), cancel() and
+/// pending_tasks() so that tasks fire when its own time reaches them, as ManualClock does.
 /// Thread safety: implementations must be safe to call from any thread.
 class Clock {
  public:
@@ -35,21 +47,24 @@ class Clock {
   /// Monotonic time in nanoseconds; never goes back.
   virtual std::chrono::nanoseconds now() const noexcept = 0;
 
-  /// Runs `task.fire()` once now() reaches `deadline`: on this clock's timer thread (one per
-  /// clock, started on first use, waiting in steady_clock time), or, for a ManualClock, inside
-  /// the advance() that reaches it. The caller owns the task and must cancel() it before
-  /// destroying it. Allocation: none once the queue has grown to its working size.
-  void schedule(detail::TimerTask& task, std::chrono::nanoseconds deadline);
+  /// Runs `task.fire()` once, when now() reaches `deadline` (at once, on this thread, when it
+  /// already has). The caller owns the task and must cancel() it before destroying it or
+  /// scheduling it again. An override must never fire a task from inside schedule() while
+  /// holding a lock that cancel() takes. Allocation: none once the default queue has grown to
+  /// its working size.
+  virtual void schedule(TimerTask& task, std::chrono::nanoseconds deadline);
   /// Unschedules a task; if it is firing right now, waits until it has fired. Returns whether
-  /// it was removed before firing.
-  bool cancel(detail::TimerTask& task) noexcept;
-  /// Blocks the calling thread until now() reaches `deadline` (for a ManualClock: until another
-  /// thread advances it there).
-  void sleep_until(std::chrono::nanoseconds deadline);
+  /// it was removed before firing. After it returns, the clock no longer touches the task.
+  virtual bool cancel(TimerTask& task) noexcept;
   /// How many tasks are scheduled and not yet fired. A policy leaves none once its calls end.
-  std::size_t pending_tasks() const;
+  virtual std::size_t pending_tasks() const;
+  /// Blocks the calling thread until now() reaches `deadline` (for a ManualClock: until another
+  /// thread advances it there). Built on schedule() and cancel().
+  void sleep_until(std::chrono::nanoseconds deadline);
 
  protected:
+  /// The default timers' queue, for a derived clock that fires tasks in its own time with
+  /// TimerQueue::schedule_manual() and fire_due().
   detail::TimerQueue& timers() const noexcept { return timers_; }
 
  private:
@@ -137,8 +152,10 @@ class ManualClock final : public Clock {
   /// Concurrent advances are serialised.
   void advance(std::chrono::nanoseconds by);
 
+  /// Fires the task inside the advance() that reaches `deadline`, or at once when now() has.
+  void schedule(TimerTask& task, std::chrono::nanoseconds deadline) override;
+
  private:
-  friend class Clock;              // schedules against now_ under the timer queue's lock
   std::atomic<std::int64_t> now_;  // relaxed: the value guards no other data
   std::mutex advance_mutex_;
 };
