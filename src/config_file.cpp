@@ -25,14 +25,7 @@ std::string_view trim(std::string_view text) {
   return text.substr(first, text.find_last_not_of(" \t\r\f\v") - first + 1);
 }
 
-std::string in_quotes(std::string_view text) {
-  // Appended piece by piece: "'" + std::string(...) trips g++ 12's -Wrestrict false positive at
-  // -O3.
-  std::string quoted;
-  quoted.reserve(text.size() + 2);
-  quoted.append(1, '\'').append(text).append(1, '\'');
-  return quoted;
-}
+std::string in_quotes(std::string_view text) { return quote(text); }
 
 std::string joined(std::span<const std::string_view> names) {
   std::string text;
@@ -83,6 +76,14 @@ ConfigEntry split_key(std::string_view key, const std::string& where) {
   entry.key = std::string(key.substr(key_dot + 1));
   entry.kind = std::string(key.substr(kind_dot + 1, key_dot - kind_dot - 1));
   const std::string_view head = key.substr(0, kind_dot);
+  const std::string_view first = head.substr(0, head.find('.'));
+  if (first == "defaults" && head != "defaults") {
+    malformed(in_quotes(key) + " has a part too many for defaults");
+  }
+  if ((first == "configs" || first == "instances") && head == first) {
+    malformed(in_quotes(key) + " names no " +
+              std::string(first == "configs" ? "config" : "instance"));
+  }
   if (head == "defaults") {
     entry.scope = ConfigScope::defaults;
   } else if (head.starts_with("configs.") || head.starts_with("instances.")) {
@@ -91,7 +92,6 @@ ConfigEntry split_key(std::string_view key, const std::string& where) {
     entry.scope_name = std::string(head.substr(head.find('.') + 1));
   } else {
     const std::array<std::string_view, 3> scopes = {"defaults", "configs", "instances"};
-    const std::string_view first = head.substr(0, head.find('.'));
     throw ConfigException(kUnknownName, where + ": unknown scope " + in_quotes(first) +
                                             "; did you mean " + in_quotes(closest(first, scopes)) +
                                             "? valid: defaults, configs.<name>, instances.<id>");
@@ -104,6 +104,47 @@ ConfigEntry split_key(std::string_view key, const std::string& where) {
 }
 
 }  // namespace
+
+std::string quote(std::string_view text) {
+  constexpr std::string_view kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size() + 2);
+  out.push_back('\'');
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    // UTF-8 passes through whole; a byte that starts no valid sequence is escaped.
+    std::size_t length = 1;
+    if (byte >= 0x80) {
+      length = byte >= 0xc2 && byte <= 0xdf   ? 2
+               : byte >= 0xe0 && byte <= 0xef ? 3
+               : byte >= 0xf0 && byte <= 0xf4 ? 4
+                                              : 0;
+      for (std::size_t k = 1; k < length; ++k) {
+        if (i + k >= text.size() || (static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) {
+          length = 0;
+        }
+      }
+    }
+    if (byte == '\\' || byte == '\'') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(byte));
+    } else if (byte == '\t') {
+      out.append("\\t");
+    } else if (byte == '\n') {
+      out.append("\\n");
+    } else if (byte == '\r') {
+      out.append("\\r");
+    } else if (byte < 0x20 || byte == 0x7f || length == 0) {
+      out.append("\\x").push_back(kHex[byte >> 4]);
+      out.push_back(kHex[byte & 0xf]);
+    } else {
+      out.append(text.substr(i, length));
+      i += length - 1;
+    }
+  }
+  out.push_back('\'');
+  return out;
+}
 
 std::string ConfigEntry::where() const {
   std::string scope_key;
@@ -183,6 +224,12 @@ std::vector<ConfigEntry> parse_config(std::string_view text, std::string_view or
 }
 
 std::string read_config_file(const std::filesystem::path& path) {
+  // An ifstream opens a directory and reads nothing from it: an empty configuration, silently.
+  std::error_code kind_error;
+  if (std::filesystem::is_directory(path, kind_error)) {
+    throw ConfigException(kUnreadable, "config file " + in_quotes(path.string()) +
+                                           " is a directory; give .config_file() a readable file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     std::error_code error;

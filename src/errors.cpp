@@ -47,8 +47,24 @@ CallNotPermittedException::CallNotPermittedException(std::string instance_id,
                                                      const std::string& message)
     : std::runtime_error(message), instance_id_(std::move(instance_id)) {}
 
+namespace {
+// what() is a C string: a NUL from bad input would end the message there.
+std::string without_nul(const std::string& message) {
+  if (message.find('\0') == std::string::npos) return message;
+  std::string out;
+  for (char c : message) {
+    if (c == '\0') {
+      out += "\\x00";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+}  // namespace
+
 ConfigException::ConfigException(const std::string& message)
-    : std::invalid_argument(message), code_(code_prefix(message)) {}
+    : std::invalid_argument(without_nul(message)), code_(code_prefix(message)) {}
 
 ConfigException::ConfigException(std::string_view code, std::string_view detail)
     : ConfigException(std::string(code) + ": " + std::string(detail)) {}

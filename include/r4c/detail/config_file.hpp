@@ -46,6 +46,11 @@ std::vector<ConfigEntry> parse_config(std::string_view text, std::string_view or
 /// Reads a whole file; R4C-CFG-001 naming the path when it is missing or unreadable.
 std::string read_config_file(const std::filesystem::path& path);
 
+/// `text` in single quotes, in a printable form whatever it holds: a NUL, a control character
+/// or a byte that is not UTF-8 is escaped (\x00, \t, \xff), as are quotes and backslashes, so a
+/// message names bad input exactly and is never cut short.
+std::string quote(std::string_view text);
+
 /// The candidate closest to `word` by edit distance (for "did you mean" hints).
 std::string_view closest(std::string_view word, std::span<const std::string_view> candidates);
 
