@@ -18,7 +18,7 @@ class FixedBulkhead {
  public:
   explicit FixedBulkhead(std::int32_t max_concurrent) noexcept : max_(max_concurrent) {}
 
-  bool try_acquire() noexcept {
+  [[nodiscard]] bool try_acquire() noexcept {
     // relaxed: a slot guards no data.
     std::int32_t running = in_flight_.load(std::memory_order_relaxed);
     do {

@@ -284,7 +284,7 @@ class CircuitBreaker {
   /// `not_permitted_calls`. Pair it with exactly one of on_success, on_error or
   /// release_permission. These outcomes count for the state the breaker is in when they
   /// arrive, as in resilience4j; a CircuitBreakerPermit is exact.
-  bool try_acquire_permission() noexcept {
+  [[nodiscard]] bool try_acquire_permission() noexcept {
     CircuitBreakerPermit permit = try_acquire();
     if (!permit) return false;
     permit.breaker_ = nullptr;  // the caller completes it through the breaker

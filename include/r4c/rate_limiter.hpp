@@ -90,7 +90,7 @@ class RateLimiter {
   RateLimiter& operator=(const RateLimiter&) = delete;
 
   /// Takes a permit if one is free now; never waits. A refusal counts in `rejected`.
-  bool try_acquire() noexcept;
+  [[nodiscard]] bool try_acquire() noexcept;
   /// Takes a permit, waiting on the clock up to timeout_duration for a reserved one; else
   /// throws this limiter's RequestNotPermittedException (one preallocated object).
   void acquire();
