@@ -45,7 +45,7 @@ class MutexLimiter {
       : limit_(initial_limit), min_limit_(min_limit), max_limit_(max_limit) {}
 
   /// Takes a slot and returns true with the call's start time, or returns false when full.
-  bool try_acquire(Clock::time_point& start) {
+  [[nodiscard]] bool try_acquire(Clock::time_point& start) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (in_flight_ >= limit_) return false;
