@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <exception>
+
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -115,6 +117,8 @@ TEST_F(CircuitBreakerTest, AnOpenBreakerRejectsWithoutCallingTheMethodWithOneExc
   auto breaker = make_small();
   breaker->transition_to_open();
   bool called = false;
+  // The first object is kept alive, so a second throw by value could not reuse its address.
+  std::exception_ptr kept;
   const void* first = nullptr;
   for (int i = 0; i < 2; ++i) {
     try {
@@ -123,7 +127,10 @@ TEST_F(CircuitBreakerTest, AnOpenBreakerRejectsWithoutCallingTheMethodWithOneExc
     } catch (const r4c::CallNotPermittedException& e) {
       EXPECT_EQ(e.instance_id(), "inventory");
       EXPECT_THAT(e.what(), HasSubstr("circuit breaker 'inventory' does not permit the call"));
-      if (first == nullptr) first = &e;
+      if (first == nullptr) {
+        first = &e;
+        kept = std::current_exception();
+      }
       EXPECT_EQ(&e, first);  // one preallocated object
     }
   }
@@ -490,8 +497,6 @@ TEST(CircuitBreakerConcurrencyTest, NeverRunsMoreTrialsThanPermittedAndCountsEve
   EXPECT_GT(trials_seen.load(), 0u);
   EXPECT_GE(snap.transitions, 12u);
   EXPECT_EQ(snap.not_permitted_calls, rejected.load());
-  EXPECT_TRUE(snap.state == State::closed || snap.state == State::open ||
-              snap.state == State::half_open);
   EXPECT_EQ(snap.state, breaker.state());
   if (snap.state == State::half_open) {
     EXPECT_LT(snap.buffered_calls, static_cast<std::uint64_t>(kPermitted));

@@ -68,6 +68,9 @@ TEST_F(RateLimiterTest, ACallWaitsForTheNextPeriodOnTheClockWithinItsTimeout) {
   clock_->advance(500ms);
   std::this_thread::sleep_for(5ms);  // would have run by now if it did not wait for the clock
   EXPECT_FALSE(done.load());
+  // Exact, whatever the scheduler did: the wait is still on the clock.
+  EXPECT_EQ(limiter->snapshot().waiting_calls, 1);
+  EXPECT_EQ(clock_->pending_tasks(), 1u);
   clock_->advance(500ms);
   caller.join();
   EXPECT_TRUE(done.load());
@@ -103,6 +106,8 @@ TEST_F(RateLimiterTest, ReservationsQueueAcrossPeriods) {
   while (done.load() < 2) std::this_thread::yield();
   std::this_thread::sleep_for(5ms);
   EXPECT_EQ(done.load(), 2);  // the other two hold permits of the period after
+  EXPECT_EQ(limiter->snapshot().waiting_calls, 2);
+  EXPECT_EQ(clock_->pending_tasks(), 2u);
   clock_->advance(1s);
   for (auto& caller : callers) caller.join();
   EXPECT_EQ(done.load(), 4);

@@ -113,11 +113,28 @@ TEST_F(TimeoutTest, StopCallbacksRunWhenTheDeadlineFires) {
   EXPECT_TRUE(called.load());
 }
 
-TEST_F(TimeoutTest, ATokenOfACallInTimeIsNeverStoppedByALaterCall) {
+// docs/pipeline.md: a call that ends in time leaves its stop source to the thread's next call,
+// so a token kept past its call may see a later call's deadline; a stopped source is never
+// handed on.
+TEST_F(TimeoutTest, ACallInTimeHandsItsSourceToTheNextCallAndAStoppedOneIsNeverReused) {
   auto timeout = make(1s);
   std::stop_token first;
   timeout->execute([&](std::stop_token stop) { first = stop; });
   EXPECT_FALSE(first.stop_requested());
+
+  std::stop_token second;
+  EXPECT_THROW(timeout->execute([&](std::stop_token stop) {
+    EXPECT_FALSE(stop.stop_requested());  // handed on unstopped
+    second = stop;
+    clock_->advance(1s);
+  }),
+               r4c::CallTimeoutException);
+  EXPECT_TRUE(second.stop_requested());
+  EXPECT_TRUE(first.stop_requested());  // the same source: the documented caveat
+
+  std::stop_token third;
+  timeout->execute([&](std::stop_token stop) { third = stop; });
+  EXPECT_FALSE(third.stop_requested());  // a fresh source, not the stopped one
 }
 
 TEST_F(TimeoutTest, VoidAndReferenceResultsWork) {

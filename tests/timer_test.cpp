@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <stdexcept>
 #include <thread>
@@ -89,9 +91,21 @@ TEST(ManualClockTimerTest, ATaskAlreadyDueFiresAtOnceOnTheSchedulingThread) {
 TEST(ManualClockTimerTest, SleepersRacingAnAdvanceAllWake) {
   for (int round = 0; round < 200; ++round) {
     r4c::ManualClock clock;
-    std::thread sleeper([&] { clock.sleep_until(1ms); });
+    std::atomic<bool> woke{false};
+    std::thread sleeper([&] {
+      clock.sleep_until(1ms);
+      woke.store(true);
+    });
     clock.advance(1ms);
-    sleeper.join();  // hangs if the sleeper scheduled its wake-up after the advance
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (!woke.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    if (!woke.load()) {
+      // Joining would hang: the sleeper's wake-up was lost.
+      std::fprintf(stderr, "round %d: a sleeper missed the advance past its deadline\n", round);
+      std::_Exit(1);
+    }
+    sleeper.join();
+    EXPECT_EQ(clock.pending_tasks(), 0u);
   }
 }
 
