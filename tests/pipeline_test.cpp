@@ -283,6 +283,22 @@ TEST(PipelineNamedConfigTest, AnUnknownNamedConfigIsReg004AndCreatesNothing) {
   EXPECT_TRUE(registry.snapshot().retries().empty());
 }
 
+TEST_F(PipelineTest, AnyRefusalIsCaughtInOneClauseWithItsKindAndInstance) {
+  auto orders = r4c::Pipeline<int>::builder(registry_, "orders")
+                    .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(1); })
+                    .build();
+  const r4c::BulkheadPermit held = orders.bulkhead()->try_acquire();
+  ASSERT_TRUE(held);
+  try {
+    orders.execute([] { return 1; });
+    FAIL() << "the full bulkhead let the call through";
+  } catch (const r4c::RejectedException& e) {
+    EXPECT_EQ(e.kind(), "bulkhead");
+    EXPECT_EQ(e.instance_id(), "orders");
+    EXPECT_NE(dynamic_cast<const r4c::BulkheadFullException*>(&e), nullptr);
+  }
+}
+
 // Every slot and permit is returned on every path.
 TEST(PipelineConcurrencyTest, RandomFailuresTimeoutsAndRejectionsReturnEverySlot) {
   auto clock = std::make_shared<r4c::ManualClock>();
