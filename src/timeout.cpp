@@ -1,6 +1,7 @@
 #include "r4c/timeout.hpp"
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
 #include "r4c/metrics.hpp"
 
 namespace r4c {
@@ -68,11 +69,10 @@ TimeoutSnapshot Timeout::snapshot() const {
 
 std::span<const detail::Setting<TimeoutKind::Config>> TimeoutKind::settings() noexcept {
   using Config = TimeoutKind::Config;
+  using R = detail::SettingRows<Config>;
+  using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      {.key = "timeout",
-       .name = "timeout",
-       .type = detail::SettingType::duration,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.timeout(v.duration); }}};
+      R::row("timeout", "timeout", duration, [](auto& c, auto& v) { c.timeout(v.duration); })};
   return kSettings;
 }
 
