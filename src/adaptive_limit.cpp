@@ -183,11 +183,9 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
   return snap;
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
+// The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::settings() noexcept {
-  using Config = AdaptiveLimitKind::Config;
-  using R = detail::SettingRows<Config>;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
       R::row("enabled", "enabled", boolean, [](auto& c, auto& v) { c.enabled(v.boolean); }),

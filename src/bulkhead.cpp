@@ -42,11 +42,9 @@ BulkheadSnapshot Bulkhead::snapshot() const {
   return snap;
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
+// The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<BulkheadKind::Config>> BulkheadKind::settings() noexcept {
-  using Config = BulkheadKind::Config;
-  using R = detail::SettingRows<Config>;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
       R::row("maxConcurrent", "max_concurrent", integer,

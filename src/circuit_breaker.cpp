@@ -491,12 +491,10 @@ CircuitBreakerSnapshot CircuitBreaker::snapshot() const {
   return snap;
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
 std::span<const detail::Setting<CircuitBreakerKind::Config>>
 CircuitBreakerKind::settings() noexcept {
   using Config = CircuitBreakerKind::Config;
-  using R = detail::SettingRows<Config>;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
       R::row("failureRateThreshold", "failure_rate_threshold", number,

@@ -223,11 +223,9 @@ HedgeSnapshot Hedge::snapshot() const {
   return snapshot;
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
+// The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<HedgeKind::Config>> HedgeKind::settings() noexcept {
-  using Config = HedgeKind::Config;
-  using R = detail::SettingRows<Config>;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
       R::row("delay", "delay", duration, [](auto& c, auto& v) { c.delay(v.duration); }),

@@ -175,11 +175,9 @@ RateLimiterSnapshot RateLimiter::snapshot() const {
   return snap;
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
+// The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<RateLimiterKind::Config>> RateLimiterKind::settings() noexcept {
-  using Config = RateLimiterKind::Config;
-  using R = detail::SettingRows<Config>;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
       R::row("limitForPeriod", "limit_for_period", integer,

@@ -232,11 +232,9 @@ RetrySnapshot Retry::snapshot() const {
   return snap;
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
+// The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<RetryKind::Config>> RetryKind::settings() noexcept {
-  using Config = RetryKind::Config;
-  using R = detail::SettingRows<Config>;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
       R::row("maxAttempts", "max_attempts", integer,

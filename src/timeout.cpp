@@ -65,11 +65,9 @@ TimeoutSnapshot Timeout::snapshot() const {
   return TimeoutSnapshot{config_.timeout(), timed_out_count_.total()};
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
+// The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<TimeoutKind::Config>> TimeoutKind::settings() noexcept {
-  using Config = TimeoutKind::Config;
-  using R = detail::SettingRows<Config>;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
       R::row("timeout", "timeout", duration, [](auto& c, auto& v) { c.timeout(v.duration); })};
