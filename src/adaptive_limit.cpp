@@ -6,7 +6,9 @@
 #include <limits>
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
 #include "r4c/detail/event_hub.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 namespace {
@@ -38,7 +40,7 @@ AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config
           instance_id_,
           "adaptive limit '" + instance_id_ + "' is full: the call was rejected without running"))),
       limit_change_listeners_(
-          std::make_shared<detail::EventHub<LimitChangeEvent>>("adaptivelimit")),
+          std::make_shared<detail::EventHub<LimitChangeEvent>>(AdaptiveLimitKind::kNames.metrics)),
       estimator_(config_) {
   window_end_.store(clock_.ticks() + window_ticks_, std::memory_order_relaxed);
 }
@@ -179,6 +181,57 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
   for (const Stripe& stripe : stripes_) rejected += stripe.rejected.load(std::memory_order_relaxed);
   snap.rejected = rejected;
   return snap;
+}
+
+// The file keys in the documented order (R4C-CFG-003 lists them so).
+std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::settings() noexcept {
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      R::row("enabled", "enabled", boolean, [](auto& c, auto& v) { c.enabled(v.boolean); }),
+      R::choice<LimitAlgorithm>(
+          "algorithm", "algorithm",
+          [](auto& c, auto& v) { c.algorithm(static_cast<LimitAlgorithm>(v.choice)); }),
+      R::row("initialLimit", "initial_limit", integer,
+             [](auto& c, auto& v) { c.initial_limit(v.integer); }),
+      R::row("minLimit", "min_limit", integer, [](auto& c, auto& v) { c.min_limit(v.integer); }),
+      R::row("maxLimit", "max_limit", integer, [](auto& c, auto& v) { c.max_limit(v.integer); }),
+      R::row("window", "window", duration, [](auto& c, auto& v) { c.window(v.duration); }),
+      R::file_only("minWindowSamples", "min_window_samples", integer,
+                   [](auto& c, auto& v) { c.min_window_samples(v.integer); }),
+      R::file_only("smoothing", "smoothing", number,
+                   [](auto& c, auto& v) { c.smoothing(v.number); }),
+      R::file_only("rttTolerance", "rtt_tolerance", number,
+                   [](auto& c, auto& v) { c.rtt_tolerance(v.number); }),
+      R::file_only("longWindow", "long_window", integer,
+                   [](auto& c, auto& v) { c.long_window(v.integer); }),
+      R::file_only("queueSize", "queue_size", integer,
+                   [](auto& c, auto& v) { c.queue_size(v.integer); }),
+      R::file_only("backoffRatio", "backoff_ratio", number,
+                   [](auto& c, auto& v) { c.backoff_ratio(v.number); }),
+      R::row("dropOn", "drop_on", exception_types, [](auto& c, auto& v) { c.drop_on(v.types); })};
+  return kSettings;
+}
+
+void AdaptiveLimitKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  using metrics::count;
+  using metrics::seconds;
+  out.rejected(s.rejected);
+  out.counter("r4c.adaptivelimit.limit.changes", "Windows that changed the adaptive limit.",
+              count(s.limit_changes));
+  out.gauge("r4c.adaptivelimit.limit", "How many calls the adaptive limit lets run at once.",
+            s.limit);
+  out.gauge("r4c.adaptivelimit.concurrent.calls", "Calls holding a slot of the adaptive limit.",
+            s.in_flight);
+  out.gauge("r4c.adaptivelimit.min.limit", "The lowest value the adaptive limit may take.",
+            s.min_limit);
+  out.gauge("r4c.adaptivelimit.max.limit", "The highest value the adaptive limit may take.",
+            s.max_limit);
+  out.counter("r4c.adaptivelimit.windows", "Windows that recomputed the adaptive limit.",
+              count(s.windows));
+  out.gauge("r4c.adaptivelimit.window.latency.seconds",
+            "Average latency of the last window that recomputed the adaptive limit.",
+            seconds(s.window_latency));
 }
 
 }  // namespace r4c

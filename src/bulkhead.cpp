@@ -1,6 +1,8 @@
 #include "r4c/bulkhead.hpp"
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 
@@ -25,8 +27,9 @@ Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config)
       instance_id_(std::move(instance_id)),
       config_(std::move(config)),
       full_(std::make_exception_ptr(BulkheadFullException(
-          "bulkhead '" + instance_id_ + "' is full (max_concurrent " +
-          std::to_string(max_concurrent_) + "): the call was rejected without running"))) {}
+          instance_id_, "bulkhead '" + instance_id_ + "' is full (max_concurrent " +
+                            std::to_string(max_concurrent_) +
+                            "): the call was rejected without running"))) {}
 
 void Bulkhead::throw_full() const { std::rethrow_exception(full_); }
 
@@ -37,6 +40,24 @@ BulkheadSnapshot Bulkhead::snapshot() const {
   snap.available = snap.in_flight < max_concurrent_ ? max_concurrent_ - snap.in_flight : 0;
   snap.rejected = rejected_.total();
   return snap;
+}
+
+// The file keys in the documented order (R4C-CFG-003 lists them so).
+std::span<const detail::Setting<BulkheadKind::Config>> BulkheadKind::settings() noexcept {
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      R::row("maxConcurrent", "max_concurrent", integer,
+             [](auto& c, auto& v) { c.max_concurrent(v.integer); })};
+  return kSettings;
+}
+
+void BulkheadKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  out.rejected(s.rejected);
+  out.gauge("r4c.bulkhead.concurrent.calls", "Calls holding a slot of the bulkhead.", s.in_flight);
+  out.gauge("r4c.bulkhead.available.concurrent.calls", "Free slots of the bulkhead.", s.available);
+  out.gauge("r4c.bulkhead.max.allowed.concurrent.calls", "Slots of the bulkhead.",
+            s.max_concurrent);
 }
 
 }  // namespace r4c

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
 #include "r4c/detail/event_hub.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 
@@ -253,8 +255,8 @@ CircuitBreaker::CircuitBreaker(std::string instance_id, CircuitBreakerConfig con
                             "' does not permit the call (open, or half-open with its " +
                             std::to_string(config_.permitted_calls_in_half_open()) +
                             " trial calls taken): the call was rejected without running"))),
-      transition_listeners_(
-          std::make_shared<detail::EventHub<CircuitBreakerTransitionEvent>>("circuitbreaker")) {}
+      transition_listeners_(std::make_shared<detail::EventHub<CircuitBreakerTransitionEvent>>(
+          CircuitBreakerKind::kNames.metrics)) {}
 
 void CircuitBreaker::throw_not_permitted() const { std::rethrow_exception(not_permitted_); }
 
@@ -487,6 +489,61 @@ CircuitBreakerSnapshot CircuitBreaker::snapshot() const {
   }
   snap.not_permitted_calls = not_permitted_count_.total();
   return snap;
+}
+
+std::span<const detail::Setting<CircuitBreakerKind::Config>>
+CircuitBreakerKind::settings() noexcept {
+  using Config = CircuitBreakerKind::Config;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      R::row("failureRateThreshold", "failure_rate_threshold", number,
+             [](auto& c, auto& v) { c.failure_rate_threshold(v.number); }),
+      R::row("slowCallRateThreshold", "slow_call_rate_threshold", number,
+             [](auto& c, auto& v) { c.slow_call_rate_threshold(v.number); }),
+      R::row("slowCallDuration", "slow_call_duration", duration,
+             [](auto& c, auto& v) { c.slow_call_duration(v.duration); }),
+      R::choice<SlidingWindowType>("slidingWindowType", "sliding_window_type",
+                                   [](auto& c, auto& v) {
+                                     c.sliding_window_type(
+                                         static_cast<SlidingWindowType>(v.choice));
+                                   }),
+      R::row("slidingWindowSize", "sliding_window_size", integer,
+             [](auto& c, auto& v) { c.sliding_window_size(v.integer); }),
+      R::row("minimumNumberOfCalls", "minimum_number_of_calls", integer,
+             [](auto& c, auto& v) { c.minimum_number_of_calls(v.integer); }),
+      R::row("waitInOpen", "wait_in_open", duration,
+             [](auto& c, auto& v) { c.wait_in_open(v.duration); }),
+      R::row("permittedCallsInHalfOpen", "permitted_calls_in_half_open", integer,
+             [](auto& c, auto& v) { c.permitted_calls_in_half_open(v.integer); }),
+      R::row("recordOn", "record_on", exception_types,
+             [](auto& c, auto& v) { c.record_on(v.types); }),
+      R::row("ignoreOn", "ignore_on", exception_types,
+             [](auto& c, auto& v) { c.ignore_on(v.types); })};
+  return kSettings;
+}
+
+void CircuitBreakerKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  using metrics::count;
+  static constexpr std::string_view kStateHelp =
+      "1 for the circuit breaker's current state, 0 for the others.";
+  out.rejected(s.not_permitted_calls);
+  for (CircuitBreakerState state :
+       {CircuitBreakerState::closed, CircuitBreakerState::half_open, CircuitBreakerState::open}) {
+    out.gauge("r4c.circuitbreaker.state", kStateHelp, s.state == state ? 1 : 0,
+              {metrics::Label{"state", std::string(to_string(state))}});
+  }
+  out.gauge("r4c.circuitbreaker.failure.rate",
+            "Percent of recorded calls that failed; -1 while fewer than the minimum are recorded.",
+            s.failure_rate);
+  out.gauge("r4c.circuitbreaker.slow.call.rate",
+            "Percent of recorded calls that were slow; -1 while fewer than the minimum are "
+            "recorded.",
+            s.slow_call_rate);
+  out.gauge("r4c.circuitbreaker.buffered.calls", "Calls in the circuit breaker's window.",
+            count(s.buffered_calls));
+  out.counter("r4c.circuitbreaker.transitions", "State changes of the circuit breaker.",
+              count(s.transitions));
 }
 
 }  // namespace r4c

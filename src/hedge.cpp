@@ -3,22 +3,19 @@
 #include <stdexcept>
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 namespace detail {
 
 // Whether `failure` says that a policy inside the call refused it: another attempt would only
-// meet the same refusal and add load. Shared with the asynchronous face.
+// meet the same refusal and add load. Shared with the asynchronous face; any kind's refusal is
+// a RejectedException, so no list of types is kept here.
 bool is_inner_rejection(const std::exception_ptr& failure) noexcept {
   try {
     std::rethrow_exception(failure);
-  } catch (const LimitExceededException&) {
-    return true;
-  } catch (const CallNotPermittedException&) {
-    return true;
-  } catch (const BulkheadFullException&) {
-    return true;
-  } catch (const RequestNotPermittedException&) {
+  } catch (const RejectedException&) {
     return true;
   } catch (...) {
     return false;
@@ -224,6 +221,29 @@ HedgeSnapshot Hedge::snapshot() const {
   snapshot.failed = failed_.total();
   snapshot.executor_refusals = executor_refusals_.total();
   return snapshot;
+}
+
+// The file keys in the documented order (R4C-CFG-003 lists them so).
+std::span<const detail::Setting<HedgeKind::Config>> HedgeKind::settings() noexcept {
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      R::row("delay", "delay", duration, [](auto& c, auto& v) { c.delay(v.duration); }),
+      R::row("maxAttempts", "max_attempts", integer,
+             [](auto& c, auto& v) { c.max_attempts(v.integer); })};
+  return kSettings;
+}
+
+void HedgeKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  using metrics::count;
+  out.counter("r4c.hedge.calls", "Hedged calls that ended.", count(s.calls));
+  out.counter("r4c.hedge.failed.calls", "Hedged calls that ended with a failure.", count(s.failed));
+  out.counter("r4c.hedge.hedges.launched", "Attempts after the first, over every call.",
+              count(s.hedges_launched));
+  out.counter("r4c.hedge.won.by.hedge", "Calls whose result came from an attempt after the first.",
+              count(s.won_by_hedge));
+  out.counter("r4c.hedge.executor.refusals", "Attempts the executor refused.",
+              count(s.executor_refusals));
 }
 
 }  // namespace r4c

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 namespace {
@@ -171,6 +173,30 @@ RateLimiterSnapshot RateLimiter::snapshot() const {
   snap.waiting_calls = waiting_.load(std::memory_order_relaxed);
   snap.rejected = rejected_.total();
   return snap;
+}
+
+// The file keys in the documented order (R4C-CFG-003 lists them so).
+std::span<const detail::Setting<RateLimiterKind::Config>> RateLimiterKind::settings() noexcept {
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      R::row("limitForPeriod", "limit_for_period", integer,
+             [](auto& c, auto& v) { c.limit_for_period(v.integer); }),
+      R::row("refreshPeriod", "refresh_period", duration,
+             [](auto& c, auto& v) { c.refresh_period(v.duration); }),
+      R::row("timeoutDuration", "timeout_duration", duration,
+             [](auto& c, auto& v) { c.timeout_duration(v.duration); })};
+  return kSettings;
+}
+
+void RateLimiterKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  out.rejected(s.rejected);
+  out.gauge("r4c.ratelimiter.available.permissions",
+            "Permits left in the rate limiter's period; negative while calls wait for reserved "
+            "permits.",
+            s.available_permissions);
+  out.gauge("r4c.ratelimiter.waiting.calls", "Calls waiting for a permit of the rate limiter.",
+            s.waiting_calls);
 }
 
 }  // namespace r4c

@@ -6,7 +6,9 @@
 #include <random>
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
 #include "r4c/detail/event_hub.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 namespace {
@@ -144,7 +146,8 @@ Retry::Retry(std::string instance_id, RetryConfig config, std::shared_ptr<Clock>
       clock_(or_system_clock(std::move(clock))),
       max_attempts_(config_.max_attempts()),
       classify_by_type_(!config_.retry_on_types().empty() || !config_.abort_on_types().empty()),
-      give_up_listeners_(std::make_shared<detail::EventHub<RetryGiveUpEvent>>("retry")) {}
+      give_up_listeners_(
+          std::make_shared<detail::EventHub<RetryGiveUpEvent>>(RetryKind::kNames.metrics)) {}
 
 Subscription Retry::on_give_up(std::function<void(const RetryGiveUpEvent&)> listener) const {
   return give_up_listeners_->subscribe(std::move(listener));
@@ -227,6 +230,46 @@ RetrySnapshot Retry::snapshot() const {
   snap.retries = retries_.total();
   snap.waiting_calls = waiting_.load(std::memory_order_relaxed);
   return snap;
+}
+
+// The file keys in the documented order (R4C-CFG-003 lists them so).
+std::span<const detail::Setting<RetryKind::Config>> RetryKind::settings() noexcept {
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      R::row("maxAttempts", "max_attempts", integer,
+             [](auto& c, auto& v) { c.max_attempts(v.integer); }),
+      R::row("wait", "wait", duration, [](auto& c, auto& v) { c.wait(v.duration); }),
+      // As the file always did: a multiplier alone is capped only by the longest wait (1 h);
+      // a maxWait alone keeps the multiplier (1 when none was set).
+      R::row("exponentialBackoffMultiplier", "exponential_backoff_multiplier", number,
+             [](auto& c, auto& v) {
+               c.exponential_backoff(
+                   v.number, c.exponential_backoff() ? c.max_wait() : RetryConfig::kLongestWait);
+             }),
+      R::row("maxWait", "max_wait", duration,
+             [](auto& c, auto& v) { c.exponential_backoff(c.backoff_multiplier(), v.duration); }),
+      R::row("randomizedWait", "randomized_wait", number,
+             [](auto& c, auto& v) { c.randomized_wait(v.number); }),
+      R::row("retryOn", "retry_on", exception_types, [](auto& c, auto& v) { c.retry_on(v.types); }),
+      R::row("abortOn", "abort_on", exception_types,
+             [](auto& c, auto& v) { c.abort_on(v.types); })};
+  return kSettings;
+}
+
+void RetryKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  using metrics::count;
+  static constexpr std::string_view kHelp = "Retried calls that ended, by result.";
+  out.counter("r4c.retry.calls", kHelp, count(s.failed_with_retry),
+              {metrics::Label{"result", "failed_with_retry"}});
+  out.counter("r4c.retry.calls", kHelp, count(s.failed_without_retry),
+              {metrics::Label{"result", "failed_without_retry"}});
+  out.counter("r4c.retry.calls", kHelp, count(s.successful_with_retry),
+              {metrics::Label{"result", "successful_with_retry"}});
+  out.counter("r4c.retry.calls", kHelp, count(s.successful_without_retry),
+              {metrics::Label{"result", "successful_without_retry"}});
+  out.counter("r4c.retry.retries", "Attempts after the first, over every call.", count(s.retries));
+  out.gauge("r4c.retry.waiting.calls", "Calls waiting between attempts.", s.waiting_calls);
 }
 
 }  // namespace r4c

@@ -1,6 +1,8 @@
 #include "r4c/timeout.hpp"
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 namespace detail {
@@ -61,6 +63,21 @@ void Timeout::throw_timed_out() {
 
 TimeoutSnapshot Timeout::snapshot() const {
   return TimeoutSnapshot{config_.timeout(), timed_out_count_.total()};
+}
+
+// The file keys in the documented order (R4C-CFG-003 lists them so).
+std::span<const detail::Setting<TimeoutKind::Config>> TimeoutKind::settings() noexcept {
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      R::row("timeout", "timeout", duration, [](auto& c, auto& v) { c.timeout(v.duration); })};
+  return kSettings;
+}
+
+void TimeoutKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  using metrics::count;
+  out.counter("r4c.timeout.calls.timed.out", "Calls that failed with CallTimeoutException.",
+              count(s.timed_out));
 }
 
 }  // namespace r4c

@@ -198,6 +198,22 @@ TEST(RegistryTest, DropOnAcceptsTheBuiltInClassNames) {
                                        r4c::ExceptionType::of<r4c::LimitExceededException>()}));
 }
 
+TEST(RegistryTest, ExceptionListsKnowEveryKindsExceptionAndTheirBase) {
+  auto registry = r4c::ResilienceRegistry::builder()
+                      .config_text(
+                          "defaults.retry.abortOn=r4c::RejectedException, CallTimeoutException\n"
+                          "defaults.circuitBreaker.ignoreOn=RequestNotPermittedException, "
+                          "r4c::CallNotPermittedException")
+                      .build();
+  EXPECT_EQ(registry.retry_policy(kPlace).config().abort_on_types(),
+            (std::vector<r4c::ExceptionType>{r4c::ExceptionType::of<r4c::RejectedException>(),
+                                             r4c::ExceptionType::of<r4c::CallTimeoutException>()}));
+  EXPECT_EQ(
+      registry.circuit_breaker_policy(kPlace).config().ignore_on_types(),
+      (std::vector<r4c::ExceptionType>{r4c::ExceptionType::of<r4c::RequestNotPermittedException>(),
+                                       r4c::ExceptionType::of<r4c::CallNotPermittedException>()}));
+}
+
 TEST(RegistryTest, DurationsTakeEveryUnit) {
   const std::vector<std::pair<std::string, std::chrono::nanoseconds>> cases = {
       {"1000000ns", 1ms}, {"1500us", 1500us}, {"500ms", 500ms},
@@ -241,14 +257,28 @@ TEST(RegistryFileErrorTest, BoundsOutOfOrderAreAtr009AtBuild) {
   EXPECT_EQ(build_error("defaults.adaptiveLimit.window=2h").code(), "R4C-ATR-009");
 }
 
-TEST(RegistryFileErrorTest, BoundsOutOfOrderForOneInstanceAreAtr009WhenItIsCreated) {
-  auto registry = r4c::ResilienceRegistry::builder()
-                      .config_text("instances.orders.adaptiveLimit.maxLimit=5")
-                      .build();
-  const auto e = config_error([&] { registry.adaptive_limit_policy(kPlace, "orders"); });
+TEST(RegistryFileErrorTest, BoundsOutOfOrderForOneInstanceAreAtr009AtBuildWithTheLine) {
+  // The instance resolves over the defaults (initial_limit 20) when the registry is built, so
+  // the mistake surfaces there, not in whichever pipeline first asks for "orders".
+  const auto e = build_error("\n\ninstances.orders.adaptiveLimit.maxLimit=5");
   EXPECT_EQ(e.code(), "R4C-ATR-009");
-  EXPECT_THAT(e.what(), AllOf(HasSubstr("adaptive limit 'orders'"), HasSubstr("max_limit (5)")));
-  EXPECT_THROW(registry.adaptive_limit("orders"), r4c::ConfigException);  // nothing was created
+  EXPECT_THAT(e.what(),
+              AllOf(HasSubstr("config text:3: adaptive limit 'orders'"),
+                    HasSubstr("instances.orders.adaptiveLimit"), HasSubstr("max_limit (5)")));
+}
+
+TEST(RegistryFileErrorTest, AnInstanceIsCheckedOverTheRegistryDefaultsAtBuild) {
+  const auto e = config_error([] {
+    r4c::ResilienceRegistry::builder()
+        .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) { a.max_limit(400); })
+        .config_text(
+            "instances.orders.adaptiveLimit.initialLimit=300\n"
+            "instances.search.adaptiveLimit.initialLimit=500")
+        .build();
+  });
+  EXPECT_EQ(e.code(), "R4C-ATR-009");
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("config text:2: adaptive limit 'search'"),
+                              HasSubstr("initial_limit (500)")));
 }
 
 TEST(RegistryFileErrorTest, AnOutOfRangeValueIsReg001WithLineAndKey) {
@@ -379,7 +409,7 @@ TEST(RegistryTest, ASnapshotListsEveryLimitAndIsAValue) {
   EXPECT_EQ(registry.snapshot().adaptive_limits().at("search").in_flight, 1);
 }
 
-// The product document's "Probarlo con ManualClock", through a test registry.
+// resilience4cata 0.6.0's "Probarlo con ManualClock", through a test registry.
 TEST(RegistryTest, ATestRegistryRunsItsLimitsOnTheManualClock) {
   auto clock = std::make_shared<r4c::ManualClock>();
   auto registry = r4c::testing::registry(clock)

@@ -24,20 +24,25 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "r4c/adaptive_limit_config.hpp"
 #include "r4c/clock.hpp"
+#include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/detail/timer.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/exception_type.hpp"
 #include "r4c/executor.hpp"
 
 namespace r4c {
+namespace metrics {
+class Emitter;
+}  // namespace metrics
 
 /// Settings of a hedge. A setter rejects a bad value at once (the config keeps its old value).
 class HedgeConfig {
@@ -210,8 +215,8 @@ class HedgeCall final : public HedgeCallBase {
   Stored result_{};
 };
 
-/// Whether `failure` is an inner rejection (LimitExceededException, CallNotPermittedException,
-/// BulkheadFullException, RequestNotPermittedException, or a type derived from one): another
+/// Whether `failure` is an inner rejection (a RejectedException: LimitExceededException,
+/// CallNotPermittedException, BulkheadFullException, RequestNotPermittedException, ...): another
 /// attempt would only meet the same refusal, so the hedge launches no more.
 bool is_inner_rejection(const std::exception_ptr& failure) noexcept;
 
@@ -245,8 +250,8 @@ class Hedge {
   /// `delay` passes on the clock with no attempt finished, up to max_attempts. Returns the first
   /// successful result; the other attempts' tokens are then stopped and their results discarded.
   /// When every launched attempt fails, rethrows the last failure (the same object). An attempt
-  /// that fails with LimitExceededException, CallNotPermittedException, BulkheadFullException or
-  /// RequestNotPermittedException (or a type derived from one) stops further launches. When the
+  /// that fails with a RejectedException (LimitExceededException, CallNotPermittedException,
+  /// BulkheadFullException, RequestNotPermittedException, ...) stops further launches. When the
   /// executor refuses the first attempt it runs on this thread (no hedging for that call); when
   /// it refuses a later one, no further attempts are launched.
   ///
@@ -317,5 +322,28 @@ inline HedgeSnapshot HedgeHandle::snapshot() const { return hedge_->snapshot(); 
 inline const std::string& HedgeHandle::instance_id() const noexcept {
   return hedge_->instance_id();
 }
+
+/// The hedge as a policy kind: what the registry, the pipelines, the metrics and the tools
+/// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
+struct HedgeKind {
+  using Config = HedgeConfig;
+  using Policy = Hedge;
+  using Snapshot = HedgeSnapshot;
+  using Handle = HedgeHandle;
+  /// The exception the policy itself fails a call with (none: it passes on what an attempt threw);
+  /// the file's exception lists know it by its class name.
+  using Exception = void;
+  static constexpr KindNames kNames = {"hedge", "hedge", "hedge", "hedge"};
+  /// Every setting the external file takes, in the documented order.
+  static std::span<const detail::Setting<Config>> settings() noexcept;
+  /// Appends the metrics of one instance's snapshot (docs/observability.md).
+  static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
+  /// A new instance; a registry's resources give it its clock and the executor the attempts run on.
+  template <class Resources>
+  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
+    return std::make_unique<Hedge>(std::move(id), std::move(config), resources.clock(),
+                                   resources.executor());
+  }
+};
 
 }  // namespace r4c
