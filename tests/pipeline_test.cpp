@@ -1,4 +1,4 @@
-// The pipeline: its fixed order, and what the product document says of the adaptive limit
+// The pipeline: its fixed order, and what resilience4cata 0.6.0 says of the adaptive limit
 // among its neighbours ("Con otras políticas", "Lo mismo con Pipeline").
 #include "r4c/pipeline.hpp"
 

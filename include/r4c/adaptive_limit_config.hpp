@@ -67,7 +67,7 @@ class ExceptionType {
   Matcher matches_;
 };
 
-/// The settings of one adaptive limit. Defaults are those of the product document.
+/// The settings of one adaptive limit. Defaults are resilience4cata 0.6.0's.
 class AdaptiveLimitConfig {
  public:
   static constexpr LimitAlgorithm kDefaultAlgorithm = LimitAlgorithm::gradient2;

@@ -4,7 +4,7 @@
 //   std::string body = r4c::metrics::prometheus_text(registry);   // serve it at /metrics
 //
 // Values come from the policies' snapshots (exact counters, consistent pictures): collecting
-// adds nothing to the call path. Names follow the product document ("r4c.calls.rejected" with
+// adds nothing to the call path. Names follow resilience4cata 0.6.0 ("r4c.calls.rejected" with
 // kind = adaptivelimit, "r4c.adaptivelimit.limit.changes", "r4c.adaptivelimit.limit",
 // "r4c.adaptivelimit.concurrent.calls") and the same scheme for the other policies; every
 // metric carries the labels `kind` (the policy's kind) and `name` (its instance id). The

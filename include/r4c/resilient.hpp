@@ -74,7 +74,7 @@ std::shared_ptr<T> checked_delegate(std::shared_ptr<T> delegate, const char* cla
 /// `.resilient.hpp`): every call goes through the policies of T's [[r4c::...]] attributes,
 /// then to `delegate`. The policies are resolved now, through `registry`, which must outlive
 /// the wrapper; invalid or conflicting settings throw ConfigException (R4C-REG-008 when a
-/// shared `name` resolves to different settings). Like the seed's
+/// shared `name` resolves to different settings). Like resilience4cata 0.6.0's
 /// `Resilient.of(OrderClient.class, backend, registry)`.
 /// Thread safety: the wrapper's methods may be called from any thread when the delegate's may.
 template <class T>
