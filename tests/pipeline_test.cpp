@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_seed.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -241,9 +243,10 @@ TEST(PipelineConcurrencyTest, RandomFailuresTimeoutsAndRejectionsReturnEverySlot
   });
   std::atomic<int> outcomes{0};
   std::vector<std::thread> threads;
+  const std::uint64_t seed = r4c::test::test_seed();
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      std::mt19937 random(static_cast<unsigned>(t) + 7);
+      std::mt19937 random(static_cast<unsigned>(seed + static_cast<std::uint64_t>(t) + 7));
       for (int i = 0; i < kCalls; ++i) {
         const unsigned roll = random() % 6;
         try {
