@@ -82,6 +82,7 @@ std::vector<Trace> load_traces() {
   const std::filesystem::path dir = R4C_CONFORMANCE_DIR;
   if (!std::filesystem::is_directory(dir)) return traces;  // the tests fail, saying why
   std::vector<std::filesystem::path> files;
+  // Not recursive: vegas/ holds VegasLimit's traces, in their own format, for when r4c has VEGAS.
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() == ".csv") files.push_back(entry.path());
   }
