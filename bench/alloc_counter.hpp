@@ -1,9 +1,17 @@
-// Counts the calling thread's heap allocations, so a benchmark can report allocations per call.
+// Counts heap allocations, for the benchmarks (allocations per call) and the allocation tests
+// (none per call). The one counting allocator of r4c's test and benchmark binaries.
 //
-// alloc_counter.cpp replaces the global operator new/delete of the r4c_bench binary (what the
-// C++ side allocates) and interposes malloc/calloc/realloc (what the C++ runtime allocates
-// itself, for instance the header std::rethrow_exception puts around a stored exception).
-// Counters are per thread, so counting adds no shared cache line to a multi-threaded benchmark.
+// alloc_counter.cpp replaces the global operator new/delete of the binary it is linked into
+// (target r4c_alloc_counter), and outside sanitizer builds also interposes malloc/calloc/realloc
+// (what the C++ runtime allocates itself, for instance the header std::rethrow_exception puts
+// around a stored exception; sanitizers own malloc, so there `mallocs` stays 0).
+//
+// Two ways to count:
+// - per thread (thread_alloc_count): no shared cache line, so a multi-threaded benchmark is
+//   measured as it runs;
+// - every thread at once (allocations_during): what a test wants, since an allocation on any
+//   other thread during the call (a timer's, an executor's) counts too. Only while a
+//   ProcessWideCount lives does operator new touch the shared counter.
 #pragma once
 
 #include <cstdint>
@@ -18,5 +26,25 @@ struct AllocCount {
 
 /// What the calling thread has allocated since it started.
 AllocCount thread_alloc_count() noexcept;
+
+/// Counts the operator new calls of every thread from construction to `news()`. One at a time.
+class ProcessWideCount {
+ public:
+  ProcessWideCount() noexcept;
+  ~ProcessWideCount();
+  ProcessWideCount(const ProcessWideCount&) = delete;
+  ProcessWideCount& operator=(const ProcessWideCount&) = delete;
+
+  /// Operator new calls so far, by any thread.
+  std::uint64_t news() const noexcept;
+};
+
+/// The operator new calls of every thread while `f` runs.
+template <class F>
+std::uint64_t allocations_during(F&& f) {
+  ProcessWideCount count;
+  f();
+  return count.news();
+}
 
 }  // namespace r4c::bench

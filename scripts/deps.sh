@@ -1,8 +1,23 @@
-# Sourced by scripts/demo and scripts/test: makes sure the Debian packages r4c builds with are
-# installed. As root it installs what is missing; otherwise it prints the apt-get line and stops.
+# Sourced by scripts/demo, scripts/test and .ci/run: makes sure the Debian packages r4c builds with
+# are installed. As root it installs what is missing, one line per step, apt's own output in a log
+# file (named if a step fails); otherwise it prints the apt-get line and stops.
 r4c_packages=(g++ cmake make python3 googletest libgtest-dev libgmock-dev libbenchmark-dev libasio-dev
               libcli11-dev pkgconf libcpp-httplib-dev libtomlplusplus-dev libclang-14-dev)
 
+# r4c_apt_quietly <what> <command...>: runs an apt command with its output in the log; on failure
+# says which step failed and where its output is, and returns non-zero.
+r4c_apt_quietly() {
+  local what="$1"
+  shift
+  local log="${R4C_APT_LOG:-${TMPDIR:-/tmp}/r4c-apt.log}"
+  echo "r4c: $what" >&2
+  if ! { echo "### $what: $*"; DEBIAN_FRONTEND=noninteractive "$@"; } >> "$log" 2>&1; then
+    echo "r4c: failed: $what (apt's output: $log)" >&2
+    return 1
+  fi
+}
+
+# r4c_ensure_packages [extra packages...]: installs r4c's packages and the extra ones.
 r4c_ensure_packages() {
   local missing=()
   local package
@@ -13,12 +28,25 @@ r4c_ensure_packages() {
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -eq 0 ]; then
-    echo "r4c: installing ${missing[*]}" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+    r4c_apt_quietly "updating the package lists" apt-get update -q || exit 1
+    r4c_apt_quietly "installing ${missing[*]}" apt-get install -y -q "${missing[@]}" || exit 1
   else
     echo "r4c: missing Debian packages; install them with:" >&2
     echo "  sudo apt-get install -y ${missing[*]}" >&2
     exit 1
   fi
+}
+
+# r4c_ccache: sets r4c_launcher to the CMake arguments that compile through ccache when it is
+# installed (none otherwise), so that rebuilding a configuration reuses what did not change. The
+# base folder makes the cached results independent of where the clone lives.
+r4c_ccache() {
+  # Without ccache, -U forgets a launcher an earlier configuration of the build folder set.
+  r4c_launcher=(-UCMAKE_CXX_COMPILER_LAUNCHER)
+  command -v ccache > /dev/null || return 0
+  r4c_launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+  # The tests' precompiled headers (R4C_PCH): without these ccache compiles every file that uses
+  # one itself, caching nothing. It hashes the .gch, which it cannot see as just built.
+  export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 }

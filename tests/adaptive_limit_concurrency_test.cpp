@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "r4c/adaptive_limit.hpp"
+#include "test_seed.hpp"
 
 namespace {
 
@@ -51,9 +52,10 @@ void stress(r4c::LimitAlgorithm algorithm) {
 
   std::vector<ThreadTally> tallies(kThreads);
   std::vector<std::thread> threads;
+  const std::uint64_t seed = r4c::test::test_seed();
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      std::mt19937 random(static_cast<unsigned>(t) + 1);
+      std::mt19937 random(static_cast<unsigned>(seed + static_cast<std::uint64_t>(t) + 1));
       ThreadTally& tally = tallies[static_cast<std::size_t>(t)];
       for (int i = 0; i < kCallsPerThread; ++i) {
         const unsigned roll = random() % 10;

@@ -434,7 +434,7 @@ TEST_F(AdaptiveLimitTest, ReadsTheClockTwicePerAdmittedCallAndNeverOnARejection)
   EXPECT_EQ(clock->reads.load() - start, 4);
 }
 
-// The product document's "Probarlo con ManualClock" scenario, in its synchronous form.
+// "Probarlo con ManualClock" of resilience4cata 0.6.0's Adaptive limit page, synchronous form.
 TEST_F(AdaptiveLimitTest, SeedManualClockScenario) {
   auto limit = make(r4c::AdaptiveLimitConfig().initial_limit(2).min_window_samples(1));
   r4c::AdaptiveLimitHandle handle = limit->handle();

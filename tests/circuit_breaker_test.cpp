@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_seed.hpp"
+
 namespace {
 
 using ::testing::HasSubstr;
@@ -457,9 +459,10 @@ TEST(CircuitBreakerConcurrencyTest, NeverRunsMoreTrialsThanPermittedAndCountsEve
   int most_trials = 0;
   std::atomic<std::uint64_t> rejected{0}, trials_seen{0};
   std::vector<std::thread> threads;
+  const std::uint64_t seed = r4c::test::test_seed();
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      std::mt19937 random(static_cast<unsigned>(t));
+      std::mt19937 random(static_cast<unsigned>(seed + static_cast<std::uint64_t>(t)));
       for (int i = 0; i < 4000 || (i < 100000 && breaker.snapshot().transitions < 12); ++i) {
         const r4c::CircuitBreakerSnapshot before = breaker.snapshot();
         const unsigned outcome = random() % 10;

@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_seed.hpp"
+
 namespace {
 
 using ::testing::HasSubstr;
@@ -338,9 +340,10 @@ TEST_F(HedgeTest, ConcurrentCallsEachGetExactlyOneOutcomeAndTheCountersAddUp) {
     }
   });
   std::vector<std::thread> callers;
+  const std::uint64_t seed = r4c::test::test_seed();
   for (int c = 0; c < kCallers; ++c) {
     callers.emplace_back([&, c] {
-      std::mt19937 random(static_cast<unsigned>(c));
+      std::mt19937 random(static_cast<unsigned>(seed + static_cast<std::uint64_t>(c)));
       for (int i = 0; i < kCallsEach; ++i) {
         const unsigned seed = random();
         try {

@@ -10,7 +10,7 @@
 // must be back, every call must have ended exactly once with its own result or its own failure,
 // and the interesting paths must have been taken.
 //
-// R4C_STRESS_SEED=<n> replays a seed (the thread schedule is not replayed).
+// The seed is fixed unless R4C_TEST_SEED says otherwise (a number, or `random`; test_seed.hpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "r4c/pipeline.hpp"
+#include "test_seed.hpp"
 
 namespace {
 
@@ -279,11 +280,6 @@ std::optional<std::uint64_t> drain(r4c::Executor& executor,
   return executor.completed();
 }
 
-std::uint64_t stress_seed() {
-  if (const char* text = std::getenv("R4C_STRESS_SEED")) return std::strtoull(text, nullptr, 10);
-  return (static_cast<std::uint64_t>(std::random_device()()) << 32) | std::random_device()();
-}
-
 // The executor's size: roomy (it never refuses an attempt) or tight (a refused first attempt
 // runs on the caller's thread, a refused hedge ends the launching).
 struct ExecutorSize {
@@ -300,9 +296,8 @@ class PipelineStressTest : public ::testing::TestWithParam<ExecutorSize> {};
 
 TEST_P(PipelineStressTest, EightThreadsThroughAllSevenPoliciesGiveEverythingBack) {
   const ExecutorSize size = GetParam();
-  const std::uint64_t seed = stress_seed();
-  SCOPED_TRACE("R4C_STRESS_SEED=" + std::to_string(seed));
-  RecordProperty("seed", std::to_string(seed));
+  const std::uint64_t seed = r4c::test::test_seed();
+  SCOPED_TRACE("R4C_TEST_SEED=" + std::to_string(seed));
 
   auto clock = std::make_shared<r4c::ManualClock>();
   auto registry =

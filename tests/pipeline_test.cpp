@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "test_seed.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -328,9 +329,10 @@ TEST(PipelineConcurrencyTest, RandomFailuresTimeoutsAndRejectionsReturnEverySlot
   });
   std::atomic<int> outcomes{0};
   std::vector<std::thread> threads;
+  const std::uint64_t seed = r4c::test::test_seed();
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      std::mt19937 random(static_cast<unsigned>(t) + 7);
+      std::mt19937 random(static_cast<unsigned>(seed + static_cast<std::uint64_t>(t) + 7));
       for (int i = 0; i < kCalls; ++i) {
         const unsigned roll = random() % 6;
         try {

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_seed.hpp"
+
 namespace {
 
 using ::testing::ElementsAre;
@@ -395,9 +397,10 @@ TEST(RetryConcurrencyTest, EveryCallGetsExactlyOneOutcomeAndTheCountersAddUp) {
   std::atomic<std::uint64_t> successes{0};
   std::atomic<std::uint64_t> failures{0};
   std::vector<std::thread> threads;
+  const std::uint64_t seed = r4c::test::test_seed();
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      std::mt19937 random(static_cast<std::uint32_t>(t));
+      std::mt19937 random(static_cast<std::uint32_t>(seed + static_cast<std::uint64_t>(t)));
       std::uniform_int_distribution<int> percent(0, 99);
       for (int i = 0; i < kCallsPerThread; ++i) {
         try {

@@ -1,5 +1,6 @@
 # Configures, builds and runs tests/consumer/project against r4c in MODE find_package (after
-# installing r4c into a fresh prefix) or add_subdirectory.
+# installing r4c into a fresh prefix), build_tree (find_package on r4c's build folder, nothing
+# installed) or add_subdirectory.
 file(REMOVE_RECURSE ${WORK_DIR})
 set(args -DR4C_SOURCE_DIR=${R4C_SOURCE_DIR} -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
          "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}")
@@ -10,6 +11,9 @@ if(MODE STREQUAL "find_package")
     message(FATAL_ERROR "cmake --install failed")
   endif()
   list(APPEND args -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DR4C_CONSUMER_MODE=find_package)
+elseif(MODE STREQUAL "build_tree")
+  # r4c_DIR alone, no prefix path: the package can only come from the build tree.
+  list(APPEND args -Dr4c_DIR=${R4C_BINARY_DIR} -DR4C_CONSUMER_MODE=find_package)
 else()
   list(APPEND args -DR4C_CONSUMER_MODE=add_subdirectory)
 endif()

@@ -3,42 +3,20 @@
 // hedge (whose attempts share allocated state by design; docs/pipeline.md).
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
+#include <cstdint>
 #include <string>
 
+#include "alloc_counter.hpp"
 #include "fakes.hpp"
 #include "r4c/r4c.hpp"
 #include "r4c/resilient.hpp"
-
-namespace {
-std::atomic<bool> counting{false};
-std::atomic<std::uint64_t> allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace gen_test {
 namespace {
 
 using namespace std::chrono_literals;
+using r4c::bench::allocations_during;  // every thread's operator new calls
 constexpr int kCalls = 10000;
-
-template <class F>
-std::uint64_t allocations_during(F&& f) {
-  allocations.store(0);
-  counting.store(true);
-  f();
-  counting.store(false);
-  return allocations.load();
-}
 
 struct LeanBackend : Lean {
   int add(int a, const std::string& b) override { return a + static_cast<int>(b.size()); }

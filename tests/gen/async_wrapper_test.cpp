@@ -1,6 +1,6 @@
 // Generated wrappers, asynchronous methods (asio::awaitable<T>): a call holds its slots until
 // its coroutine completes, a full limit fails at once, cancelling frees the slot without a
-// sample; the product document's ManualClock scenario runs through a generated wrapper.
+// sample; resilience4cata 0.6.0's ManualClock scenario runs through a generated wrapper.
 #include <gtest/gtest.h>
 
 #include <asio/bind_cancellation_slot.hpp>
