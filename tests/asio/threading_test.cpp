@@ -122,9 +122,8 @@ TEST_F(AsyncThreadingTest, ATimeoutAroundABulkheadAnswersOnceWhenCompletionsLand
   long answered = 0;
   for (long i = 0; i < calls_; ++i) {
     std::promise<std::exception_ptr> done;
-    pipeline.async_execute(
-        PooledOperation{&pool_, 7, std::chrono::microseconds(spin_us(random))},
-        [&](std::exception_ptr e, int) { done.set_value(e); });
+    pipeline.async_execute(PooledOperation{&pool_, 7, std::chrono::microseconds(spin_us(random))},
+                           [&](std::exception_ptr e, int) { done.set_value(e); });
     std::exception_ptr failure = done.get_future().get();
     ++answered;
     if (failure) {
@@ -146,8 +145,7 @@ TEST_F(AsyncThreadingTest, ARateLimitedFutureIsAnsweredOnceWhileAnotherThreadAdv
   auto clock = std::make_shared<r4c::ManualClock>();
   r4c::RateLimiter limiter(
       "paced",
-      r4c::RateLimiterConfig().limit_for_period(1).refresh_period(1ms).timeout_duration(1h),
-      clock);
+      r4c::RateLimiterConfig().limit_for_period(1).refresh_period(1ms).timeout_duration(1h), clock);
   std::atomic<bool> stop{false};
   std::thread advancer([&] {
     while (!stop.load()) clock->advance(1ms);
@@ -173,8 +171,10 @@ TEST_P(AsyncDropBehindAnInnerLayerTest, AnErrorCodeThatIsADropStaysADropBehindIt
       r4c::testing::registry(clock)
           .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(1); })
           .build();
-  auto builder = r4c::Pipeline<std::string>::builder(registry, "orders").adaptive_limit(
-      [](r4c::AdaptiveLimitConfig& a) { a.algorithm(r4c::LimitAlgorithm::aimd).initial_limit(10); });
+  auto builder = r4c::Pipeline<std::string>::builder(registry, "orders")
+                     .adaptive_limit([](r4c::AdaptiveLimitConfig& a) {
+                       a.algorithm(r4c::LimitAlgorithm::aimd).initial_limit(10);
+                     });
   if (GetParam().find("timeout") != std::string::npos) {
     builder.timeout([](r4c::TimeoutConfig& t) { t.timeout(1h); });
   }
