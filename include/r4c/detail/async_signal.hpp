@@ -111,6 +111,14 @@ class GuardedSlot {
     return signal_->signal_.slot().has_handler();
   }
 
+  /// Asio's own slot of the same signal, for code that names asio::cancellation_slot (kept so
+  /// that it compiles): unguarded, it must install and clear its handler where no emission
+  /// runs at the same time (one thread, one strand), as Asio's rule is. Keep the handler's
+  /// slot as `asio::associated_cancellation_slot_t<Handler>` (or `auto`) to be guarded.
+  operator asio::cancellation_slot() const noexcept {
+    return signal_ == nullptr ? asio::cancellation_slot() : signal_->signal_.slot();
+  }
+
   friend bool operator==(const GuardedSlot& a, const GuardedSlot& b) noexcept {
     return a.signal_ == b.signal_;
   }

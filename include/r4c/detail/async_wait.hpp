@@ -143,11 +143,6 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
     WaitingCall* call;
     ~ReleaseOnExit() { call->release(); }
   };
-  /// Gives back the timer's reference when it goes out of scope.
-  struct EndTimerOnExit {
-    WaitingCall* call;
-    ~EndTimerOnExit() { call->end_timer(); }
-  };
 
   Clock* clock_;
   GuardedSignal inner_cancel_;
@@ -194,12 +189,15 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
   // operation that throws destroyed its handler (abandoned): the call ends without an answer
   // and the exception leaves this step, as any handler's does.
   void waited() {
-    EndTimerOnExit end_at_exit{this};
+    // The timer's reference keeps the call alive across resume(); its work and its place in
+    // the context's list end here, before resume() may arm the next wait (a retry's).
+    ReleaseOnExit release_timer{this};
     // fire() may still be returning on the timer thread: this waits for it, so that nothing
     // touches the clock once the caller is answered (the clock may be gone by then).
     clock_->cancel(timer_);
     stop_waiting();
     work_.reset();  // this step is work of its own
+    if (context_timers_ != nullptr) context_timers_->unlist(link_);
     if (this->answered()) return;
     static_cast<Derived*>(this)->resume();
   }
