@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <system_error>
 
 #include "config_check.hpp"
 #include "kind_settings.hpp"
@@ -58,6 +59,10 @@ bool AdaptiveLimit::is_drop(const std::exception_ptr& failure) const noexcept {
   if (!failure) return false;
   try {
     std::rethrow_exception(failure);
+  } catch (const std::system_error& error) {
+    // An error code passed on as an exception (asio::system_error is std::system_error) by a
+    // layer between the operation and the limit is still classified by drop_on_error.
+    return is_drop_current() || is_drop(error.code());
   } catch (...) {
     return is_drop_current();
   }

@@ -177,7 +177,8 @@ class AdaptiveLimit {
   auto co_execute(F f);
 
   /// Whether a failure is a drop under this limit's config: its exception matches a
-  /// `drop_on` type, or its error code satisfies `drop_on_error`.
+  /// `drop_on` type, or its error code satisfies `drop_on_error` (also the code of a
+  /// std::system_error it holds, as an inner async layer passes an error code on).
   bool is_drop(const std::exception_ptr& failure) const noexcept;
   bool is_drop(const std::error_code& code) const noexcept;
   /// The LimitExceededException a full limit fails calls with (one object, shared).

@@ -1,5 +1,6 @@
-// The adaptive limit's asynchronous face (<r4c/asio.hpp>): the product document's "Async"
-// rules, each with a test, in the three styles (callback, future, coroutine).
+// The adaptive limit's asynchronous face (<r4c/asio.hpp>): the async rules of
+// resilience4cata 0.6.0's "Adaptive limit" page, each with a test, in the three styles (callback,
+// future, coroutine).
 #include "r4c/asio.hpp"
 
 #include <gtest/gtest.h>
@@ -44,7 +45,7 @@ class AsyncLimitTest : public ::testing::Test {
   r4c::testing::AsyncBackend backend_;
 };
 
-// 5. The product document's ManualClock scenario, ported.
+// 5. The ManualClock scenario of resilience4cata 0.6.0's "Adaptive limit" page, ported.
 TEST_F(AsyncLimitTest, TwoPendingOperationsHoldBothSlotsAndTheThirdFailsAtOnce) {
   std::future<std::string> a =
       limit_.async_execute<std::string>(backend_.place("a"), asio::use_future);
@@ -299,7 +300,7 @@ TEST(AsyncLimitPoolTest, UncancellableCallsCompletedOnAPoolAnswerOnceAndReturnEv
   std::vector<std::atomic<int>> answers(kCalls);
   std::vector<std::atomic<int>> outcomes(kCalls);
   std::vector<int> behaviours(kCalls);
-  std::mt19937 random(11);
+  std::mt19937 random(static_cast<std::uint32_t>(r4c::testing::test_seed()));
   for (int call = 0; call < kCalls; ++call) {
     const int behaviour = static_cast<int>(random() % 5);  // 0-1 ok, 2 throw, 3 code, 4 abandon
     behaviours[static_cast<std::size_t>(call)] = behaviour;

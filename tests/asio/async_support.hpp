@@ -11,11 +11,15 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -150,6 +154,29 @@ inline bool aborted(const std::exception_ptr& failure) {
   } catch (...) {
     return false;
   }
+}
+
+// The seed of a randomised test: fixed by default, so that a failure replays; R4C_TEST_SEED picks
+// another (a number, or "random" for a fresh one). Printed, so that any run can be replayed.
+inline std::uint64_t test_seed() {
+  constexpr std::uint64_t kDefaultSeed = 20261201;
+  std::uint64_t seed = kDefaultSeed;
+  if (const char* chosen = std::getenv("R4C_TEST_SEED"); chosen != nullptr && *chosen != 0) {
+    seed = std::string(chosen) == "random" ? std::random_device()()
+                                           : std::strtoull(chosen, nullptr, 10);
+  }
+  std::printf("R4C_TEST_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  return seed;
+}
+
+// A count from the environment variable `name` (a positive number), else `fallback`: CI runs the
+// modest default, a soak run asks for more.
+inline long count_from_env(const char* name, long fallback) {
+  if (const char* chosen = std::getenv(name); chosen != nullptr) {
+    const long count = std::strtol(chosen, nullptr, 10);
+    if (count > 0) return count;
+  }
+  return fallback;
 }
 
 }  // namespace r4c::testing

@@ -16,6 +16,7 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 #include <atomic>
+#include <cstdint>
 #include <future>
 #include <map>
 #include <memory>
@@ -251,7 +252,7 @@ TEST(AsyncBulkheadStressTest, EverySlotReturns) {
   std::atomic<int> rejected{0};
   std::vector<std::atomic<bool>> answered(kCalls);
   std::vector<std::unique_ptr<asio::cancellation_signal>> signals;
-  std::mt19937 random(11);
+  std::mt19937 random(static_cast<std::uint32_t>(r4c::testing::test_seed()));
   for (int i = 0; i < kCalls; ++i) {
     signals.push_back(std::make_unique<asio::cancellation_signal>());
     auto strand = asio::make_strand(pool);

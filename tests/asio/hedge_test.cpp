@@ -4,6 +4,8 @@
 // io_context the test polls, unless a test says otherwise).
 #include "r4c/asio.hpp"
 
+#include "async_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -20,6 +22,7 @@
 #include <asio/use_future.hpp>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <future>
 #include <map>
 #include <memory>
@@ -344,9 +347,9 @@ TEST_F(AsyncHedgeTest, AFirstAttemptFailingBeforeTheDelayEndsTheCallWithoutAHedg
   EXPECT_EQ(hedge.snapshot().failed, 1u);
 }
 
-// The seed's rule: a hedge stops launching attempts when the limit rejects one, as with an
-// open breaker or a full bulkhead (or a rate limit), derived types included. Any other failure
-// does not stop it.
+// The synchronous hedge's rule: a hedge stops launching attempts when the limit rejects one, as
+// with an open breaker or a full bulkhead (or a rate limit), derived types included. Any other
+// failure does not stop it.
 TEST_F(AsyncHedgeTest, AnAttemptRejectedByAnInnerPolicyStopsFurtherLaunches) {
   const std::vector<std::exception_ptr> rejections = {
       std::make_exception_ptr(r4c::LimitExceededException("limit full")),
@@ -654,7 +657,7 @@ TEST_F(AsyncHedgeTest, ConcurrentCallsAreEachAnsweredOnceAndFreeEverything) {
   struct Work {
     std::mutex mutex;
     std::vector<std::unique_ptr<Attempt>> attempts;
-    std::mt19937 random{7};
+    std::mt19937 random{static_cast<std::uint32_t>(r4c::testing::test_seed())};
   };
   auto work = std::make_shared<Work>();
   auto sentinel = std::make_shared<int>(0);  // one copy in each call's state (in the op)
@@ -704,10 +707,11 @@ TEST_F(AsyncHedgeTest, ConcurrentCallsAreEachAnsweredOnceAndFreeEverything) {
   std::atomic<bool> stop{false};
 
   // Completes attempts on their own threads, in random order.
+  const std::uint64_t seed = r4c::testing::test_seed();
   std::vector<std::thread> completers;
   for (int t = 0; t < 2; ++t) {
     completers.emplace_back([&, t] {
-      std::mt19937 random(static_cast<unsigned>(t));
+      std::mt19937 random(static_cast<std::uint32_t>(seed + t));
       for (;;) {
         std::unique_ptr<Attempt> attempt;
         {
@@ -742,7 +746,7 @@ TEST_F(AsyncHedgeTest, ConcurrentCallsAreEachAnsweredOnceAndFreeEverything) {
     }
   });
 
-  std::mt19937 random(11);
+  std::mt19937 random(static_cast<std::uint32_t>(r4c::testing::test_seed()));
   for (int i = 0; i < kCalls; ++i) {
     asio::post(strands[i], [&, i] {
       hedge.async_execute<std::string>(

@@ -1,5 +1,6 @@
 // The pipeline's asynchronous face: the same policies, in the same order, around an Asio
-// operation; the product document's async rules hold through the whole pipeline.
+// operation; the async rules of resilience4cata 0.6.0's
+// "Adaptive limit" page hold through the whole pipeline.
 #include <gtest/gtest.h>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -13,6 +14,7 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <future>
@@ -43,7 +45,7 @@ class AsyncPipelineTest : public ::testing::Test {
   r4c::testing::AsyncBackend backend_;
 };
 
-// The product document's ManualClock scenario, through a pipeline.
+// The ManualClock scenario of resilience4cata 0.6.0's "Adaptive limit" page, through a pipeline.
 TEST_F(AsyncPipelineTest, TwoPendingCallsHoldTheSlotsTheThirdFailsAtOnceAndTheWindowEnds) {
   auto orders = r4c::Pipeline<std::string>::builder(registry_, "orders-async")
                     .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(2); })
@@ -297,7 +299,7 @@ TEST(AsyncPipelineStressTest, ThousandsOfCallsWithRandomOutcomesAndCancellations
   std::vector<std::unique_ptr<asio::cancellation_signal>> signals(kCalls);
   std::vector<asio::strand<asio::thread_pool::executor_type>> strands;
   for (int i = 0; i < 16; ++i) strands.push_back(asio::make_strand(pool));
-  std::mt19937 random(7);
+  std::mt19937 random(static_cast<std::uint32_t>(r4c::testing::test_seed()));
   for (int call = 0; call < kCalls; ++call) {
     const unsigned behaviour = random() % 6;  // 0-1 succeed, 2 throw, 3 error code, 4-5 hang
     const bool cancel = random() % 4 == 0;

@@ -14,6 +14,7 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <future>
 #include <map>
@@ -326,7 +327,7 @@ TEST(AsyncTimeoutStressTest, ConcurrentCallsRacingTheirDeadlines) {
   std::atomic<int> duplicates{0};
   int hanging = 0;
   std::vector<std::atomic<bool>> answered(kCalls);
-  std::mt19937 random(7);
+  std::mt19937 random(static_cast<std::uint32_t>(r4c::testing::test_seed()));
   for (int i = 0; i < kCalls; ++i) {
     auto answer = asio::bind_executor(pool, [&, i](std::exception_ptr e, std::string) {
       if (answered[i].exchange(true)) ++duplicates;

@@ -32,6 +32,7 @@
 
 #include "r4c/clock.hpp"
 #include "r4c/detail/async_call.hpp"
+#include "r4c/detail/async_context.hpp"
 #include "r4c/detail/timer.hpp"
 #include "r4c/hedge.hpp"
 
@@ -76,12 +77,30 @@ class HedgeAsyncCall final : public AsyncCallBase<HedgeAsyncCall<T, Handler, Op>
         clock_(hedge.clock().get()),
         delay_(hedge.config().delay()),
         max_attempts_(hedge.config().max_attempts()),
-        timer_(*this) {
+        timer_(*this),
+        context_timers_(context_timers<typename Base::CallerExecutor,
+                                       RunsInline<typename Base::CallerExecutor>::value>(
+            this->caller_executor())) {
     AttemptAllocator allocator(this->allocator());
     attempts_ = std::allocator_traits<AttemptAllocator>::allocate(allocator, max_attempts_);
     for (int i = 0; i < max_attempts_; ++i) ::new (static_cast<void*>(attempts_ + i)) Attempt();
+    link_.owner = this;
+    // The caller's context shuts down: the delay must not fire into it later, and is never
+    // armed again. The attempts running end the call (the context destroys their handlers).
+    link_.shut_down = [](ContextLink& link) noexcept {
+      auto* call = static_cast<HedgeAsyncCall*>(link.owner);
+      std::lock_guard<std::mutex> lock(call->mutex_);
+      call->context_gone_ = true;
+      call->clock_->cancel(call->timer_);
+      return false;
+    };
+    link_.context_gone = [](ContextLink&) noexcept {};
+    // Unlisted (the context is being destroyed): no delay is ever armed.
+    if (context_timers_ != nullptr && !context_timers_->list(link_)) context_gone_ = true;
   }
   ~HedgeAsyncCall() {
+    // First: while listed, the context's shutdown may still look at this call.
+    if (context_timers_ != nullptr) context_timers_->unlist(link_);
     // Every attempt has ended (each held a reference), and the delay is off the clock: every
     // path that gives the answer's reference back cancelled it first.
     for (int i = 0; i < max_attempts_; ++i) attempts_[i].~Attempt();
@@ -149,17 +168,17 @@ class HedgeAsyncCall final : public AsyncCallBase<HedgeAsyncCall<T, Handler, Op>
     this->release();  // the attempt's
   }
 
-  asio::cancellation_slot inner_slot(int tag) noexcept { return attempts_[tag - 1].signal.slot(); }
+  GuardedSlot inner_slot(int tag) noexcept { return attempts_[tag - 1].signal.slot(); }
 
  private:
   enum class Ending : std::uint8_t { kNone, kWon, kFailed, kAbandoned, kCancelled };
 
   struct Attempt {
-    asio::cancellation_signal signal;  // this attempt's own slot
-    bool launched = false;             // its operation's initiation returned
-    bool done = false;                 // its handler reported (or was dropped)
-    bool dropped = false;              // its handler was destroyed uncalled inside the initiation
-    bool cancel = false;  // to be cancelled by the thread that closed the call; only it writes
+    GuardedSignal signal;   // this attempt's own slot
+    bool launched = false;  // its operation's initiation returned
+    bool done = false;      // its handler reported (or was dropped)
+    bool dropped = false;   // its handler was destroyed uncalled inside the initiation
+    bool cancel = false;    // to be cancelled by the thread that closed the call; only it writes
   };
   using AttemptAllocator =
       typename std::allocator_traits<typename Base::Allocator>::template rebind_alloc<Attempt>;
@@ -257,6 +276,7 @@ class HedgeAsyncCall final : public AsyncCallBase<HedgeAsyncCall<T, Handler, Op>
   // Under mutex_: the delay starts again. A deadline already due fires on this thread, which
   // only posts a step; a fire in progress is waited for, and takes no lock of this call.
   void arm_locked() noexcept {
+    if (context_gone_) return;
     try {
       clock_->cancel(timer_);
       clock_->schedule(timer_, clock_->now() + delay_);
@@ -334,6 +354,10 @@ class HedgeAsyncCall final : public AsyncCallBase<HedgeAsyncCall<T, Handler, Op>
   bool over_ = false;           // the answer is claimed: no launch, no re-arm
   bool rejected_ = false;       // an attempt failed with an inner rejection
   std::exception_ptr failure_;  // the last failure before the call ended
+  bool context_gone_ = false;   // the caller's context shut down: the delay is never armed
+
+  ContextTimers* context_timers_;  // the caller's context's list; null for an inline executor
+  ContextLink link_;               // listed there for the call's lifetime
 };
 
 template <class T>

@@ -59,6 +59,10 @@ class RateLimitedCall final : public WaitingCall<RateLimitedCall<T, Handler, Op>
       throw;
     }
     call->watch_caller();
+    // start()'s own reference: once armed, the wait may fire, the operation complete and the
+    // caller be answered on other threads before disarm_if_answered() has looked at the call.
+    call->add_ref();
+    typename Base::ReleaseOnExit release_start{call};
     try {
       call->arm(ready_at);
     } catch (...) {

@@ -22,6 +22,7 @@
 
 #include "r4c/clock.hpp"
 #include "r4c/detail/async_call.hpp"
+#include "r4c/detail/async_context.hpp"
 #include "r4c/detail/timer.hpp"
 #include "r4c/timeout.hpp"
 
@@ -44,7 +45,22 @@ class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handl
 
  public:
   TimeoutCall(Handler handler, Timeout& timeout)
-      : Base(std::move(handler)), timeout_(&timeout), deadline_(this) {}
+      : Base(std::move(handler)),
+        timeout_(&timeout),
+        deadline_(this),
+        context_timers_(context_timers<typename Base::CallerExecutor,
+                                       RunsInline<typename Base::CallerExecutor>::value>(
+            this->caller_executor())) {
+    link_.owner = this;
+    // The caller's context shuts down: the deadline must not fire into it later. Taken off the
+    // clock before it fired, it claims nothing; the operation, whose handler the context
+    // destroys (or which completes), ends the call as without a deadline.
+    link_.shut_down = [](ContextLink& link) noexcept {
+      static_cast<TimeoutCall*>(link.owner)->unschedule();
+      return false;
+    };
+    link_.context_gone = [](ContextLink&) noexcept {};
+  }
 
   /// Arms the deadline and starts `op`. If `op` throws, the exception leaves start() and the
   /// caller's handler is destroyed uncalled.
@@ -56,8 +72,12 @@ class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handl
     call->add_ref();  // start()'s: the operation may end the call before it returns
     Clock& clock = *timeout.clock();
     try {
+      if (call->context_timers_ != nullptr && !call->context_timers_->list(call->link_)) {
+        throw asio::system_error(asio::error::shut_down);  // its context is being destroyed
+      }
       clock.schedule(call->deadline_, clock.now() + timeout.config().timeout());
     } catch (...) {
+      if (call->context_timers_ != nullptr) call->context_timers_->unlist(call->link_);
       for (int i = 0; i < 4; ++i) call->release();  // nothing started
       throw;
     }
@@ -97,7 +117,7 @@ class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handl
     this->release();  // the inner operation's
   }
 
-  asio::cancellation_slot inner_slot(int) noexcept { return inner_cancel_.slot(); }
+  GuardedSlot inner_slot(int) noexcept { return inner_cancel_.slot(); }
 
  private:
   struct Deadline final : TimerTask {
@@ -134,27 +154,57 @@ class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handl
     this->release();  // start()'s
   }
 
-  // The deadline won: on the caller's executor, where the operation's completions run, the
-  // operation is asked to cancel and the caller is answered. Takes over the deadline's reference.
+  // The deadline won: on the caller's executor, the operation is asked to cancel and the
+  // caller is answered. Takes over the deadline's reference.
   void post_timed_out() {
-    asio::post(this->caller_executor(), asio::bind_allocator(this->allocator(), [this] {
-                 unschedule();  // the queue may still be marking it fired
-                 inner_cancel_.emit(asio::cancellation_type::all);
-                 this->answer(timeout_->count_timed_out());
-                 end_deadline();
-               }));
+    asio::post(this->caller_executor(),
+               asio::bind_allocator(this->allocator(), TimedOutStep(this)));
   }
+
+  // post_timed_out()'s step, with the deadline's reference. Destroyed unrun (the caller's
+  // context shut down), it ends the call without an answer, as Asio destroys the handlers of a
+  // context it destroys: the caller's handler is destroyed uncalled (the operation's, destroyed
+  // by the same context or completed later, finds the call claimed).
+  class TimedOutStep {
+   public:
+    explicit TimedOutStep(TimeoutCall* call) noexcept : call_(call) {}
+    TimedOutStep(TimedOutStep&& other) noexcept : call_(std::exchange(other.call_, nullptr)) {}
+    TimedOutStep& operator=(TimedOutStep&&) = delete;
+    ~TimedOutStep() {
+      if (call_ == nullptr) return;
+      call_->unschedule();  // the queue may still be marking it fired
+      call_->stop_watching_caller();
+      call_->release();  // the answer's
+      call_->end_deadline();
+    }
+    void operator()() {
+      TimeoutCall* call = std::exchange(call_, nullptr);
+      call->unschedule();  // the queue may still be marking it fired
+      call->inner_cancel_.emit(asio::cancellation_type::all);
+      call->answer(call->timeout_->count_timed_out());
+      call->end_deadline();
+    }
+
+   private:
+    TimeoutCall* call_;
+  };
 
   // Unschedules the deadline, waiting for a fire in progress (which found the call claimed);
   // once it returns the clock's queue no longer touches the task.
   void unschedule() noexcept { timeout_->clock()->cancel(deadline_); }
-  // Gives back the deadline's reference (the last one, only in the posted step).
-  void end_deadline() noexcept { this->release(); }
+  // Gives back the deadline's reference (the last one, only in the posted step), leaving the
+  // context's list first: the list holds the call only while the deadline does.
+  void end_deadline() noexcept {
+    if (context_timers_ != nullptr) context_timers_->unlist(link_);
+    this->release();
+  }
 
   Timeout* timeout_;
   Deadline deadline_;
   std::atomic<std::uint8_t> state_{0};
-  asio::cancellation_signal inner_cancel_;
+  GuardedSignal inner_cancel_;
+  ContextTimers* context_timers_;  // the caller's context's list; null for an inline executor
+  ContextLink link_;               // listed there while the deadline holds the call
 };
 
 template <class T>

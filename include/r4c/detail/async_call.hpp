@@ -39,6 +39,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "r4c/detail/async_signal.hpp"
+
 namespace r4c::detail {
 
 /// The completion signature r4c gives every caller: the failure, or none and the result.
@@ -142,7 +144,7 @@ class ErasedInnerHandler {
  public:
   using executor_type = Executor;
   using allocator_type = Allocator;
-  using cancellation_slot_type = asio::cancellation_slot;
+  using cancellation_slot_type = GuardedSlot;
 
   template <class Owner>
   ErasedInnerHandler(Owner* owner, int tag)
@@ -214,7 +216,7 @@ class ErasedInnerHandler {
   struct Ops {
     void (*completed)(void* owner, int tag, AsyncOutcome<T>&& outcome);
     void (*abandoned)(void* owner, int tag) noexcept;
-    asio::cancellation_slot (*slot)(void* owner, int tag) noexcept;
+    GuardedSlot (*slot)(void* owner, int tag) noexcept;
   };
   template <class Owner>
   static constexpr Ops kOps = {
@@ -222,7 +224,7 @@ class ErasedInnerHandler {
         static_cast<Owner*>(owner)->inner_completed(tag, std::move(outcome));
       },
       [](void* owner, int tag) noexcept { static_cast<Owner*>(owner)->inner_abandoned(tag); },
-      [](void* owner, int tag) noexcept -> asio::cancellation_slot {
+      [](void* owner, int tag) noexcept -> GuardedSlot {
         return static_cast<Owner*>(owner)->inner_slot(tag);
       }};
 
@@ -354,7 +356,10 @@ class AsyncCallBase {
         : call(std::exchange(other.call, nullptr)), run(other.run), work(std::move(other.work)) {}
     Step& operator=(Step&&) = delete;
     ~Step() {
-      if (call != nullptr) call->release();
+      if (call == nullptr) return;
+      // Destroyed unrun: no answer will come, the caller's handler is destroyed uncalled.
+      call->stop_watching_caller();
+      call->release();
     }
     void operator()() { (std::exchange(call, nullptr)->*run)(); }
   };
@@ -392,7 +397,7 @@ class AsyncCallBase {
   // operation keeps it: an io_context's run() does not return while a call waits on r4c's
   // clock (a retry's wait, a deadline) with nothing of Asio's pending.
   std::optional<Work> work_;
-  asio::cancellation_slot caller_slot_;
+  asio::associated_cancellation_slot_t<Handler> caller_slot_;
   std::atomic<bool> answered_{false};
   std::atomic<int> refs_{1};  // the answer's
   std::exception_ptr failure_;
@@ -482,7 +487,7 @@ class GuardedCall final : public AsyncCallBase<GuardedCall<T, Handler, Policy>, 
     this->release();  // the inner operation's
   }
 
-  asio::cancellation_slot inner_slot(int) noexcept { return inner_cancel_.slot(); }
+  GuardedSlot inner_slot(int) noexcept { return inner_cancel_.slot(); }
 
  private:
   // interrupt()'s posted step; destroyed unrun (its context shut down) it gives its reference
@@ -513,7 +518,7 @@ class GuardedCall final : public AsyncCallBase<GuardedCall<T, Handler, Policy>, 
   };
 
   Policy policy_;
-  asio::cancellation_signal inner_cancel_;
+  GuardedSignal inner_cancel_;
   bool shared_ = true;  // set once by start(), before the inner operation exists
 };
 

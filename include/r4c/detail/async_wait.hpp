@@ -6,7 +6,10 @@
 // caller's executor. While it waits, the call keeps work on that executor, as an Asio timer
 // would (io_context::run() does not return). Cancelling completes the caller at once with
 // operation_aborted, removes the timer or, when it already fired, lets its posted step find
-// the call answered; a running operation gets the cancellation through its slot.
+// the call answered; a running operation gets the cancellation through its slot. When the
+// caller's context is destroyed during the wait, the call ends without an answer (its handler
+// destroyed uncalled, the wait given back), whether the timer had fired (its posted step is
+// destroyed unrun) or not (the context's ContextTimers takes it off the clock).
 #pragma once
 
 #include <asio/bind_allocator.hpp>
@@ -21,6 +24,7 @@
 
 #include "r4c/clock.hpp"
 #include "r4c/detail/async_call.hpp"
+#include "r4c/detail/async_context.hpp"
 #include "r4c/detail/timer.hpp"
 
 namespace r4c::detail {
@@ -32,8 +36,9 @@ namespace r4c::detail {
 ///   void inner_completed(int tag, AsyncOutcome<T>)
 ///
 /// References: the answer's, the operation's (while one runs) and the timer's (from arm()
-/// until its posted step has run, or until a cancellation removed it before it fired).
-/// Whoever gives back the timer's reference also ends the wait's work.
+/// until its posted step has run or was destroyed, or until a cancellation or the context's
+/// shutdown removed it before it fired). Whoever gives back the timer's reference also ends
+/// the wait's work and takes the call off its context's list (end_timer()).
 template <class Derived, class T, class Handler>
 class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
   using Base = AsyncCallBase<Derived, T, Handler>;
@@ -62,11 +67,25 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
     this->release();  // the operation's
   }
 
-  asio::cancellation_slot inner_slot(int) noexcept { return inner_cancel_.slot(); }
+  GuardedSlot inner_slot(int) noexcept { return inner_cancel_.slot(); }
 
  protected:
   WaitingCall(Handler handler, Clock* clock, bool waiting)
-      : Base(std::move(handler)), clock_(clock), timer_(this), waiting_(waiting) {}
+      : Base(std::move(handler)),
+        clock_(clock),
+        timer_(this),
+        waiting_(waiting),
+        context_timers_(context_timers<typename Base::CallerExecutor,
+                                       RunsInline<typename Base::CallerExecutor>::value>(
+            this->caller_executor())) {
+    link_.owner = this;
+    link_.shut_down = [](ContextLink& link) noexcept {
+      // Under the list's lock: the timer's reference is ours only if it had not fired.
+      WaitingCall* call = from_link(link);
+      return call->clock_->cancel(call->timer_);
+    };
+    link_.context_gone = [](ContextLink& link) noexcept { from_link(link)->end_unanswered(); };
+  }
 
   /// Starts a wait until `deadline` on the clock (counted by the policy as waiting: set
   /// `waiting` first with begin_waiting()). A deadline already reached fires at once: its step
@@ -76,6 +95,9 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
     this->add_ref();  // the timer's
     work_.emplace(this->caller_executor());
     try {
+      if (context_timers_ != nullptr && !context_timers_->list(link_)) {
+        throw asio::system_error(asio::error::shut_down);  // its context is being destroyed
+      }
       clock_->schedule(timer_, deadline);
     } catch (...) {
       end_timer();
@@ -100,7 +122,20 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
 
   void end_timer() noexcept {
     work_.reset();
+    if (context_timers_ != nullptr) context_timers_->unlist(link_);
     this->release();  // the timer's
+  }
+
+  /// With the timer's reference, once its timer will not fire (any more): the caller's context
+  /// is gone, so no answer will come; the caller's handler is destroyed uncalled, as Asio
+  /// destroys the handlers of a context it destroys.
+  void end_unanswered() noexcept {
+    stop_waiting();
+    if (this->claim()) {
+      this->stop_watching_caller();
+      this->release();  // the answer's
+    }
+    end_timer();
   }
 
   /// Gives back a reference when it goes out of scope.
@@ -110,7 +145,7 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
   };
 
   Clock* clock_;
-  asio::cancellation_signal inner_cancel_;
+  GuardedSignal inner_cancel_;
 
  private:
   class Timer final : public TimerTask {
@@ -121,30 +156,57 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
     void fire() noexcept override {
       WaitingCall* call = call_;
       asio::post(call->caller_executor(),
-                 asio::bind_allocator(call->allocator(), [call] { call->waited(); }));
+                 asio::bind_allocator(call->allocator(), WaitedStep(call)));
     }
 
    private:
     WaitingCall* call_;
   };
 
+  // The end of the wait, posted with the timer's reference. Destroyed unrun (its context shut
+  // down), the call ends without an answer and gives the wait back.
+  class WaitedStep {
+   public:
+    explicit WaitedStep(WaitingCall* call) noexcept : call_(call) {}
+    WaitedStep(WaitedStep&& other) noexcept : call_(std::exchange(other.call_, nullptr)) {}
+    WaitedStep& operator=(WaitedStep&&) = delete;
+    ~WaitedStep() {
+      if (call_ == nullptr) return;
+      call_->clock_->cancel(call_->timer_);  // fire() may still be returning
+      call_->end_unanswered();
+    }
+    void operator()() { std::exchange(call_, nullptr)->waited(); }
+
+   private:
+    WaitingCall* call_;
+  };
+
+  static WaitingCall* from_link(ContextLink& link) noexcept {
+    return static_cast<WaitingCall*>(link.owner);
+  }
+
   // The wait is over: the operation starts unless the caller cancelled meanwhile. An
   // operation that throws destroyed its handler (abandoned): the call ends without an answer
   // and the exception leaves this step, as any handler's does.
   void waited() {
+    // The timer's reference keeps the call alive across resume(); its work and its place in
+    // the context's list end here, before resume() may arm the next wait (a retry's).
     ReleaseOnExit release_timer{this};
     // fire() may still be returning on the timer thread: this waits for it, so that nothing
     // touches the clock once the caller is answered (the clock may be gone by then).
     clock_->cancel(timer_);
     stop_waiting();
     work_.reset();  // this step is work of its own
+    if (context_timers_ != nullptr) context_timers_->unlist(link_);
     if (this->answered()) return;
     static_cast<Derived*>(this)->resume();
   }
 
   Timer timer_;
   std::optional<asio::executor_work_guard<typename Base::CallerExecutor>> work_;
-  std::atomic<bool> waiting_;  // counted in the policy's waiting_calls; ended once per wait
+  std::atomic<bool> waiting_;      // counted in the policy's waiting_calls; ended once per wait
+  ContextTimers* context_timers_;  // the caller's context's list; null for an inline executor
+  ContextLink link_;               // listed there from arm() until the timer's reference ends
 };
 
 }  // namespace r4c::detail
