@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common.hpp"
+#include "r4c/detail/config_file.hpp"
 #include "r4c/errors.hpp"
 
 namespace r4c::sim {
@@ -82,75 +83,30 @@ double Scenario::load_on_server_of(int group, Nanos t) const {
 
 // ---- durations ---------------------------------------------------------------------------------
 
-namespace {
-
-constexpr Nanos kMaxDuration = std::chrono::hours(24);
-
-struct Unit {
-  std::string_view name;
-  double ns;
-};
-constexpr std::array<Unit, 6> kUnits = {
-    {{"ns", 1.0}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}}};
-
-}  // namespace
-
-std::optional<Nanos> parse_duration(std::string_view text) {
-  std::size_t digits = 0;
-  while (digits < text.size() &&
-         ((text[digits] >= '0' && text[digits] <= '9') || text[digits] == '.')) {
-    ++digits;
-  }
-  if (digits == 0 || digits == text.size()) return std::nullopt;
-  double number = 0.0;
-  if (parse_number(text.substr(0, digits), number) != NumberStatus::kOk) return std::nullopt;
-  const std::string_view unit = text.substr(digits);
-  for (const Unit& candidate : kUnits) {
-    if (candidate.name != unit) continue;
-    const double ns = std::round(number * candidate.ns);
-    if (!(ns >= 0.0) || ns > static_cast<double>(kMaxDuration.count())) return std::nullopt;
-    return Nanos(static_cast<std::int64_t>(ns));
-  }
-  return std::nullopt;
-}
-
 std::string format_duration(Nanos value) {
-  const std::int64_t ns = value.count();
-  auto with = [](double number, std::string_view unit) {
-    std::array<char, 32> buffer{};
-    const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), number);
-    return std::string(buffer.data(), result.ptr) + std::string(unit);
+  // The largest unit that divides the value exactly: the library's grammar has no decimals.
+  struct Unit {
+    std::int64_t ns;
+    std::string_view name;
   };
-  if (ns != 0 && ns % 3600000000000 == 0) return with(static_cast<double>(ns) / 3600e9, "h");
-  if (ns != 0 && ns % 60000000000 == 0) return with(static_cast<double>(ns) / 60e9, "m");
-  if (ns != 0 && ns % 1000000000 == 0) return with(static_cast<double>(ns) / 1e9, "s");
-  if (ns >= 1000000000) return with(static_cast<double>(ns) / 1e9, "s");
-  if (ns >= 1000000) return with(static_cast<double>(ns) / 1e6, "ms");
-  if (ns >= 1000) return with(static_cast<double>(ns) / 1e3, "us");
-  return with(static_cast<double>(ns), "ns");
+  constexpr std::array<Unit, 5> kUnits = {{{3'600'000'000'000, "h"},
+                                           {60'000'000'000, "m"},
+                                           {1'000'000'000, "s"},
+                                           {1'000'000, "ms"},
+                                           {1'000, "us"}}};
+  const std::int64_t ns = value.count();
+  for (const Unit& unit : kUnits) {
+    if (ns != 0 && ns % unit.ns == 0) return std::to_string(ns / unit.ns) + std::string(unit.name);
+  }
+  return std::to_string(ns) + "ns";
 }
 
 // ---- reading the file --------------------------------------------------------------------------
 
 namespace {
 
-constexpr std::string_view kDurationForm = R"(a duration such as "250ms", "1.5s" or "2m")";
-
-// The distance between two keys, for "did you mean".
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
+constexpr std::string_view kDurationForm = R"(a duration such as "250ms" or "2m")";
+constexpr Nanos kMaxDuration = std::chrono::hours(24);
 
 std::string shortest(double value) {
   std::array<char, 32> buffer{};
@@ -222,19 +178,11 @@ class Reader {
         continue;
       }
       std::vector<std::string_view> valid;
-      std::string_view closest;
-      std::size_t best = std::numeric_limits<std::size_t>::max();
-      for (const Field& f : fields) {
-        valid.push_back(f.key);
-        const std::size_t distance = edit_distance(name, f.key);
-        if (distance < best) {
-          best = distance;
-          closest = f.key;
-        }
-      }
+      for (const Field& f : fields) valid.push_back(f.key);
       const std::string where = path.empty() ? "at the top level" : "in " + path;
       error(key.source(), "unknown key \"" + name + "\" " + where + "; did you mean \"" +
-                              std::string(closest) + "\"? (valid: " + join(valid) + ")");
+                              std::string(r4c::detail::closest(name, valid)) +
+                              "\"? (valid: " + join(valid) + ")");
     }
   }
 
@@ -274,15 +222,25 @@ class Reader {
     return x;
   }
 
+  // The library's duration grammar and its message (R4C-ATR-001): "1.5s" is as wrong here as
+  // in a config file. A value that is no string is handed over as written, which never parses
+  // (a TOML number has no unit), so it gets the same message.
+  std::optional<Nanos> duration(const toml::node& node, const std::string& key) {
+    const auto* text = node.as_string();
+    try {
+      return r4c::detail::parse_duration(text != nullptr ? text->get() : show(node), key);
+    } catch (const ConfigException& e) {
+      error(node.source(), e.what());
+      return std::nullopt;
+    }
+  }
+
+  // A duration in [min, max]: the bounds are the simulator's own.
   std::optional<Nanos> duration(const toml::node& node, const std::string& key, Nanos min,
                                 Nanos max) {
-    const auto* text = node.as_string();
-    std::optional<Nanos> value;
-    if (text != nullptr) value = parse_duration(text->get());
-    if (!value || *value < min || *value > max) {
-      bad(node, key,
-          std::string(kDurationForm) + ", from " + format_duration(min) + " to " +
-              format_duration(max));
+    const std::optional<Nanos> value = duration(node, key);
+    if (value && (*value < min || *value > max)) {
+      bad(node, key, "a duration from " + format_duration(min) + " to " + format_duration(max));
       return std::nullopt;
     }
     return value;
@@ -452,14 +410,9 @@ void read_limit(Reader& reader, const toml::table& table, const std::string& pat
           int_key("max_limit", [](AdaptiveLimitConfig& c, int v) { c.max_limit(v); }),
           Reader::Field{"window",
                         [&](const toml::node& node, const std::string& key) {
-                          const auto* text = node.as_string();
-                          const std::optional<Nanos> value =
-                              text != nullptr ? parse_duration(text->get()) : std::nullopt;
-                          if (!value) {
-                            reader.bad(node, key, kDurationForm);
-                            return;
+                          if (const std::optional<Nanos> value = reader.duration(node, key)) {
+                            setter(node, key, [&] { group.limit.window(*value); });
                           }
-                          setter(node, key, [&] { group.limit.window(*value); });
                         }},
           int_key("min_window_samples",
                   [](AdaptiveLimitConfig& c, int v) { c.min_window_samples(v); }),

@@ -124,11 +124,8 @@ Scenario load_scenario(const std::filesystem::path& file);
 /// The same, from TOML text; `source` names it in messages (as the file would).
 Scenario parse_scenario(std::string_view text, std::string_view source);
 
-/// Parses a duration such as "250ms", "1.5s", "2m" (units ns, us, ms, s, m, h). Returns nullopt
-/// for anything else, a negative value, or one beyond 24 h.
-std::optional<Nanos> parse_duration(std::string_view text);
-
-/// Formats a duration the way parse_duration reads it ("1.5s", "250ms").
+/// Formats a duration the way the library's grammar (r4c::detail::parse_duration, which reads a
+/// scenario's durations) reads it: "1500ms", "2m".
 std::string format_duration(Nanos value);
 
 }  // namespace r4c::sim
