@@ -11,6 +11,7 @@
 
 #include "scenario.hpp"
 #include "sim_test_support.hpp"
+#include "test_seed.hpp"
 
 namespace r4c::sim {
 namespace {
@@ -386,13 +387,15 @@ std::string outputs_of(const Scenario& scenario, const testing::fs::path& folder
 TEST(SimulationTest, TheSameSeedGivesTheSameBytes) {
   const testing::ScratchDir scratch;
   Scenario scenario = parse_scenario(kMixed, "mixed.toml");
+  scenario.seed = testing::test_seed();
   const std::string first = outputs_of(scenario, scratch.path() / "first");
   const std::string second = outputs_of(scenario, scratch.path() / "second");
   EXPECT_GT(first.size(), 10000u);
-  EXPECT_TRUE(first == second) << "two runs with seed 1 differ";
-  scenario.seed = 2;
+  EXPECT_TRUE(first == second) << "two runs with seed " << scenario.seed << " differ";
+  ++scenario.seed;
   const std::string other = outputs_of(scenario, scratch.path() / "other");
-  EXPECT_FALSE(first == other) << "seeds 1 and 2 gave the same outputs";
+  EXPECT_FALSE(first == other) << "seeds " << scenario.seed - 1 << " and " << scenario.seed
+                               << " gave the same outputs";
 }
 
 // ---- windows and replay --------------------------------------------------------------------
