@@ -7,6 +7,7 @@
 
 #include "config_check.hpp"
 #include "r4c/detail/event_hub.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 namespace {
@@ -179,6 +180,98 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
   for (const Stripe& stripe : stripes_) rejected += stripe.rejected.load(std::memory_order_relaxed);
   snap.rejected = rejected;
   return snap;
+}
+
+// ---- as a policy kind ---------------------------------------------------------------------
+
+std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::settings() noexcept {
+  using Config = AdaptiveLimitKind::Config;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      {.key = "enabled",
+       .name = "enabled",
+       .type = detail::SettingType::boolean,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.enabled(v.boolean); }},
+      {.key = "algorithm",
+       .name = "algorithm",
+       .type = detail::SettingType::choice,
+       .choice = &detail::choice_of<LimitAlgorithm>,
+       .choices = &text::choices<LimitAlgorithm>,
+       .apply =
+           [](Config& c, const detail::SettingValue& v) {
+             c.algorithm(static_cast<LimitAlgorithm>(v.choice));
+           }},
+      {.key = "initialLimit",
+       .name = "initial_limit",
+       .type = detail::SettingType::integer,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.initial_limit(v.integer); }},
+      {.key = "minLimit",
+       .name = "min_limit",
+       .type = detail::SettingType::integer,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.min_limit(v.integer); }},
+      {.key = "maxLimit",
+       .name = "max_limit",
+       .type = detail::SettingType::integer,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.max_limit(v.integer); }},
+      {.key = "window",
+       .name = "window",
+       .type = detail::SettingType::duration,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.window(v.duration); }},
+      {.key = "minWindowSamples",
+       .name = "min_window_samples",
+       .type = detail::SettingType::integer,
+       .attribute = false,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.min_window_samples(v.integer); }},
+      {.key = "smoothing",
+       .name = "smoothing",
+       .type = detail::SettingType::number,
+       .attribute = false,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.smoothing(v.number); }},
+      {.key = "rttTolerance",
+       .name = "rtt_tolerance",
+       .type = detail::SettingType::number,
+       .attribute = false,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.rtt_tolerance(v.number); }},
+      {.key = "longWindow",
+       .name = "long_window",
+       .type = detail::SettingType::integer,
+       .attribute = false,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.long_window(v.integer); }},
+      {.key = "queueSize",
+       .name = "queue_size",
+       .type = detail::SettingType::integer,
+       .attribute = false,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.queue_size(v.integer); }},
+      {.key = "backoffRatio",
+       .name = "backoff_ratio",
+       .type = detail::SettingType::number,
+       .attribute = false,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.backoff_ratio(v.number); }},
+      {.key = "dropOn",
+       .name = "drop_on",
+       .type = detail::SettingType::exception_types,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.drop_on(v.types); }}};
+  return kSettings;
+}
+
+void AdaptiveLimitKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  using metrics::count;
+  using metrics::seconds;
+  out.rejected(s.rejected);
+  out.counter("r4c.adaptivelimit.limit.changes", "Windows that changed the adaptive limit.",
+              count(s.limit_changes));
+  out.gauge("r4c.adaptivelimit.limit", "How many calls the adaptive limit lets run at once.",
+            s.limit);
+  out.gauge("r4c.adaptivelimit.concurrent.calls", "Calls holding a slot of the adaptive limit.",
+            s.in_flight);
+  out.gauge("r4c.adaptivelimit.min.limit", "The lowest value the adaptive limit may take.",
+            s.min_limit);
+  out.gauge("r4c.adaptivelimit.max.limit", "The highest value the adaptive limit may take.",
+            s.max_limit);
+  out.counter("r4c.adaptivelimit.windows", "Windows that recomputed the adaptive limit.",
+              count(s.windows));
+  out.gauge("r4c.adaptivelimit.window.latency.seconds",
+            "Average latency of the last window that recomputed the adaptive limit.",
+            seconds(s.window_latency));
 }
 
 }  // namespace r4c

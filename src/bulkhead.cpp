@@ -1,6 +1,7 @@
 #include "r4c/bulkhead.hpp"
 
 #include "config_check.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 
@@ -37,6 +38,26 @@ BulkheadSnapshot Bulkhead::snapshot() const {
   snap.available = snap.in_flight < max_concurrent_ ? max_concurrent_ - snap.in_flight : 0;
   snap.rejected = rejected_.total();
   return snap;
+}
+
+// ---- as a policy kind ---------------------------------------------------------------------
+
+std::span<const detail::Setting<BulkheadKind::Config>> BulkheadKind::settings() noexcept {
+  using Config = BulkheadKind::Config;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      {.key = "maxConcurrent",
+       .name = "max_concurrent",
+       .type = detail::SettingType::integer,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.max_concurrent(v.integer); }}};
+  return kSettings;
+}
+
+void BulkheadKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  out.rejected(s.rejected);
+  out.gauge("r4c.bulkhead.concurrent.calls", "Calls holding a slot of the bulkhead.", s.in_flight);
+  out.gauge("r4c.bulkhead.available.concurrent.calls", "Free slots of the bulkhead.", s.available);
+  out.gauge("r4c.bulkhead.max.allowed.concurrent.calls", "Slots of the bulkhead.",
+            s.max_concurrent);
 }
 
 }  // namespace r4c

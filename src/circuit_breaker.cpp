@@ -4,6 +4,7 @@
 
 #include "config_check.hpp"
 #include "r4c/detail/event_hub.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 
@@ -487,6 +488,87 @@ CircuitBreakerSnapshot CircuitBreaker::snapshot() const {
   }
   snap.not_permitted_calls = not_permitted_count_.total();
   return snap;
+}
+
+// ---- as a policy kind ---------------------------------------------------------------------
+
+std::span<const detail::Setting<CircuitBreakerKind::Config>>
+CircuitBreakerKind::settings() noexcept {
+  using Config = CircuitBreakerKind::Config;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      {.key = "failureRateThreshold",
+       .name = "failure_rate_threshold",
+       .type = detail::SettingType::number,
+       .apply = [](Config& c,
+                   const detail::SettingValue& v) { c.failure_rate_threshold(v.number); }},
+      {.key = "slowCallRateThreshold",
+       .name = "slow_call_rate_threshold",
+       .type = detail::SettingType::number,
+       .apply = [](Config& c,
+                   const detail::SettingValue& v) { c.slow_call_rate_threshold(v.number); }},
+      {.key = "slowCallDuration",
+       .name = "slow_call_duration",
+       .type = detail::SettingType::duration,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.slow_call_duration(v.duration); }},
+      {.key = "slidingWindowType",
+       .name = "sliding_window_type",
+       .type = detail::SettingType::choice,
+       .choice = &detail::choice_of<SlidingWindowType>,
+       .choices = &text::choices<SlidingWindowType>,
+       .apply =
+           [](Config& c, const detail::SettingValue& v) {
+             c.sliding_window_type(static_cast<SlidingWindowType>(v.choice));
+           }},
+      {.key = "slidingWindowSize",
+       .name = "sliding_window_size",
+       .type = detail::SettingType::integer,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.sliding_window_size(v.integer); }},
+      {.key = "minimumNumberOfCalls",
+       .name = "minimum_number_of_calls",
+       .type = detail::SettingType::integer,
+       .apply = [](Config& c,
+                   const detail::SettingValue& v) { c.minimum_number_of_calls(v.integer); }},
+      {.key = "waitInOpen",
+       .name = "wait_in_open",
+       .type = detail::SettingType::duration,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.wait_in_open(v.duration); }},
+      {.key = "permittedCallsInHalfOpen",
+       .name = "permitted_calls_in_half_open",
+       .type = detail::SettingType::integer,
+       .apply = [](Config& c,
+                   const detail::SettingValue& v) { c.permitted_calls_in_half_open(v.integer); }},
+      {.key = "recordOn",
+       .name = "record_on",
+       .type = detail::SettingType::exception_types,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.record_on(v.types); }},
+      {.key = "ignoreOn",
+       .name = "ignore_on",
+       .type = detail::SettingType::exception_types,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.ignore_on(v.types); }}};
+  return kSettings;
+}
+
+void CircuitBreakerKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  using metrics::count;
+  static constexpr std::string_view kStateHelp =
+      "1 for the circuit breaker's current state, 0 for the others.";
+  out.rejected(s.not_permitted_calls);
+  for (CircuitBreakerState state :
+       {CircuitBreakerState::closed, CircuitBreakerState::half_open, CircuitBreakerState::open}) {
+    out.gauge("r4c.circuitbreaker.state", kStateHelp, s.state == state ? 1 : 0,
+              {metrics::Label{"state", std::string(to_string(state))}});
+  }
+  out.gauge("r4c.circuitbreaker.failure.rate",
+            "Percent of recorded calls that failed; -1 while fewer than the minimum are recorded.",
+            s.failure_rate);
+  out.gauge("r4c.circuitbreaker.slow.call.rate",
+            "Percent of recorded calls that were slow; -1 while fewer than the minimum are "
+            "recorded.",
+            s.slow_call_rate);
+  out.gauge("r4c.circuitbreaker.buffered.calls", "Calls in the circuit breaker's window.",
+            count(s.buffered_calls));
+  out.counter("r4c.circuitbreaker.transitions", "State changes of the circuit breaker.",
+              count(s.transitions));
 }
 
 }  // namespace r4c

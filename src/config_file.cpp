@@ -43,23 +43,6 @@ std::string joined(std::span<const std::string_view> names) {
   return text;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
-                        std::tolower(static_cast<unsigned char>(b[j - 1]));
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 [[noreturn]] void wrong_type(const std::string& where, std::string_view value,
                              std::string_view expected) {
   throw ConfigException(kWrongType,
@@ -122,16 +105,7 @@ std::string ConfigEntry::where() const {
 }
 
 std::string_view closest(std::string_view word, std::span<const std::string_view> candidates) {
-  std::string_view best;
-  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
-  for (std::string_view candidate : candidates) {
-    const std::size_t distance = edit_distance(word, candidate);
-    if (distance < best_distance) {
-      best = candidate;
-      best_distance = distance;
-    }
-  }
-  return best;
+  return text::closest(word, candidates);
 }
 
 std::vector<ConfigEntry> parse_config(std::string_view text, std::string_view origin,
@@ -201,58 +175,36 @@ std::string read_config_file(const std::filesystem::path& path) {
 }
 
 int parse_int(std::string_view value, const std::string& where) {
-  int result = 0;
-  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), result);
-  if (value.empty() || error != std::errc() || end != value.data() + value.size()) {
-    wrong_type(where, value, "an integer");
-  }
-  return result;
+  const auto parsed = text::parse_int(value);
+  if (!parsed) wrong_type(where, value, expected_value(SettingType::integer, nullptr));
+  return *parsed;
 }
 
 double parse_double(std::string_view value, const std::string& where) {
-  double result = 0;
-  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), result);
-  if (value.empty() || error != std::errc() || end != value.data() + value.size()) {
-    wrong_type(where, value, "a number");
-  }
-  return result;
+  const auto parsed = text::parse_number(value);
+  if (!parsed) wrong_type(where, value, expected_value(SettingType::number, nullptr));
+  return *parsed;
 }
 
 bool parse_bool(std::string_view value, const std::string& where) {
-  std::string lower(value);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "true") return true;
-  if (lower == "false") return false;
-  wrong_type(where, value, "true or false");
+  const auto parsed = text::parse_bool(value);
+  if (!parsed) wrong_type(where, value, expected_value(SettingType::boolean, nullptr));
+  return *parsed;
 }
 
 std::chrono::nanoseconds parse_duration(std::string_view value, const std::string& where) {
-  std::int64_t amount = 0;
-  const char* const first = value.data();
-  const char* const last = value.data() + value.size();
-  const auto [end, error] = std::from_chars(first, last, amount);
-  const std::string_view unit(end, static_cast<std::size_t>(last - end));
-  struct Unit {
-    std::string_view name;
-    std::int64_t ns;
-  };
-  constexpr Unit kUnits[] = {{"ns", 1},
-                             {"us", 1'000},
-                             {"ms", 1'000'000},
-                             {"s", 1'000'000'000},
-                             {"m", 60'000'000'000},
-                             {"h", 3'600'000'000'000}};
-  const auto* found = std::find_if(std::begin(kUnits), std::end(kUnits),
-                                   [&](const Unit& u) { return u.name == unit; });
-  if (error != std::errc() || end == first || amount < 0 || found == std::end(kUnits) ||
-      amount > std::numeric_limits<std::int64_t>::max() / found->ns) {
-    throw ConfigException(kDurationSyntax,
-                          where + " is " + in_quotes(value) +
-                              "; expected a duration: a non-negative integer followed by ns, us, "
-                              "ms, s, m or h, e.g. 500ms or 2s");
+  const auto parsed = text::parse_duration(value);
+  if (!parsed) malformed_value(SettingType::duration, "", value, where);
+  return *parsed;
+}
+
+void malformed_value(SettingType type, const std::string& expected, std::string_view value,
+                     const std::string& where) {
+  if (type == SettingType::duration) {
+    throw ConfigException(kDurationSyntax, where + " is " + in_quotes(value) + "; expected " +
+                                               expected_value(SettingType::duration, nullptr));
   }
-  return std::chrono::nanoseconds(amount * found->ns);
+  wrong_type(where, value, expected);
 }
 
 }  // namespace r4c::detail

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "config_check.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 namespace detail {
@@ -224,6 +225,34 @@ HedgeSnapshot Hedge::snapshot() const {
   snapshot.failed = failed_.total();
   snapshot.executor_refusals = executor_refusals_.total();
   return snapshot;
+}
+
+// ---- as a policy kind ---------------------------------------------------------------------
+
+std::span<const detail::Setting<HedgeKind::Config>> HedgeKind::settings() noexcept {
+  using Config = HedgeKind::Config;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      {.key = "delay",
+       .name = "delay",
+       .type = detail::SettingType::duration,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.delay(v.duration); }},
+      {.key = "maxAttempts",
+       .name = "max_attempts",
+       .type = detail::SettingType::integer,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.max_attempts(v.integer); }}};
+  return kSettings;
+}
+
+void HedgeKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  using metrics::count;
+  out.counter("r4c.hedge.calls", "Hedged calls that ended.", count(s.calls));
+  out.counter("r4c.hedge.failed.calls", "Hedged calls that ended with a failure.", count(s.failed));
+  out.counter("r4c.hedge.hedges.launched", "Attempts after the first, over every call.",
+              count(s.hedges_launched));
+  out.counter("r4c.hedge.won.by.hedge", "Calls whose result came from an attempt after the first.",
+              count(s.won_by_hedge));
+  out.counter("r4c.hedge.executor.refusals", "Attempts the executor refused.",
+              count(s.executor_refusals));
 }
 
 }  // namespace r4c

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "config_check.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 namespace {
@@ -171,6 +172,36 @@ RateLimiterSnapshot RateLimiter::snapshot() const {
   snap.waiting_calls = waiting_.load(std::memory_order_relaxed);
   snap.rejected = rejected_.total();
   return snap;
+}
+
+// ---- as a policy kind ---------------------------------------------------------------------
+
+std::span<const detail::Setting<RateLimiterKind::Config>> RateLimiterKind::settings() noexcept {
+  using Config = RateLimiterKind::Config;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      {.key = "limitForPeriod",
+       .name = "limit_for_period",
+       .type = detail::SettingType::integer,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.limit_for_period(v.integer); }},
+      {.key = "refreshPeriod",
+       .name = "refresh_period",
+       .type = detail::SettingType::duration,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.refresh_period(v.duration); }},
+      {.key = "timeoutDuration",
+       .name = "timeout_duration",
+       .type = detail::SettingType::duration,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.timeout_duration(v.duration); }}};
+  return kSettings;
+}
+
+void RateLimiterKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  out.rejected(s.rejected);
+  out.gauge("r4c.ratelimiter.available.permissions",
+            "Permits left in the rate limiter's period; negative while calls wait for reserved "
+            "permits.",
+            s.available_permissions);
+  out.gauge("r4c.ratelimiter.waiting.calls", "Calls waiting for a permit of the rate limiter.",
+            s.waiting_calls);
 }
 
 }  // namespace r4c

@@ -66,288 +66,61 @@ void with_context(const std::string& context, F&& action) {
   }
 }
 
-std::string_view trim(std::string_view text) {
-  const auto first = text.find_first_not_of(" \t");
-  if (first == std::string_view::npos) return {};
-  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
-}
-
-std::vector<ExceptionType> parse_exception_list(std::string_view value, const std::string& where,
-                                                const ExceptionCatalog& catalog) {
+// The exception types a line names, looked up in the registry's catalog.
+std::vector<ExceptionType> resolve_exception_types(const std::vector<std::string>& names,
+                                                   const std::string& where,
+                                                   const ExceptionCatalog& catalog) {
   std::vector<ExceptionType> types;
-  std::vector<std::string_view> names;
-  for (const auto& [name, type] : catalog) names.push_back(name);
-  while (!trim(value).empty()) {
-    const auto comma = value.find(',');
-    const std::string_view name = trim(value.substr(0, comma));
+  std::vector<std::string_view> known;
+  for (const auto& [name, type] : catalog) known.push_back(name);
+  for (const std::string& name : names) {
     const auto found = catalog.find(name);
     if (found == catalog.end()) {
-      throw ConfigException("R4C-CFG-003", where + ": unknown exception type '" +
-                                               std::string(name) + "'; did you mean '" +
-                                               std::string(detail::closest(name, names)) +
-                                               "'? register it with builder.exception_type<T>(\"" +
-                                               std::string(name) + "\")");
+      throw ConfigException("R4C-CFG-003",
+                            where + ": unknown exception type '" + name + "'; did you mean '" +
+                                std::string(text::closest(name, known)) +
+                                "'? register it with builder.exception_type<T>(\"" + name + "\")");
     }
     types.push_back(found->second);
-    if (comma == std::string_view::npos) break;
-    value = value.substr(comma + 1);
   }
   return types;
 }
 
-LimitAlgorithm parse_algorithm(std::string_view value, const std::string& where) {
-  std::string lower(value);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "gradient2") return LimitAlgorithm::gradient2;
-  if (lower == "aimd") return LimitAlgorithm::aimd;
-  throw ConfigException("R4C-CFG-004",
-                        where + " is '" + std::string(value) + "'; expected gradient2 or aimd");
+// Applies one line to a config of its kind: the value's type is checked here, its range by the
+// config's setter, whose message gains the file, line and key.
+template <class Kind>
+void apply_entry(const ConfigEntry& entry, typename Kind::Config& config,
+                 const ExceptionCatalog& catalog) {
+  const std::string where = entry.where();
+  const auto settings = Kind::settings();
+  const auto setting = std::find_if(settings.begin(), settings.end(),
+                                    [&](const auto& s) { return s.key == entry.key; });
+  // parse_config let only the kind's keys through.
+  if (setting == settings.end()) return;
+  detail::SettingValue value = detail::parse_setting(*setting, entry.value, where);
+  if (value.type == detail::SettingType::exception_types) {
+    value.types = resolve_exception_types(value.type_names, where, catalog);
+  }
+  with_context(where, [&] { setting->apply(config, value); });
 }
 
-// ---- one traits struct per policy kind -----------------------------------------------------
-// Each says what the kind is called, which keys its file lines take and how a line applies to
-// its config (the value's type is checked here, its range by the config's setter, whose
-// message gains the file, line and key), and how an instance is made.
-
-struct AdaptiveLimitKind {
-  using Config = AdaptiveLimitConfig;
-  using Policy = AdaptiveLimit;
-  static constexpr std::string_view kFileName = "adaptiveLimit";
-  static constexpr std::string_view kLabel = "adaptive limit";
-  static constexpr std::array<std::string_view, 13> kKeys = {
-      "enabled",   "algorithm",        "initialLimit", "minLimit",     "maxLimit",
-      "window",    "minWindowSamples", "smoothing",    "rttTolerance", "longWindow",
-      "queueSize", "backoffRatio",     "dropOn"};
-
-  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog& catalog) {
-    const std::string where = entry.where();
-    const std::string_view key = entry.key;
-    const std::string_view value = entry.value;
-    if (key == "enabled") {
-      config.enabled(detail::parse_bool(value, where));
-    } else if (key == "algorithm") {
-      const LimitAlgorithm algorithm = parse_algorithm(value, where);
-      with_context(where, [&] { config.algorithm(algorithm); });
-    } else if (key == "window") {
-      const auto window = detail::parse_duration(value, where);
-      with_context(where, [&] { config.window(window); });
-    } else if (key == "dropOn") {
-      config.drop_on(parse_exception_list(value, where, catalog));
-    } else if (key == "smoothing" || key == "rttTolerance" || key == "backoffRatio") {
-      const double number = detail::parse_double(value, where);
-      with_context(where, [&] {
-        if (key == "smoothing") config.smoothing(number);
-        if (key == "rttTolerance") config.rtt_tolerance(number);
-        if (key == "backoffRatio") config.backoff_ratio(number);
-      });
-    } else {
-      const int number = detail::parse_int(value, where);
-      with_context(where, [&] {
-        if (key == "initialLimit") config.initial_limit(number);
-        if (key == "minLimit") config.min_limit(number);
-        if (key == "maxLimit") config.max_limit(number);
-        if (key == "minWindowSamples") config.min_window_samples(number);
-        if (key == "longWindow") config.long_window(number);
-        if (key == "queueSize") config.queue_size(number);
-      });
-    }
-  }
-  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources& resources) {
-    return std::make_unique<Policy>(id, std::move(config), resources.clock());
-  }
-};
-
-struct BulkheadKind {
-  using Config = BulkheadConfig;
-  using Policy = Bulkhead;
-  static constexpr std::string_view kFileName = "bulkhead";
-  static constexpr std::string_view kLabel = "bulkhead";
-  static constexpr std::array<std::string_view, 1> kKeys = {"maxConcurrent"};
-
-  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog&) {
-    const int number = detail::parse_int(entry.value, entry.where());
-    with_context(entry.where(), [&] { config.max_concurrent(number); });
-  }
-  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources&) {
-    return std::make_unique<Policy>(id, std::move(config));
-  }
-};
-
-struct RateLimiterKind {
-  using Config = RateLimiterConfig;
-  using Policy = RateLimiter;
-  static constexpr std::string_view kFileName = "rateLimiter";
-  static constexpr std::string_view kLabel = "rate limiter";
-  static constexpr std::array<std::string_view, 3> kKeys = {"limitForPeriod", "refreshPeriod",
-                                                            "timeoutDuration"};
-
-  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog&) {
-    const std::string where = entry.where();
-    if (entry.key == "limitForPeriod") {
-      const int number = detail::parse_int(entry.value, where);
-      with_context(where, [&] { config.limit_for_period(number); });
-    } else {
-      const auto duration = detail::parse_duration(entry.value, where);
-      with_context(where, [&] {
-        if (entry.key == "refreshPeriod") config.refresh_period(duration);
-        if (entry.key == "timeoutDuration") config.timeout_duration(duration);
-      });
-    }
-  }
-  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources& resources) {
-    return std::make_unique<Policy>(id, std::move(config), resources.clock());
-  }
-};
-
-struct TimeoutKind {
-  using Config = TimeoutConfig;
-  using Policy = Timeout;
-  static constexpr std::string_view kFileName = "timeout";
-  static constexpr std::string_view kLabel = "timeout";
-  static constexpr std::array<std::string_view, 1> kKeys = {"timeout"};
-
-  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog&) {
-    const auto duration = detail::parse_duration(entry.value, entry.where());
-    with_context(entry.where(), [&] { config.timeout(duration); });
-  }
-  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources& resources) {
-    return std::make_unique<Policy>(id, std::move(config), resources.clock());
-  }
-};
-
-struct RetryKind {
-  using Config = RetryConfig;
-  using Policy = Retry;
-  static constexpr std::string_view kFileName = "retry";
-  static constexpr std::string_view kLabel = "retry";
-  static constexpr std::array<std::string_view, 7> kKeys = {
-      "maxAttempts", "wait",   "exponentialBackoffMultiplier", "maxWait", "randomizedWait",
-      "retryOn",     "abortOn"};
-
-  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog& catalog) {
-    const std::string where = entry.where();
-    const std::string_view key = entry.key;
-    if (key == "maxAttempts") {
-      const int number = detail::parse_int(entry.value, where);
-      with_context(where, [&] { config.max_attempts(number); });
-    } else if (key == "wait") {
-      const auto duration = detail::parse_duration(entry.value, where);
-      with_context(where, [&] { config.wait(duration); });
-    } else if (key == "exponentialBackoffMultiplier") {
-      const double multiplier = detail::parse_double(entry.value, where);
-      // Without a maxWait line the backoff is capped only by the longest wait (1 h).
-      const auto cap = config.exponential_backoff() ? config.max_wait() : RetryConfig::kLongestWait;
-      with_context(where, [&] { config.exponential_backoff(multiplier, cap); });
-    } else if (key == "maxWait") {
-      const auto duration = detail::parse_duration(entry.value, where);
-      with_context(where,
-                   [&] { config.exponential_backoff(config.backoff_multiplier(), duration); });
-    } else if (key == "randomizedWait") {
-      const double jitter = detail::parse_double(entry.value, where);
-      with_context(where, [&] { config.randomized_wait(jitter); });
-    } else if (key == "retryOn") {
-      config.retry_on(parse_exception_list(entry.value, where, catalog));
-    } else {
-      config.abort_on(parse_exception_list(entry.value, where, catalog));
-    }
-  }
-  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources& resources) {
-    return std::make_unique<Policy>(id, std::move(config), resources.clock());
-  }
-};
-
-SlidingWindowType parse_window_type(std::string_view value, const std::string& where) {
-  std::string lower(value);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "count_based" || lower == "countbased") return SlidingWindowType::count_based;
-  if (lower == "time_based" || lower == "timebased") return SlidingWindowType::time_based;
-  throw ConfigException("R4C-CFG-004", where + " is '" + std::string(value) +
-                                           "'; expected count_based or time_based");
+// Every kind's file name and keys, for parse_config.
+std::span<const detail::KindKeys> file_kinds() {
+  static const auto kinds = [] {
+    struct Tables {
+      std::array<std::vector<std::string_view>, detail::kKindCount> keys;
+      std::array<detail::KindKeys, detail::kKindCount> kinds;
+    } tables;
+    std::size_t i = 0;
+    detail::for_each_kind([&]<class Kind>(std::type_identity<Kind>) {
+      for (const auto& setting : Kind::settings()) tables.keys[i].push_back(setting.key);
+      tables.kinds[i] = detail::KindKeys{Kind::kNames.file, tables.keys[i]};
+      ++i;
+    });
+    return tables;
+  }();
+  return kinds.kinds;
 }
-
-struct CircuitBreakerKind {
-  using Config = CircuitBreakerConfig;
-  using Policy = CircuitBreaker;
-  static constexpr std::string_view kFileName = "circuitBreaker";
-  static constexpr std::string_view kLabel = "circuit breaker";
-  static constexpr std::array<std::string_view, 10> kKeys = {"failureRateThreshold",
-                                                             "slowCallRateThreshold",
-                                                             "slowCallDuration",
-                                                             "slidingWindowType",
-                                                             "slidingWindowSize",
-                                                             "minimumNumberOfCalls",
-                                                             "waitInOpen",
-                                                             "permittedCallsInHalfOpen",
-                                                             "recordOn",
-                                                             "ignoreOn"};
-
-  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog& catalog) {
-    const std::string where = entry.where();
-    const std::string_view key = entry.key;
-    if (key == "failureRateThreshold" || key == "slowCallRateThreshold") {
-      const double rate = detail::parse_double(entry.value, where);
-      with_context(where, [&] {
-        if (key == "failureRateThreshold") config.failure_rate_threshold(rate);
-        if (key == "slowCallRateThreshold") config.slow_call_rate_threshold(rate);
-      });
-    } else if (key == "slowCallDuration" || key == "waitInOpen") {
-      const auto duration = detail::parse_duration(entry.value, where);
-      with_context(where, [&] {
-        if (key == "slowCallDuration") config.slow_call_duration(duration);
-        if (key == "waitInOpen") config.wait_in_open(duration);
-      });
-    } else if (key == "slidingWindowType") {
-      config.sliding_window_type(parse_window_type(entry.value, where));
-    } else if (key == "recordOn") {
-      config.record_on(parse_exception_list(entry.value, where, catalog));
-    } else if (key == "ignoreOn") {
-      config.ignore_on(parse_exception_list(entry.value, where, catalog));
-    } else {
-      const int number = detail::parse_int(entry.value, where);
-      with_context(where, [&] {
-        if (key == "slidingWindowSize") config.sliding_window_size(number);
-        if (key == "minimumNumberOfCalls") config.minimum_number_of_calls(number);
-        if (key == "permittedCallsInHalfOpen") config.permitted_calls_in_half_open(number);
-      });
-    }
-  }
-  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources& resources) {
-    return std::make_unique<Policy>(id, std::move(config), resources.clock());
-  }
-};
-
-struct HedgeKind {
-  using Config = HedgeConfig;
-  using Policy = Hedge;
-  static constexpr std::string_view kFileName = "hedge";
-  static constexpr std::string_view kLabel = "hedge";
-  static constexpr std::array<std::string_view, 2> kKeys = {"delay", "maxAttempts"};
-
-  static void apply(const ConfigEntry& entry, Config& config, const ExceptionCatalog&) {
-    const std::string where = entry.where();
-    if (entry.key == "delay") {
-      const auto duration = detail::parse_duration(entry.value, where);
-      with_context(where, [&] { config.delay(duration); });
-    } else {
-      const int number = detail::parse_int(entry.value, where);
-      with_context(where, [&] { config.max_attempts(number); });
-    }
-  }
-  static std::unique_ptr<Policy> make(const std::string& id, Config config, Resources& resources) {
-    return std::make_unique<Policy>(id, std::move(config), resources.clock(), resources.executor());
-  }
-};
-
-const std::array<detail::KindKeys, 7> kKinds = {
-    detail::KindKeys{AdaptiveLimitKind::kFileName, AdaptiveLimitKind::kKeys},
-    detail::KindKeys{BulkheadKind::kFileName, BulkheadKind::kKeys},
-    detail::KindKeys{RateLimiterKind::kFileName, RateLimiterKind::kKeys},
-    detail::KindKeys{TimeoutKind::kFileName, TimeoutKind::kKeys},
-    detail::KindKeys{RetryKind::kFileName, RetryKind::kKeys},
-    detail::KindKeys{CircuitBreakerKind::kFileName, CircuitBreakerKind::kKeys},
-    detail::KindKeys{HedgeKind::kFileName, HedgeKind::kKeys}};
 
 ExceptionCatalog built_in_exception_types() {
   ExceptionCatalog catalog;
@@ -371,10 +144,7 @@ struct CodeSettings {
   std::map<std::string, std::vector<Setup>, std::less<>> named;
 };
 
-using AllCodeSettings =
-    std::tuple<CodeSettings<AdaptiveLimitKind>, CodeSettings<BulkheadKind>,
-               CodeSettings<RateLimiterKind>, CodeSettings<TimeoutKind>, CodeSettings<RetryKind>,
-               CodeSettings<CircuitBreakerKind>, CodeSettings<HedgeKind>>;
+using AllCodeSettings = detail::AllKinds::Tuple<CodeSettings>;
 
 // One kind's configuration and instances in a built registry.
 template <class Kind>
@@ -384,54 +154,93 @@ class PolicyTable {
   using Policy = typename Kind::Policy;
   using Setup = std::function<void(Config&)>;
 
-  PolicyTable(CodeSettings<Kind> code, const std::vector<ConfigEntry>& entries,
-              const ExceptionCatalog& catalog)
-      : code_(std::move(code)), catalog_(&catalog) {
+  // A policy resolved and checked, not yet created (`existing` when the id has one already).
+  struct Prepared {
+    std::string id;
+    Config config;
+    Policy* existing = nullptr;
+  };
+
+  void configure(CodeSettings<Kind> code, const std::vector<ConfigEntry>& entries,
+                 const ExceptionCatalog& catalog) {
+    code_ = std::move(code);
+    catalog_ = &catalog;
     for (const ConfigEntry& entry : entries) {
-      if (entry.kind == Kind::kFileName) entries_.push_back(entry);
+      if (entry.kind == Kind::kNames.file) entries_.push_back(entry);
     }
   }
 
-  // build(): every line's value on its own (instances included), then every complete config.
+  // build(): every line's value on its own, then every complete config: the defaults, each
+  // named config, and each instance the file names (over the defaults).
   void validate() const {
     for (const ConfigEntry& entry : entries_) {
       Config scratch;
-      Kind::apply(entry, scratch, *catalog_);
+      apply_entry<Kind>(entry, scratch, *catalog_);
     }
-    const std::string label(Kind::kLabel);
     const Config defaults = resolve("", nullptr, nullptr, "");
-    with_context(label + " defaults", [&] { defaults.validate(); });
+    with_context(label() + " defaults", [&] { defaults.validate(); });
     for (const std::string& name : named_configs()) {
       const Config config = resolve(name, nullptr, nullptr, "");
       with_context(named_context(name), [&] { config.validate(); });
     }
+    std::vector<std::string_view> instances;
+    for (const ConfigEntry& entry : entries_) {
+      if (entry.scope != ConfigScope::instance ||
+          std::find(instances.begin(), instances.end(), entry.scope_name) != instances.end()) {
+        continue;
+      }
+      instances.push_back(entry.scope_name);
+      const Config config = resolve("", nullptr, nullptr, entry.scope_name);
+      // Named after the instance's first line: that is where an operator looks.
+      with_context(entry.origin + ":" + std::to_string(entry.line) + ": " + label() + " '" +
+                       entry.scope_name + "' (instances." + entry.scope_name + "." +
+                       std::string(Kind::kNames.file) + ")",
+                   [&] { config.validate(); });
+    }
   }
 
-  Policy& get_or_create(std::string_view method_id, std::string_view name, std::string_view named,
-                        const Setup* site, const Setup* instance, Resources& resources) {
-    const std::string id(name.empty() ? method_id : name);
+  // Resolves and checks a policy without creating it: throws for an unknown named config,
+  // invalid settings, or an id whose policy has other settings.
+  Prepared prepare(std::string_view method_id, std::string_view name, std::string_view named,
+                   const Setup* site, const Setup* instance) const {
+    std::string id(name.empty() ? method_id : name);
     if (!named.empty() && !has_named_config(named)) unknown_named_config(named, method_id);
     Config resolved = resolve(named, site, instance, id);
-    const std::string context = std::string(Kind::kLabel) + " '" + id + "'";
+    const std::string context = label() + " '" + id + "'";
     with_context(context, [&] { resolved.validate(); });
 
     std::lock_guard<std::mutex> lock(mutex_);
+    Policy* existing = nullptr;
     if (const auto found = instances_.find(id); found != instances_.end()) {
-      const Instance& existing = found->second;
-      if (const auto difference = first_difference(existing.policy->config(), resolved)) {
+      const Instance& instance_found = found->second;
+      if (const auto difference = first_difference(instance_found.policy->config(), resolved)) {
         throw ConfigException(
-            "R4C-REG-008", context + " is shared by " + existing.method_id + " and " +
+            "R4C-REG-008", context + " is shared by " + instance_found.method_id + " and " +
                                std::string(method_id) +
                                ", whose settings differ: " + difference->setting + " is " +
                                difference->first + " for the first and " + difference->second +
                                " for the second; give them the same settings or different names");
       }
-      return *existing.policy;
+      existing = instance_found.policy.get();
     }
-    auto policy = Kind::make(id, std::move(resolved), resources);
+    return Prepared{std::move(id), std::move(resolved), existing};
+  }
+
+  // Creates what prepare() found missing; the caller holds the registry's creation mutex, so
+  // nothing was created in between.
+  Policy& commit(Prepared prepared, std::string_view method_id, Resources& resources) {
+    if (prepared.existing != nullptr) return *prepared.existing;
+    auto policy = Kind::make(prepared.id, std::move(prepared.config), resources);
     Policy& created = *policy;
-    instances_.emplace(id, Instance{std::move(policy), std::string(method_id)});
+    std::lock_guard<std::mutex> lock(mutex_);
+    instances_.emplace(std::move(prepared.id), Instance{std::move(policy), std::string(method_id)});
     return created;
+  }
+
+  // Undoes a commit() of a transaction that failed later.
+  void discard(std::string_view id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto found = instances_.find(id); found != instances_.end()) instances_.erase(found);
   }
 
   const Policy& find(std::string_view id) const {
@@ -440,10 +249,9 @@ class PolicyTable {
     if (found == instances_.end()) {
       std::vector<std::string_view> ids;
       for (const auto& [known, instance] : instances_) ids.push_back(known);
-      std::string message =
-          "no " + std::string(Kind::kLabel) + " has the id '" + std::string(id) + "'";
+      std::string message = "no " + label() + " has the id '" + std::string(id) + "'";
       message += ids.empty() ? std::string("; none exists yet")
-                             : "; did you mean '" + std::string(detail::closest(id, ids)) + "'?";
+                             : "; did you mean '" + std::string(text::closest(id, ids)) + "'?";
       message +=
           " (a policy exists once its pipeline is built, its interface wrapped, or its "
           "*_policy function is called)";
@@ -452,8 +260,7 @@ class PolicyTable {
     return *found->second.policy;
   }
 
-  template <class Snapshots>
-  void snapshot_into(Snapshots& snapshots) const {
+  void snapshot_into(detail::SnapshotMap<Kind>& snapshots) const {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& [id, instance] : instances_)
       snapshots.emplace(id, instance.policy->snapshot());
@@ -465,16 +272,18 @@ class PolicyTable {
     std::string method_id;
   };
 
+  static std::string label() { return std::string(Kind::kNames.display); }
+
   void apply_file(ConfigScope scope, std::string_view scope_name, Config& config) const {
     for (const ConfigEntry& entry : entries_) {
       if (entry.scope == scope && entry.scope_name == scope_name) {
-        Kind::apply(entry, config, *catalog_);
+        apply_entry<Kind>(entry, config, *catalog_);
       }
     }
   }
 
   std::string named_context(std::string_view name) const {
-    return "named config '" + std::string(name) + "' of " + std::string(Kind::kLabel);
+    return "named config '" + std::string(name) + "' of " + label();
   }
 
   bool has_named_config(std::string_view name) const {
@@ -499,11 +308,10 @@ class PolicyTable {
   [[noreturn]] void unknown_named_config(std::string_view name, std::string_view method_id) const {
     const std::vector<std::string> known = named_configs();
     const std::vector<std::string_view> names(known.begin(), known.end());
-    std::string message = "unknown named config '" + std::string(name) + "' of " +
-                          std::string(Kind::kLabel) + ", asked for by " + std::string(method_id);
-    message += names.empty()
-                   ? std::string("; no named config is defined")
-                   : "; did you mean '" + std::string(detail::closest(name, names)) + "'?";
+    std::string message = "unknown named config '" + std::string(name) + "' of " + label() +
+                          ", asked for by " + std::string(method_id);
+    message += names.empty() ? std::string("; no named config is defined")
+                             : "; did you mean '" + std::string(text::closest(name, names)) + "'?";
     throw ConfigException("R4C-REG-004", message);
   }
 
@@ -512,7 +320,7 @@ class PolicyTable {
   Config resolve(std::string_view named, const Setup* site, const Setup* instance,
                  std::string_view id) const {
     Config config;
-    with_context(std::string(Kind::kLabel) + " defaults", [&] {
+    with_context(label() + " defaults", [&] {
       for (const auto& setup : code_.defaults) setup(config);
     });
     apply_file(ConfigScope::defaults, "", config);
@@ -524,7 +332,7 @@ class PolicyTable {
       });
       apply_file(ConfigScope::named, named, config);
     }
-    const std::string context = std::string(Kind::kLabel) + " '" + std::string(id) + "'";
+    const std::string context = label() + " '" + std::string(id) + "'";
     if (site && *site) with_context(context + ", call-site attributes", [&] { (*site)(config); });
     if (instance && *instance) {
       with_context(context + ", instance settings", [&] { (*instance)(config); });
@@ -533,8 +341,8 @@ class PolicyTable {
     return config;
   }
 
-  const CodeSettings<Kind> code_;
-  const ExceptionCatalog* catalog_;
+  CodeSettings<Kind> code_;
+  const ExceptionCatalog* catalog_ = nullptr;
   std::vector<ConfigEntry> entries_;
   mutable std::mutex mutex_;  // guards instances_ (cold: creation, lookup, snapshots)
   std::map<std::string, Instance, std::less<>> instances_;
@@ -570,24 +378,23 @@ struct ResilienceRegistry::Builder::Settings {
 struct ResilienceRegistry::State {
   State(Resources::Options options, ExceptionCatalog catalog, AllCodeSettings code,
         const std::vector<ConfigEntry>& entries)
-      : exception_types(std::move(catalog)),
-        adaptive_limits(std::move(std::get<0>(code)), entries, exception_types),
-        bulkheads(std::move(std::get<1>(code)), entries, exception_types),
-        rate_limiters(std::move(std::get<2>(code)), entries, exception_types),
-        timeouts(std::move(std::get<3>(code)), entries, exception_types),
-        retries(std::move(std::get<4>(code)), entries, exception_types),
-        circuit_breakers(std::move(std::get<5>(code)), entries, exception_types),
-        hedges(std::move(std::get<6>(code)), entries, exception_types),
-        resources(std::move(options)) {}
+      : exception_types(std::move(catalog)), resources(std::move(options)) {
+    detail::for_each_kind([&]<class Kind>(std::type_identity<Kind>) {
+      table<Kind>().configure(std::move(std::get<CodeSettings<Kind>>(code)), entries,
+                              exception_types);
+    });
+  }
+
+  template <class Kind>
+  PolicyTable<Kind>& table() noexcept {
+    return std::get<PolicyTable<Kind>>(tables);
+  }
 
   ExceptionCatalog exception_types;
-  PolicyTable<AdaptiveLimitKind> adaptive_limits;
-  PolicyTable<BulkheadKind> bulkheads;
-  PolicyTable<RateLimiterKind> rate_limiters;
-  PolicyTable<TimeoutKind> timeouts;
-  PolicyTable<RetryKind> retries;
-  PolicyTable<CircuitBreakerKind> circuit_breakers;
-  PolicyTable<HedgeKind> hedges;
+  detail::AllKinds::Tuple<PolicyTable> tables;
+  // Held while policies are resolved and created (cold), so that a pipeline's checks still
+  // hold when it creates its policies.
+  std::mutex creation_mutex;
   // Last, so destroyed first: its executor finishes every attempt (which may call any policy
   // above) before a policy goes.
   Resources resources;
@@ -598,99 +405,26 @@ ResilienceRegistry::Builder::Builder(Builder&&) noexcept = default;
 ResilienceRegistry::Builder& ResilienceRegistry::Builder::operator=(Builder&&) noexcept = default;
 ResilienceRegistry::Builder::~Builder() = default;
 
-namespace {
-template <class Kind, class Setup>
-void add_defaults(AllCodeSettings& code, Setup setup) {
-  std::get<CodeSettings<Kind>>(code).defaults.push_back(std::move(setup));
+void ResilienceRegistry::Builder::add_setup(std::size_t kind, std::string* name, void* setup) {
+  detail::visit_kind(kind, [&]<class Kind>(std::type_identity<Kind>) {
+    auto& function = *static_cast<std::function<void(typename Kind::Config&)>*>(setup);
+    auto& code = std::get<CodeSettings<Kind>>(settings_->code);
+    if (name == nullptr) {
+      code.defaults.push_back(std::move(function));
+    } else {
+      code.named[std::move(*name)].push_back(std::move(function));
+    }
+  });
 }
-template <class Kind, class Setup>
-void add_named(AllCodeSettings& code, std::string name, Setup setup) {
-  std::get<CodeSettings<Kind>>(code).named[std::move(name)].push_back(std::move(setup));
-}
-}  // namespace
 
 ResilienceRegistry::Builder& ResilienceRegistry::Builder::adaptive_limit_defaults(
     AdaptiveLimitSetup setup) {
-  add_defaults<AdaptiveLimitKind>(settings_->code, std::move(setup));
-  return *this;
+  return defaults<AdaptiveLimitKind>(std::move(setup));
 }
 
 ResilienceRegistry::Builder& ResilienceRegistry::Builder::adaptive_limit(std::string name,
                                                                          AdaptiveLimitSetup setup) {
-  add_named<AdaptiveLimitKind>(settings_->code, std::move(name), std::move(setup));
-  return *this;
-}
-
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::bulkhead_defaults(
-    std::function<void(BulkheadConfig&)> setup) {
-  add_defaults<BulkheadKind>(settings_->code, std::move(setup));
-  return *this;
-}
-
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::bulkhead(
-    std::string name, std::function<void(BulkheadConfig&)> setup) {
-  add_named<BulkheadKind>(settings_->code, std::move(name), std::move(setup));
-  return *this;
-}
-
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::rate_limiter_defaults(
-    std::function<void(RateLimiterConfig&)> setup) {
-  add_defaults<RateLimiterKind>(settings_->code, std::move(setup));
-  return *this;
-}
-
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::rate_limiter(
-    std::string name, std::function<void(RateLimiterConfig&)> setup) {
-  add_named<RateLimiterKind>(settings_->code, std::move(name), std::move(setup));
-  return *this;
-}
-
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::timeout_defaults(
-    std::function<void(TimeoutConfig&)> setup) {
-  add_defaults<TimeoutKind>(settings_->code, std::move(setup));
-  return *this;
-}
-
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::timeout(
-    std::string name, std::function<void(TimeoutConfig&)> setup) {
-  add_named<TimeoutKind>(settings_->code, std::move(name), std::move(setup));
-  return *this;
-}
-
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::retry_defaults(
-    std::function<void(RetryConfig&)> setup) {
-  add_defaults<RetryKind>(settings_->code, std::move(setup));
-  return *this;
-}
-
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::retry(
-    std::string name, std::function<void(RetryConfig&)> setup) {
-  add_named<RetryKind>(settings_->code, std::move(name), std::move(setup));
-  return *this;
-}
-
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::circuit_breaker_defaults(
-    std::function<void(CircuitBreakerConfig&)> setup) {
-  add_defaults<CircuitBreakerKind>(settings_->code, std::move(setup));
-  return *this;
-}
-
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::circuit_breaker(
-    std::string name, std::function<void(CircuitBreakerConfig&)> setup) {
-  add_named<CircuitBreakerKind>(settings_->code, std::move(name), std::move(setup));
-  return *this;
-}
-
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::hedge_defaults(
-    std::function<void(HedgeConfig&)> setup) {
-  add_defaults<HedgeKind>(settings_->code, std::move(setup));
-  return *this;
-}
-
-ResilienceRegistry::Builder& ResilienceRegistry::Builder::hedge(
-    std::string name, std::function<void(HedgeConfig&)> setup) {
-  add_named<HedgeKind>(settings_->code, std::move(name), std::move(setup));
-  return *this;
+  return named<AdaptiveLimitKind>(std::move(name), std::move(setup));
 }
 
 ResilienceRegistry::Builder& ResilienceRegistry::Builder::hedge_executor(int threads,
@@ -737,7 +471,7 @@ ResilienceRegistry ResilienceRegistry::Builder::build() {
   for (const Settings::Source& source : settings_->sources) {
     const std::string text = source.file ? detail::read_config_file(*source.file) : source.text;
     const std::string origin = source.file ? source.file->string() : std::string("config text");
-    auto parsed = detail::parse_config(text, origin, kKinds);
+    auto parsed = detail::parse_config(text, origin, file_kinds());
     entries.insert(entries.end(), std::make_move_iterator(parsed.begin()),
                    std::make_move_iterator(parsed.end()));
   }
@@ -745,13 +479,8 @@ ResilienceRegistry ResilienceRegistry::Builder::build() {
                              settings_->executor_threads, settings_->executor_queue};
   auto state = std::make_unique<State>(std::move(options), settings_->exception_types,
                                        settings_->code, entries);
-  state->adaptive_limits.validate();
-  state->bulkheads.validate();
-  state->rate_limiters.validate();
-  state->timeouts.validate();
-  state->retries.validate();
-  state->circuit_breakers.validate();
-  state->hedges.validate();
+  detail::for_each_kind(
+      [&]<class Kind>(std::type_identity<Kind>) { state->table<Kind>().validate(); });
   return ResilienceRegistry(std::move(state));
 }
 
@@ -763,6 +492,69 @@ ResilienceRegistry::ResilienceRegistry(std::unique_ptr<State> state) : state_(st
 ResilienceRegistry::ResilienceRegistry(ResilienceRegistry&&) noexcept = default;
 ResilienceRegistry& ResilienceRegistry::operator=(ResilienceRegistry&&) noexcept = default;
 ResilienceRegistry::~ResilienceRegistry() = default;
+
+void* ResilienceRegistry::find_or_create(std::size_t kind, std::string_view method_id,
+                                         std::string_view name, std::string_view config,
+                                         const void* site, const void* instance) {
+  return detail::visit_kind(kind, [&]<class Kind>(std::type_identity<Kind>) -> void* {
+    using Setup = std::function<void(typename Kind::Config&)>;
+    PolicyTable<Kind>& table = state_->table<Kind>();
+    std::lock_guard<std::mutex> lock(state_->creation_mutex);
+    auto prepared = table.prepare(method_id, name, config, static_cast<const Setup*>(site),
+                                  static_cast<const Setup*>(instance));
+    return &table.commit(std::move(prepared), method_id, state_->resources);
+  });
+}
+
+const void* ResilienceRegistry::find(std::size_t kind, std::string_view id) const {
+  return detail::visit_kind(kind, [&]<class Kind>(std::type_identity<Kind>) -> const void* {
+    return &state_->table<Kind>().find(id);
+  });
+}
+
+std::array<void*, detail::kKindCount> ResilienceRegistry::find_or_create_all(
+    std::string_view owner, std::string_view id, const StageRequests& requests) {
+  std::array<void*, detail::kKindCount> policies{};
+  std::lock_guard<std::mutex> lock(state_->creation_mutex);
+  // Every check first: nothing is created unless every policy can be.
+  auto prepared = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::make_tuple([&] {
+      using Kind = detail::KindAt<I>;
+      using Setup = std::function<void(typename Kind::Config&)>;
+      using Prepared = typename PolicyTable<Kind>::Prepared;
+      const StageRequest& request = requests[I];
+      if (!request.wanted) return std::optional<Prepared>();
+      return std::optional<Prepared>(state_->table<Kind>().prepare(
+          owner, id, request.config, nullptr, static_cast<const Setup*>(request.setup)));
+    }()...);
+  }
+  (std::make_index_sequence<detail::kKindCount>{});
+  // Then every creation; one that fails (out of memory, no thread for the executor) takes the
+  // ones before it back with it.
+  std::vector<std::size_t> created;
+  try {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (
+          [&] {
+            using Kind = detail::KindAt<I>;
+            auto& slot = std::get<I>(prepared);
+            if (!slot) return;
+            const bool fresh = slot->existing == nullptr;
+            policies[I] = &state_->table<Kind>().commit(std::move(*slot), owner, state_->resources);
+            if (fresh) created.push_back(I);
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<detail::kKindCount>{});
+  } catch (...) {
+    for (std::size_t kind : created) {
+      detail::visit_kind(
+          kind, [&]<class Kind>(std::type_identity<Kind>) { state_->table<Kind>().discard(id); });
+    }
+    throw;
+  }
+  return policies;
+}
 
 AdaptiveLimit& ResilienceRegistry::adaptive_limit_policy(std::string_view method_id,
                                                          std::string_view name,
@@ -778,89 +570,15 @@ AdaptiveLimit& ResilienceRegistry::adaptive_limit_policy(
   const std::function<void(AdaptiveLimitConfig&)> apply_site = [&site](AdaptiveLimitConfig& c) {
     site.apply_to(c);
   };
-  return state_->adaptive_limits.get_or_create(method_id, name, config, &apply_site, &instance,
-                                               state_->resources);
-}
-
-AdaptiveLimitHandle ResilienceRegistry::adaptive_limit(std::string_view id) const {
-  return state_->adaptive_limits.find(id).handle();
-}
-
-Bulkhead& ResilienceRegistry::bulkhead_policy(
-    std::string_view method_id, std::string_view name, std::string_view config,
-    const std::function<void(BulkheadConfig&)>& instance) {
-  return state_->bulkheads.get_or_create(method_id, name, config, nullptr, &instance,
-                                         state_->resources);
-}
-
-BulkheadHandle ResilienceRegistry::bulkhead(std::string_view id) const {
-  return state_->bulkheads.find(id).handle();
-}
-
-RateLimiter& ResilienceRegistry::rate_limiter_policy(
-    std::string_view method_id, std::string_view name, std::string_view config,
-    const std::function<void(RateLimiterConfig&)>& instance) {
-  return state_->rate_limiters.get_or_create(method_id, name, config, nullptr, &instance,
-                                             state_->resources);
-}
-
-RateLimiterHandle ResilienceRegistry::rate_limiter(std::string_view id) const {
-  return state_->rate_limiters.find(id).handle();
-}
-
-Timeout& ResilienceRegistry::timeout_policy(std::string_view method_id, std::string_view name,
-                                            std::string_view config,
-                                            const std::function<void(TimeoutConfig&)>& instance) {
-  return state_->timeouts.get_or_create(method_id, name, config, nullptr, &instance,
-                                        state_->resources);
-}
-
-TimeoutHandle ResilienceRegistry::timeout(std::string_view id) const {
-  return state_->timeouts.find(id).handle();
-}
-
-Retry& ResilienceRegistry::retry_policy(std::string_view method_id, std::string_view name,
-                                        std::string_view config,
-                                        const std::function<void(RetryConfig&)>& instance) {
-  return state_->retries.get_or_create(method_id, name, config, nullptr, &instance,
-                                       state_->resources);
-}
-
-RetryHandle ResilienceRegistry::retry(std::string_view id) const {
-  return state_->retries.find(id).handle();
-}
-
-CircuitBreaker& ResilienceRegistry::circuit_breaker_policy(
-    std::string_view method_id, std::string_view name, std::string_view config,
-    const std::function<void(CircuitBreakerConfig&)>& instance) {
-  return state_->circuit_breakers.get_or_create(method_id, name, config, nullptr, &instance,
-                                                state_->resources);
-}
-
-CircuitBreakerHandle ResilienceRegistry::circuit_breaker(std::string_view id) const {
-  return state_->circuit_breakers.find(id).handle();
-}
-
-Hedge& ResilienceRegistry::hedge_policy(std::string_view method_id, std::string_view name,
-                                        std::string_view config,
-                                        const std::function<void(HedgeConfig&)>& instance) {
-  return state_->hedges.get_or_create(method_id, name, config, nullptr, &instance,
-                                      state_->resources);
-}
-
-HedgeHandle ResilienceRegistry::hedge(std::string_view id) const {
-  return state_->hedges.find(id).handle();
+  return *static_cast<AdaptiveLimit*>(find_or_create(
+      detail::kKindIndex<AdaptiveLimitKind>, method_id, name, config, &apply_site, &instance));
 }
 
 RegistrySnapshot ResilienceRegistry::snapshot() const {
   RegistrySnapshot snapshot;
-  state_->adaptive_limits.snapshot_into(snapshot.adaptive_limits_);
-  state_->bulkheads.snapshot_into(snapshot.bulkheads_);
-  state_->rate_limiters.snapshot_into(snapshot.rate_limiters_);
-  state_->timeouts.snapshot_into(snapshot.timeouts_);
-  state_->retries.snapshot_into(snapshot.retries_);
-  state_->circuit_breakers.snapshot_into(snapshot.circuit_breakers_);
-  state_->hedges.snapshot_into(snapshot.hedges_);
+  detail::for_each_kind([&]<class Kind>(std::type_identity<Kind>) {
+    state_->table<Kind>().snapshot_into(std::get<detail::kKindIndex<Kind>>(snapshot.snapshots_));
+  });
   return snapshot;
 }
 

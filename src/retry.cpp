@@ -7,6 +7,7 @@
 
 #include "config_check.hpp"
 #include "r4c/detail/event_hub.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 namespace {
@@ -227,6 +228,66 @@ RetrySnapshot Retry::snapshot() const {
   snap.retries = retries_.total();
   snap.waiting_calls = waiting_.load(std::memory_order_relaxed);
   return snap;
+}
+
+// ---- as a policy kind ---------------------------------------------------------------------
+
+std::span<const detail::Setting<RetryKind::Config>> RetryKind::settings() noexcept {
+  using Config = RetryKind::Config;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      {.key = "maxAttempts",
+       .name = "max_attempts",
+       .type = detail::SettingType::integer,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.max_attempts(v.integer); }},
+      {.key = "wait",
+       .name = "wait",
+       .type = detail::SettingType::duration,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.wait(v.duration); }},
+      // As the file always did: a multiplier alone is capped only by the longest wait (1 h);
+      // a maxWait alone keeps the multiplier (1 when none was set).
+      {.key = "exponentialBackoffMultiplier",
+       .name = "exponential_backoff_multiplier",
+       .type = detail::SettingType::number,
+       .apply =
+           [](Config& c, const detail::SettingValue& v) {
+             c.exponential_backoff(
+                 v.number, c.exponential_backoff() ? c.max_wait() : RetryConfig::kLongestWait);
+           }},
+      {.key = "maxWait",
+       .name = "max_wait",
+       .type = detail::SettingType::duration,
+       .apply =
+           [](Config& c, const detail::SettingValue& v) {
+             c.exponential_backoff(c.backoff_multiplier(), v.duration);
+           }},
+      {.key = "randomizedWait",
+       .name = "randomized_wait",
+       .type = detail::SettingType::number,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.randomized_wait(v.number); }},
+      {.key = "retryOn",
+       .name = "retry_on",
+       .type = detail::SettingType::exception_types,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.retry_on(v.types); }},
+      {.key = "abortOn",
+       .name = "abort_on",
+       .type = detail::SettingType::exception_types,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.abort_on(v.types); }}};
+  return kSettings;
+}
+
+void RetryKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  using metrics::count;
+  static constexpr std::string_view kHelp = "Retried calls that ended, by result.";
+  out.counter("r4c.retry.calls", kHelp, count(s.failed_with_retry),
+              {metrics::Label{"result", "failed_with_retry"}});
+  out.counter("r4c.retry.calls", kHelp, count(s.failed_without_retry),
+              {metrics::Label{"result", "failed_without_retry"}});
+  out.counter("r4c.retry.calls", kHelp, count(s.successful_with_retry),
+              {metrics::Label{"result", "successful_with_retry"}});
+  out.counter("r4c.retry.calls", kHelp, count(s.successful_without_retry),
+              {metrics::Label{"result", "successful_without_retry"}});
+  out.counter("r4c.retry.retries", "Attempts after the first, over every call.", count(s.retries));
+  out.gauge("r4c.retry.waiting.calls", "Calls waiting between attempts.", s.waiting_calls);
 }
 
 }  // namespace r4c

@@ -1,6 +1,7 @@
 #include "r4c/timeout.hpp"
 
 #include "config_check.hpp"
+#include "r4c/metrics.hpp"
 
 namespace r4c {
 namespace detail {
@@ -61,6 +62,24 @@ void Timeout::throw_timed_out() {
 
 TimeoutSnapshot Timeout::snapshot() const {
   return TimeoutSnapshot{config_.timeout(), timed_out_count_.total()};
+}
+
+// ---- as a policy kind ---------------------------------------------------------------------
+
+std::span<const detail::Setting<TimeoutKind::Config>> TimeoutKind::settings() noexcept {
+  using Config = TimeoutKind::Config;
+  static constexpr detail::Setting<Config> kSettings[] = {
+      {.key = "timeout",
+       .name = "timeout",
+       .type = detail::SettingType::duration,
+       .apply = [](Config& c, const detail::SettingValue& v) { c.timeout(v.duration); }}};
+  return kSettings;
+}
+
+void TimeoutKind::metrics(const Snapshot& s, metrics::Emitter& out) {
+  using metrics::count;
+  out.counter("r4c.timeout.calls.timed.out", "Calls that failed with CallTimeoutException.",
+              count(s.timed_out));
 }
 
 }  // namespace r4c

@@ -241,14 +241,28 @@ TEST(RegistryFileErrorTest, BoundsOutOfOrderAreAtr009AtBuild) {
   EXPECT_EQ(build_error("defaults.adaptiveLimit.window=2h").code(), "R4C-ATR-009");
 }
 
-TEST(RegistryFileErrorTest, BoundsOutOfOrderForOneInstanceAreAtr009WhenItIsCreated) {
-  auto registry = r4c::ResilienceRegistry::builder()
-                      .config_text("instances.orders.adaptiveLimit.maxLimit=5")
-                      .build();
-  const auto e = config_error([&] { registry.adaptive_limit_policy(kPlace, "orders"); });
+TEST(RegistryFileErrorTest, BoundsOutOfOrderForOneInstanceAreAtr009AtBuildWithTheLine) {
+  // The instance resolves over the defaults (initial_limit 20) when the registry is built, so
+  // the mistake surfaces there, not in whichever pipeline first asks for "orders".
+  const auto e = build_error("\n\ninstances.orders.adaptiveLimit.maxLimit=5");
   EXPECT_EQ(e.code(), "R4C-ATR-009");
-  EXPECT_THAT(e.what(), AllOf(HasSubstr("adaptive limit 'orders'"), HasSubstr("max_limit (5)")));
-  EXPECT_THROW(registry.adaptive_limit("orders"), r4c::ConfigException);  // nothing was created
+  EXPECT_THAT(e.what(),
+              AllOf(HasSubstr("config text:3: adaptive limit 'orders'"),
+                    HasSubstr("instances.orders.adaptiveLimit"), HasSubstr("max_limit (5)")));
+}
+
+TEST(RegistryFileErrorTest, AnInstanceIsCheckedOverTheRegistryDefaultsAtBuild) {
+  const auto e = config_error([] {
+    r4c::ResilienceRegistry::builder()
+        .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) { a.max_limit(400); })
+        .config_text(
+            "instances.orders.adaptiveLimit.initialLimit=300\n"
+            "instances.search.adaptiveLimit.initialLimit=500")
+        .build();
+  });
+  EXPECT_EQ(e.code(), "R4C-ATR-009");
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("config text:2: adaptive limit 'search'"),
+                              HasSubstr("initial_limit (500)")));
 }
 
 TEST(RegistryFileErrorTest, AnOutOfRangeValueIsReg001WithLineAndKey) {

@@ -27,6 +27,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -36,11 +37,15 @@
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
 #include "r4c/detail/limit_algorithms.hpp"
+#include "r4c/detail/setting.hpp"
 #include "r4c/detail/thread_slot.hpp"
 #include "r4c/errors.hpp"
 #include "r4c/events.hpp"
 
 namespace r4c {
+namespace metrics {
+class Emitter;
+}  // namespace metrics
 
 class AdaptiveLimit;
 namespace detail {
@@ -369,5 +374,25 @@ inline Subscription AdaptiveLimitHandle::on_limit_change(
 inline const std::string& AdaptiveLimitHandle::instance_id() const noexcept {
   return limit_->instance_id();
 }
+
+/// The adaptive limit as a policy kind: what the registry, the pipelines, the metrics and the tools
+/// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
+struct AdaptiveLimitKind {
+  using Config = AdaptiveLimitConfig;
+  using Policy = AdaptiveLimit;
+  using Snapshot = AdaptiveLimitSnapshot;
+  using Handle = AdaptiveLimitHandle;
+  static constexpr KindNames kNames = {"adaptive_limit", "adaptiveLimit", "adaptive limit",
+                                       "adaptivelimit"};
+  /// Every setting the external file takes, in the documented order.
+  static std::span<const detail::Setting<Config>> settings() noexcept;
+  /// Appends the metrics of one instance's snapshot (docs/observability.md).
+  static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
+  /// A new instance; a registry's resources give it its clock.
+  template <class Resources>
+  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
+    return std::make_unique<AdaptiveLimit>(std::move(id), std::move(config), resources.clock());
+  }
+};
 
 }  // namespace r4c

@@ -15,11 +15,11 @@
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <typeindex>
-#include <typeinfo>
 #include <vector>
 
 #include "r4c/errors.hpp"
+#include "r4c/exception_type.hpp"
+#include "r4c/text.hpp"
 
 namespace r4c {
 
@@ -27,45 +27,15 @@ namespace r4c {
 /// AIMDLimit, exactly (see docs/adaptive-limit.md). Room is left for `vegas`.
 enum class LimitAlgorithm { gradient2, aimd };
 
+/// The algorithms' names in every text r4c reads (config file, attributes, scenarios).
+inline constexpr EnumName<LimitAlgorithm> kLimitAlgorithmNames[] = {
+    {"gradient2", LimitAlgorithm::gradient2}, {"aimd", LimitAlgorithm::aimd}};
+constexpr std::span<const EnumName<LimitAlgorithm>> enum_names(LimitAlgorithm) noexcept {
+  return kLimitAlgorithmNames;
+}
+
 /// "gradient2" or "aimd".
 std::string_view to_string(LimitAlgorithm algorithm) noexcept;
-
-/// An exception type that a failure may match by dynamic type (derived classes included).
-class ExceptionType {
- public:
-  template <class E>
-  static ExceptionType of() noexcept {
-    return ExceptionType(typeid(E), &matches_current<E>);
-  }
-  std::type_index type() const noexcept { return type_; }
-  /// The type's name as C++ spells it, e.g. "r4c::CallTimeoutException".
-  std::string name() const;
-  /// Whether the exception being handled right now (inside a `catch`) is an `E` or derives
-  /// from it. Only valid while an exception is being handled.
-  bool matches_current() const noexcept { return matches_(); }
-  friend bool operator==(const ExceptionType& a, const ExceptionType& b) noexcept {
-    return a.type_ == b.type_;
-  }
-
- private:
-  using Matcher = bool (*)() noexcept;
-  ExceptionType(const std::type_info& type, Matcher matches) noexcept
-      : type_(type), matches_(matches) {}
-
-  template <class E>
-  static bool matches_current() noexcept {
-    try {
-      throw;  // rethrows the exception being handled; no allocation
-    } catch (const E&) {
-      return true;
-    } catch (...) {
-      return false;
-    }
-  }
-
-  std::type_index type_;
-  Matcher matches_;
-};
 
 /// The settings of one adaptive limit. Defaults are those of the product document.
 class AdaptiveLimitConfig {
@@ -167,13 +137,6 @@ class AdaptiveLimitConfig {
   bool enabled_ = true;
   std::vector<ExceptionType> drop_on_;
   std::function<bool(const std::error_code&)> drop_on_error_;
-};
-
-/// The first setting, in declaration order, in which two configs differ.
-struct SettingDifference {
-  std::string setting;  // e.g. "max_limit"
-  std::string first;    // its value in the first config, as text
-  std::string second;   // its value in the second config
 };
 
 /// Compares two configs setting by setting; nullopt when they are equal.

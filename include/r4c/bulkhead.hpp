@@ -12,16 +12,22 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
 #include "r4c/adaptive_limit_config.hpp"
 #include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
 
 namespace r4c {
+namespace metrics {
+class Emitter;
+}  // namespace metrics
 
 /// Settings of a bulkhead.
 class BulkheadConfig {
@@ -163,5 +169,24 @@ inline BulkheadSnapshot BulkheadHandle::snapshot() const { return bulkhead_->sna
 inline const std::string& BulkheadHandle::instance_id() const noexcept {
   return bulkhead_->instance_id();
 }
+
+/// The bulkhead as a policy kind: what the registry, the pipelines, the metrics and the tools
+/// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
+struct BulkheadKind {
+  using Config = BulkheadConfig;
+  using Policy = Bulkhead;
+  using Snapshot = BulkheadSnapshot;
+  using Handle = BulkheadHandle;
+  static constexpr KindNames kNames = {"bulkhead", "bulkhead", "bulkhead", "bulkhead"};
+  /// Every setting the external file takes, in the documented order.
+  static std::span<const detail::Setting<Config>> settings() noexcept;
+  /// Appends the metrics of one instance's snapshot (docs/observability.md).
+  static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
+  /// A new instance; a registry's resources give it nothing.
+  template <class Resources>
+  static std::unique_ptr<Policy> make(std::string id, Config config, Resources&) {
+    return std::make_unique<Bulkhead>(std::move(id), std::move(config));
+  }
+};
 
 }  // namespace r4c

@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -36,11 +37,16 @@
 #include "r4c/adaptive_limit_config.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
 #include "r4c/events.hpp"
+#include "r4c/text.hpp"
 
 namespace r4c {
+namespace metrics {
+class Emitter;
+}  // namespace metrics
 namespace detail {
 template <class Event>
 class EventHub;
@@ -49,11 +55,29 @@ class EventHub;
 /// The state of a circuit breaker.
 enum class CircuitBreakerState : std::uint8_t { closed, open, half_open };
 
+inline constexpr EnumName<CircuitBreakerState> kCircuitBreakerStateNames[] = {
+    {"closed", CircuitBreakerState::closed},
+    {"open", CircuitBreakerState::open},
+    {"half_open", CircuitBreakerState::half_open}};
+constexpr std::span<const EnumName<CircuitBreakerState>> enum_names(CircuitBreakerState) noexcept {
+  return kCircuitBreakerStateNames;
+}
+
 /// "closed", "open" or "half_open".
 std::string_view to_string(CircuitBreakerState state) noexcept;
 
 /// What a closed breaker rates: the last N calls, or the calls of the last N seconds.
 enum class SlidingWindowType : std::uint8_t { count_based, time_based };
+
+/// The file has always also taken "countbased" and "timebased".
+inline constexpr EnumName<SlidingWindowType> kSlidingWindowTypeNames[] = {
+    {"count_based", SlidingWindowType::count_based},
+    {"time_based", SlidingWindowType::time_based},
+    {"countbased", SlidingWindowType::count_based},
+    {"timebased", SlidingWindowType::time_based}};
+constexpr std::span<const EnumName<SlidingWindowType>> enum_names(SlidingWindowType) noexcept {
+  return kSlidingWindowTypeNames;
+}
 
 /// "count_based" or "time_based".
 std::string_view to_string(SlidingWindowType type) noexcept;
@@ -472,5 +496,25 @@ inline CircuitBreakerSnapshot CircuitBreakerHandle::snapshot() const {
 inline const std::string& CircuitBreakerHandle::instance_id() const noexcept {
   return breaker_->instance_id();
 }
+
+/// The circuit breaker as a policy kind: what the registry, the pipelines, the metrics and the
+/// tools know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
+struct CircuitBreakerKind {
+  using Config = CircuitBreakerConfig;
+  using Policy = CircuitBreaker;
+  using Snapshot = CircuitBreakerSnapshot;
+  using Handle = CircuitBreakerHandle;
+  static constexpr KindNames kNames = {"circuit_breaker", "circuitBreaker", "circuit breaker",
+                                       "circuitbreaker"};
+  /// Every setting the external file takes, in the documented order.
+  static std::span<const detail::Setting<Config>> settings() noexcept;
+  /// Appends the metrics of one instance's snapshot (docs/observability.md).
+  static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
+  /// A new instance; a registry's resources give it its clock.
+  template <class Resources>
+  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
+    return std::make_unique<CircuitBreaker>(std::move(id), std::move(config), resources.clock());
+  }
+};
 
 }  // namespace r4c

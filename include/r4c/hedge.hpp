@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <type_traits>
@@ -32,12 +33,16 @@
 
 #include "r4c/adaptive_limit_config.hpp"
 #include "r4c/clock.hpp"
+#include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/detail/timer.hpp"
 #include "r4c/errors.hpp"
 #include "r4c/executor.hpp"
 
 namespace r4c {
+namespace metrics {
+class Emitter;
+}  // namespace metrics
 
 /// Settings of a hedge. A setter rejects a bad value at once (the config keeps its old value).
 class HedgeConfig {
@@ -317,5 +322,25 @@ inline HedgeSnapshot HedgeHandle::snapshot() const { return hedge_->snapshot(); 
 inline const std::string& HedgeHandle::instance_id() const noexcept {
   return hedge_->instance_id();
 }
+
+/// The hedge as a policy kind: what the registry, the pipelines, the metrics and the tools
+/// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
+struct HedgeKind {
+  using Config = HedgeConfig;
+  using Policy = Hedge;
+  using Snapshot = HedgeSnapshot;
+  using Handle = HedgeHandle;
+  static constexpr KindNames kNames = {"hedge", "hedge", "hedge", "hedge"};
+  /// Every setting the external file takes, in the documented order.
+  static std::span<const detail::Setting<Config>> settings() noexcept;
+  /// Appends the metrics of one instance's snapshot (docs/observability.md).
+  static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
+  /// A new instance; a registry's resources give it its clock and the executor the attempts run on.
+  template <class Resources>
+  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
+    return std::make_unique<Hedge>(std::move(id), std::move(config), resources.clock(),
+                                   resources.executor());
+  }
+};
 
 }  // namespace r4c

@@ -4,7 +4,8 @@
 //   std::string body = r4c::metrics::prometheus_text(registry);   // serve it at /metrics
 //
 // Values come from the policies' snapshots (exact counters, consistent pictures): collecting
-// adds nothing to the call path. Names follow the product document ("r4c.calls.rejected" with
+// adds nothing to the call path. Names follow resilience4cata 0.6.0's "Adaptive limit" page
+// ("r4c.calls.rejected" with
 // kind = adaptivelimit, "r4c.adaptivelimit.limit.changes", "r4c.adaptivelimit.limit",
 // "r4c.adaptivelimit.concurrent.calls") and the same scheme for the other policies; every
 // metric carries the labels `kind` (the policy's kind) and `name` (its instance id). The
@@ -13,6 +14,8 @@
 // docs/observability.md.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +43,37 @@ struct Metric {
   std::vector<Label> labels;  // sorted by name: kind, name, then any other (result, state)
   double value = 0;
 };
+
+/// Appends one policy instance's metrics to a list, each labelled with the instance's kind and
+/// id: what a kind's descriptor (AdaptiveLimitKind::metrics, ...) writes its snapshot to.
+class Emitter {
+ public:
+  /// `kind` is the kind's metrics name ("adaptivelimit"); `out` and `id` must outlive this.
+  Emitter(std::vector<Metric>& out, std::string_view kind, const std::string& id)
+      : out_(out), kind_(kind), id_(id) {}
+
+  void counter(std::string_view name, std::string_view help, double value,
+               std::vector<Label> extra = {});
+  void gauge(std::string_view name, std::string_view help, double value,
+             std::vector<Label> extra = {});
+  /// "r4c.calls.rejected", the counter every policy that refuses calls shares.
+  void rejected(std::uint64_t count);
+
+ private:
+  void add(std::string_view name, MetricType type, std::string_view help, double value,
+           std::vector<Label> extra);
+
+  std::vector<Metric>& out_;
+  std::string_view kind_;
+  const std::string& id_;
+};
+
+/// A counter's value as a metric's.
+inline double count(std::uint64_t value) noexcept { return static_cast<double>(value); }
+/// A span in seconds, the unit of every duration metric.
+inline double seconds(std::chrono::nanoseconds span) noexcept {
+  return static_cast<double>(span.count()) / 1e9;
+}
 
 /// Every metric of every policy in `registry`, grouped by policy kind, then instance id.
 std::vector<Metric> collect(const ResilienceRegistry& registry);

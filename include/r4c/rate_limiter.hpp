@@ -18,15 +18,20 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "r4c/adaptive_limit_config.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
 
 namespace r4c {
+namespace metrics {
+class Emitter;
+}  // namespace metrics
 
 /// Settings of a rate limiter.
 class RateLimiterConfig {
@@ -154,5 +159,25 @@ inline RateLimiterSnapshot RateLimiterHandle::snapshot() const { return limiter_
 inline const std::string& RateLimiterHandle::instance_id() const noexcept {
   return limiter_->instance_id();
 }
+
+/// The rate limiter as a policy kind: what the registry, the pipelines, the metrics and the tools
+/// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
+struct RateLimiterKind {
+  using Config = RateLimiterConfig;
+  using Policy = RateLimiter;
+  using Snapshot = RateLimiterSnapshot;
+  using Handle = RateLimiterHandle;
+  static constexpr KindNames kNames = {"rate_limiter", "rateLimiter", "rate limiter",
+                                       "ratelimiter"};
+  /// Every setting the external file takes, in the documented order.
+  static std::span<const detail::Setting<Config>> settings() noexcept;
+  /// Appends the metrics of one instance's snapshot (docs/observability.md).
+  static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
+  /// A new instance; a registry's resources give it its clock.
+  template <class Resources>
+  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
+    return std::make_unique<RateLimiter>(std::move(id), std::move(config), resources.clock());
+  }
+};
 
 }  // namespace r4c

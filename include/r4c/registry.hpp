@@ -17,6 +17,8 @@
 // code says. See docs/configuration.md.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -26,15 +28,9 @@
 #include <string_view>
 #include <vector>
 
-#include "r4c/adaptive_limit.hpp"
-#include "r4c/bulkhead.hpp"
-#include "r4c/circuit_breaker.hpp"
 #include "r4c/clock.hpp"
+#include "r4c/detail/kinds.hpp"
 #include "r4c/executor.hpp"
-#include "r4c/hedge.hpp"
-#include "r4c/rate_limiter.hpp"
-#include "r4c/retry.hpp"
-#include "r4c/timeout.hpp"
 
 namespace r4c {
 
@@ -55,33 +51,43 @@ struct AdaptiveLimitAttributes {
   void apply_to(AdaptiveLimitConfig& config) const;
 };
 
+namespace detail {
+template <class Kind>
+using SnapshotMap = std::map<std::string, typename Kind::Snapshot>;
+struct RegistryAccess;  // what Pipeline<T>::Builder asks of a registry
+}  // namespace detail
+
 /// A value copy of every policy's snapshot, safe to keep.
 class RegistrySnapshot {
  public:
+  /// Every instance of the kind by instance id, e.g. `of<r4c::AdaptiveLimitKind>()`.
+  template <class Kind>
+  const detail::SnapshotMap<Kind>& of() const noexcept {
+    return std::get<detail::kKindIndex<Kind>>(snapshots_);
+  }
+
   /// Every adaptive limit by instance id.
   const std::map<std::string, AdaptiveLimitSnapshot>& adaptive_limits() const noexcept {
-    return adaptive_limits_;
+    return of<AdaptiveLimitKind>();
   }
-  const std::map<std::string, BulkheadSnapshot>& bulkheads() const noexcept { return bulkheads_; }
+  const std::map<std::string, BulkheadSnapshot>& bulkheads() const noexcept {
+    return of<BulkheadKind>();
+  }
   const std::map<std::string, RateLimiterSnapshot>& rate_limiters() const noexcept {
-    return rate_limiters_;
+    return of<RateLimiterKind>();
   }
-  const std::map<std::string, TimeoutSnapshot>& timeouts() const noexcept { return timeouts_; }
-  const std::map<std::string, RetrySnapshot>& retries() const noexcept { return retries_; }
+  const std::map<std::string, TimeoutSnapshot>& timeouts() const noexcept {
+    return of<TimeoutKind>();
+  }
+  const std::map<std::string, RetrySnapshot>& retries() const noexcept { return of<RetryKind>(); }
   const std::map<std::string, CircuitBreakerSnapshot>& circuit_breakers() const noexcept {
-    return circuit_breakers_;
+    return of<CircuitBreakerKind>();
   }
-  const std::map<std::string, HedgeSnapshot>& hedges() const noexcept { return hedges_; }
+  const std::map<std::string, HedgeSnapshot>& hedges() const noexcept { return of<HedgeKind>(); }
 
  private:
   friend class ResilienceRegistry;
-  std::map<std::string, AdaptiveLimitSnapshot> adaptive_limits_;
-  std::map<std::string, BulkheadSnapshot> bulkheads_;
-  std::map<std::string, RateLimiterSnapshot> rate_limiters_;
-  std::map<std::string, TimeoutSnapshot> timeouts_;
-  std::map<std::string, RetrySnapshot> retries_;
-  std::map<std::string, CircuitBreakerSnapshot> circuit_breakers_;
-  std::map<std::string, HedgeSnapshot> hedges_;
+  detail::AllKinds::Tuple<detail::SnapshotMap> snapshots_;
 };
 
 /// Owns policies and their configuration. Build one with `builder()`.
@@ -114,7 +120,9 @@ class ResilienceRegistry {
                                        const std::function<void(AdaptiveLimitConfig&)>& instance);
 
   /// A handle on an existing adaptive limit; R4C-REG-009 when no limit has that id.
-  AdaptiveLimitHandle adaptive_limit(std::string_view id) const;
+  AdaptiveLimitHandle adaptive_limit(std::string_view id) const {
+    return handle<AdaptiveLimitKind>(id);
+  }
 
   // The other policies work the same way: `*_policy` creates or finds the instance (its id
   // is `name`, or `method_id` when `name` is ""), with the settings resolved from built-in
@@ -123,34 +131,62 @@ class ResilienceRegistry {
 
   Bulkhead& bulkhead_policy(std::string_view method_id, std::string_view name = "",
                             std::string_view config = "",
-                            const std::function<void(BulkheadConfig&)>& instance = {});
-  BulkheadHandle bulkhead(std::string_view id) const;
+                            const std::function<void(BulkheadConfig&)>& instance = {}) {
+    return policy<BulkheadKind>(method_id, name, config, instance);
+  }
+  BulkheadHandle bulkhead(std::string_view id) const { return handle<BulkheadKind>(id); }
 
   RateLimiter& rate_limiter_policy(std::string_view method_id, std::string_view name = "",
                                    std::string_view config = "",
-                                   const std::function<void(RateLimiterConfig&)>& instance = {});
-  RateLimiterHandle rate_limiter(std::string_view id) const;
+                                   const std::function<void(RateLimiterConfig&)>& instance = {}) {
+    return policy<RateLimiterKind>(method_id, name, config, instance);
+  }
+  RateLimiterHandle rate_limiter(std::string_view id) const { return handle<RateLimiterKind>(id); }
 
   Timeout& timeout_policy(std::string_view method_id, std::string_view name = "",
                           std::string_view config = "",
-                          const std::function<void(TimeoutConfig&)>& instance = {});
-  TimeoutHandle timeout(std::string_view id) const;
+                          const std::function<void(TimeoutConfig&)>& instance = {}) {
+    return policy<TimeoutKind>(method_id, name, config, instance);
+  }
+  TimeoutHandle timeout(std::string_view id) const { return handle<TimeoutKind>(id); }
 
   Retry& retry_policy(std::string_view method_id, std::string_view name = "",
                       std::string_view config = "",
-                      const std::function<void(RetryConfig&)>& instance = {});
-  RetryHandle retry(std::string_view id) const;
+                      const std::function<void(RetryConfig&)>& instance = {}) {
+    return policy<RetryKind>(method_id, name, config, instance);
+  }
+  RetryHandle retry(std::string_view id) const { return handle<RetryKind>(id); }
 
   CircuitBreaker& circuit_breaker_policy(
       std::string_view method_id, std::string_view name = "", std::string_view config = "",
-      const std::function<void(CircuitBreakerConfig&)>& instance = {});
-  CircuitBreakerHandle circuit_breaker(std::string_view id) const;
+      const std::function<void(CircuitBreakerConfig&)>& instance = {}) {
+    return policy<CircuitBreakerKind>(method_id, name, config, instance);
+  }
+  CircuitBreakerHandle circuit_breaker(std::string_view id) const {
+    return handle<CircuitBreakerKind>(id);
+  }
 
   /// A hedge's attempts run on the registry's executor (see Builder::hedge_executor).
   Hedge& hedge_policy(std::string_view method_id, std::string_view name = "",
                       std::string_view config = "",
-                      const std::function<void(HedgeConfig&)>& instance = {});
-  HedgeHandle hedge(std::string_view id) const;
+                      const std::function<void(HedgeConfig&)>& instance = {}) {
+    return policy<HedgeKind>(method_id, name, config, instance);
+  }
+  HedgeHandle hedge(std::string_view id) const { return handle<HedgeKind>(id); }
+
+  /// Any kind's `*_policy` and lookup, e.g. `policy<r4c::TimeoutKind>("pipeline 'x'", "x")`:
+  /// what the named members forward to, and all a kind added later needs.
+  template <class Kind>
+  typename Kind::Policy& policy(std::string_view method_id, std::string_view name = "",
+                                std::string_view config = "",
+                                const std::function<void(typename Kind::Config&)>& instance = {}) {
+    return *static_cast<typename Kind::Policy*>(
+        find_or_create(detail::kKindIndex<Kind>, method_id, name, config, nullptr, &instance));
+  }
+  template <class Kind>
+  typename Kind::Handle handle(std::string_view id) const {
+    return static_cast<const typename Kind::Policy*>(find(detail::kKindIndex<Kind>, id))->handle();
+  }
 
   /// A copy of every policy's snapshot.
   RegistrySnapshot snapshot() const;
@@ -159,8 +195,31 @@ class ResilienceRegistry {
   const std::shared_ptr<Clock>& clock() const noexcept;
 
  private:
+  friend struct detail::RegistryAccess;
   struct State;
   explicit ResilienceRegistry(std::unique_ptr<State> state);
+
+  // The kind-independent core the templates above forward to: `kind` is a position in
+  // detail::AllKinds, `site` and `instance` point to std::function<void(Kind::Config&)> (or are
+  // null), the result to a Kind::Policy.
+  void* find_or_create(std::size_t kind, std::string_view method_id, std::string_view name,
+                       std::string_view config, const void* site, const void* instance);
+  const void* find(std::size_t kind, std::string_view id) const;
+
+  /// One policy a pipeline asks for: whether it wants the kind, the named config ("" for none)
+  /// and its own settings (a std::function<void(Kind::Config&)>, or null).
+  struct StageRequest {
+    bool wanted = false;
+    std::string_view config;
+    const void* setup = nullptr;
+  };
+  using StageRequests = std::array<StageRequest, detail::kKindCount>;
+  // Resolves and checks every wanted policy before it creates any: a request that throws
+  // leaves the registry as it was. The result holds a Kind::Policy* per kind (null: unwanted).
+  std::array<void*, detail::kKindCount> find_or_create_all(std::string_view owner,
+                                                           std::string_view id,
+                                                           const StageRequests& requests);
+
   std::unique_ptr<State> state_;
 };
 
@@ -179,18 +238,54 @@ class ResilienceRegistry::Builder {
   /// A named config, selected by the `config` argument of adaptive_limit_policy.
   Builder& adaptive_limit(std::string name, AdaptiveLimitSetup setup);
   /// The same for the other policies.
-  Builder& bulkhead_defaults(std::function<void(BulkheadConfig&)> setup);
-  Builder& bulkhead(std::string name, std::function<void(BulkheadConfig&)> setup);
-  Builder& rate_limiter_defaults(std::function<void(RateLimiterConfig&)> setup);
-  Builder& rate_limiter(std::string name, std::function<void(RateLimiterConfig&)> setup);
-  Builder& timeout_defaults(std::function<void(TimeoutConfig&)> setup);
-  Builder& timeout(std::string name, std::function<void(TimeoutConfig&)> setup);
-  Builder& retry_defaults(std::function<void(RetryConfig&)> setup);
-  Builder& retry(std::string name, std::function<void(RetryConfig&)> setup);
-  Builder& circuit_breaker_defaults(std::function<void(CircuitBreakerConfig&)> setup);
-  Builder& circuit_breaker(std::string name, std::function<void(CircuitBreakerConfig&)> setup);
-  Builder& hedge_defaults(std::function<void(HedgeConfig&)> setup);
-  Builder& hedge(std::string name, std::function<void(HedgeConfig&)> setup);
+  Builder& bulkhead_defaults(std::function<void(BulkheadConfig&)> setup) {
+    return defaults<BulkheadKind>(std::move(setup));
+  }
+  Builder& bulkhead(std::string name, std::function<void(BulkheadConfig&)> setup) {
+    return named<BulkheadKind>(std::move(name), std::move(setup));
+  }
+  Builder& rate_limiter_defaults(std::function<void(RateLimiterConfig&)> setup) {
+    return defaults<RateLimiterKind>(std::move(setup));
+  }
+  Builder& rate_limiter(std::string name, std::function<void(RateLimiterConfig&)> setup) {
+    return named<RateLimiterKind>(std::move(name), std::move(setup));
+  }
+  Builder& timeout_defaults(std::function<void(TimeoutConfig&)> setup) {
+    return defaults<TimeoutKind>(std::move(setup));
+  }
+  Builder& timeout(std::string name, std::function<void(TimeoutConfig&)> setup) {
+    return named<TimeoutKind>(std::move(name), std::move(setup));
+  }
+  Builder& retry_defaults(std::function<void(RetryConfig&)> setup) {
+    return defaults<RetryKind>(std::move(setup));
+  }
+  Builder& retry(std::string name, std::function<void(RetryConfig&)> setup) {
+    return named<RetryKind>(std::move(name), std::move(setup));
+  }
+  Builder& circuit_breaker_defaults(std::function<void(CircuitBreakerConfig&)> setup) {
+    return defaults<CircuitBreakerKind>(std::move(setup));
+  }
+  Builder& circuit_breaker(std::string name, std::function<void(CircuitBreakerConfig&)> setup) {
+    return named<CircuitBreakerKind>(std::move(name), std::move(setup));
+  }
+  Builder& hedge_defaults(std::function<void(HedgeConfig&)> setup) {
+    return defaults<HedgeKind>(std::move(setup));
+  }
+  Builder& hedge(std::string name, std::function<void(HedgeConfig&)> setup) {
+    return named<HedgeKind>(std::move(name), std::move(setup));
+  }
+  /// Any kind's defaults and named configs, e.g. `defaults<r4c::TimeoutKind>(...)`: what the
+  /// named members forward to.
+  template <class Kind>
+  Builder& defaults(std::function<void(typename Kind::Config&)> setup) {
+    add_setup(detail::kKindIndex<Kind>, nullptr, &setup);
+    return *this;
+  }
+  template <class Kind>
+  Builder& named(std::string name, std::function<void(typename Kind::Config&)> setup) {
+    add_setup(detail::kKindIndex<Kind>, &name, &setup);
+    return *this;
+  }
   /// Sizes the bounded pool every hedge of the registry runs its attempts on: `threads`
   /// threads (4) and at most `max_queued` waiting attempts (1024); an attempt the full pool
   /// refuses is not launched (a first attempt then runs on the caller's thread). The threads
@@ -218,6 +313,10 @@ class ResilienceRegistry::Builder {
   ResilienceRegistry build();
 
  private:
+  // `setup` points to a std::function<void(Kind::Config&)> it moves from; `name` is null for
+  // the kind's defaults.
+  void add_setup(std::size_t kind, std::string* name, void* setup);
+
   struct Settings;
   std::unique_ptr<Settings> settings_;
 };

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <typeindex>
@@ -30,11 +31,15 @@
 
 #include "r4c/adaptive_limit_config.hpp"
 #include "r4c/clock.hpp"
+#include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
 #include "r4c/events.hpp"
 
 namespace r4c {
+namespace metrics {
+class Emitter;
+}  // namespace metrics
 namespace detail {
 template <class Event>
 class EventHub;
@@ -303,5 +308,24 @@ inline Subscription RetryHandle::on_give_up(
 inline const std::string& RetryHandle::instance_id() const noexcept {
   return retry_->instance_id();
 }
+
+/// The retry as a policy kind: what the registry, the pipelines, the metrics and the tools
+/// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
+struct RetryKind {
+  using Config = RetryConfig;
+  using Policy = Retry;
+  using Snapshot = RetrySnapshot;
+  using Handle = RetryHandle;
+  static constexpr KindNames kNames = {"retry", "retry", "retry", "retry"};
+  /// Every setting the external file takes, in the documented order.
+  static std::span<const detail::Setting<Config>> settings() noexcept;
+  /// Appends the metrics of one instance's snapshot (docs/observability.md).
+  static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
+  /// A new instance; a registry's resources give it its clock.
+  template <class Resources>
+  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
+    return std::make_unique<Retry>(std::move(id), std::move(config), resources.clock());
+  }
+};
 
 }  // namespace r4c

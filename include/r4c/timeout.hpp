@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <type_traits>
@@ -26,11 +27,15 @@
 
 #include "r4c/adaptive_limit_config.hpp"
 #include "r4c/clock.hpp"
+#include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/detail/timer.hpp"
 #include "r4c/errors.hpp"
 
 namespace r4c {
+namespace metrics {
+class Emitter;
+}  // namespace metrics
 
 /// Settings of a timeout.
 class TimeoutConfig {
@@ -211,5 +216,24 @@ inline TimeoutSnapshot TimeoutHandle::snapshot() const { return timeout_->snapsh
 inline const std::string& TimeoutHandle::instance_id() const noexcept {
   return timeout_->instance_id();
 }
+
+/// The timeout as a policy kind: what the registry, the pipelines, the metrics and the tools
+/// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
+struct TimeoutKind {
+  using Config = TimeoutConfig;
+  using Policy = Timeout;
+  using Snapshot = TimeoutSnapshot;
+  using Handle = TimeoutHandle;
+  static constexpr KindNames kNames = {"timeout", "timeout", "timeout", "timeout"};
+  /// Every setting the external file takes, in the documented order.
+  static std::span<const detail::Setting<Config>> settings() noexcept;
+  /// Appends the metrics of one instance's snapshot (docs/observability.md).
+  static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
+  /// A new instance; a registry's resources give it its clock.
+  template <class Resources>
+  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
+    return std::make_unique<Timeout>(std::move(id), std::move(config), resources.clock());
+  }
+};
 
 }  // namespace r4c

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "r4c/detail/setting.hpp"
+
 namespace r4c::detail {
 
 enum class ConfigScope { defaults, named, instance };
@@ -46,7 +48,7 @@ std::vector<ConfigEntry> parse_config(std::string_view text, std::string_view or
 /// Reads a whole file; R4C-CFG-001 naming the path when it is missing or unreadable.
 std::string read_config_file(const std::filesystem::path& path);
 
-/// The candidate closest to `word` by edit distance (for "did you mean" hints).
+/// text::closest, under its older name.
 std::string_view closest(std::string_view word, std::span<const std::string_view> candidates);
 
 /// Strict value parsers; each throws ConfigException naming `where`, the value and the type
@@ -54,7 +56,22 @@ std::string_view closest(std::string_view word, std::span<const std::string_view
 int parse_int(std::string_view value, const std::string& where);
 double parse_double(std::string_view value, const std::string& where);
 bool parse_bool(std::string_view value, const std::string& where);
-/// An integer with a unit: ns, us, ms, s, m or h ("500ms", "2s").
+/// text::parse_duration's grammar: an integer with a unit, ns, us, ms, s, m or h ("500ms").
 std::chrono::nanoseconds parse_duration(std::string_view value, const std::string& where);
+
+/// Throws the file's message for `value`, which is not a `type`: R4C-ATR-001 for a duration,
+/// R4C-CFG-004 otherwise ("<where> is '<value>'; expected <expected>").
+[[noreturn]] void malformed_value(SettingType type, const std::string& expected,
+                                  std::string_view value, const std::string& where);
+
+/// One setting's value from the file: parsed by the setting's own type, or rejected with the
+/// file's message (exception type names are left to the caller to resolve).
+template <class Config>
+SettingValue parse_setting(const Setting<Config>& setting, std::string_view value,
+                           const std::string& where) {
+  std::optional<SettingValue> parsed = parse(setting, value);
+  if (!parsed) malformed_value(setting.type, expected(setting), value, where);
+  return *std::move(parsed);
+}
 
 }  // namespace r4c::detail
