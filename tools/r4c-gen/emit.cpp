@@ -18,26 +18,6 @@ std::string quoted(std::string_view text) {
 
 std::string argument_name(std::size_t i) { return "p" + std::to_string(i); }
 
-std::string config_type(PolicyKind kind) {
-  switch (kind) {
-    case PolicyKind::retry:
-      return "r4c::RetryConfig";
-    case PolicyKind::hedge:
-      return "r4c::HedgeConfig";
-    case PolicyKind::circuit_breaker:
-      return "r4c::CircuitBreakerConfig";
-    case PolicyKind::rate_limiter:
-      return "r4c::RateLimiterConfig";
-    case PolicyKind::adaptive_limit:
-      return "r4c::AdaptiveLimitConfig";
-    case PolicyKind::timeout:
-      return "r4c::TimeoutConfig";
-    case PolicyKind::bulkhead:
-      return "r4c::BulkheadConfig";
-  }
-  return "";
-}
-
 // A setting's continuation lines (exception types) indented under it.
 std::string indented(const std::string& setting, const std::string& indent) {
   std::string text;
@@ -57,14 +37,14 @@ std::string resolve(const Method& method, const Policy& policy, const std::strin
                      indent + quoted(method.id) + ", " + quoted(policy.name) + ", " +
                      quoted(policy.config);
   if (policy.settings.empty()) return call + ")";
-  if (policy.kind == PolicyKind::adaptive_limit) {
+  if (policy.kind == kAdaptiveLimit) {
     call += ",\n" + indent + "{";
     for (std::size_t i = 0; i < policy.settings.size(); ++i) {
       call += (i > 0 ? ",\n" + indent + " " : "") + indented(policy.settings[i], indent + " ");
     }
     return call + "})";
   }
-  call += ",\n" + indent + "[](" + config_type(policy.kind) + "& c) {";
+  call += ",\n" + indent + "[](" + policy.config_type + "& c) {";
   if (policy.settings.size() == 1 && policy.settings[0].find('\n') == std::string::npos) {
     return call + " " + policy.settings[0] + "; })";
   }
@@ -163,8 +143,8 @@ void emit_method(std::ostringstream& out, const Class& cls, const Method& method
     out << "    return " << target_call(cls, method, object, true) << ";\n  }\n";
     return;
   }
-  const bool retried = method.has(PolicyKind::retry);
-  const bool hedged = method.has(PolicyKind::hedge);
+  const bool retried = method.has(kRetry);
+  const bool hedged = method.has(kHedge);
 
   if (method.async) {
     // Each attempt's coroutine is made by the lambda, which outlives this call: it owns what
