@@ -498,7 +498,8 @@ TEST(ShippedScenarioTest, CapacityDropHasTheFiveGroupsTheReadmeNames) {
   EXPECT_EQ(s.server.changes[1].workers, 12);
   EXPECT_EQ(s.groups[2].max_concurrent, 16);  // sized for the capacity before the drop
   EXPECT_EQ(s.groups[3].max_concurrent, 4);   // and after it
-  EXPECT_EQ(s.groups[1].policy, PolicyKind::aimd);
+  EXPECT_EQ(s.groups[1].policy, PolicyKind::adaptive_limit);
+  EXPECT_EQ(s.groups[1].limit.algorithm(), LimitAlgorithm::aimd);
   EXPECT_TRUE(s.groups[1].timeout);
 }
 

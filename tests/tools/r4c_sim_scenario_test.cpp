@@ -116,7 +116,8 @@ drain = "3s"
   const GroupSpec& g2 = s.groups[0];
   EXPECT_EQ(g2.name, "g2");
   EXPECT_DOUBLE_EQ(g2.rate, 1500.5);
-  EXPECT_EQ(g2.policy, PolicyKind::gradient2);
+  EXPECT_EQ(g2.policy, PolicyKind::adaptive_limit);
+  EXPECT_EQ(g2.policy_name(), "gradient2");
   EXPECT_EQ(g2.timeout, seconds(1));
   EXPECT_EQ(g2.limit.algorithm(), LimitAlgorithm::gradient2);
   EXPECT_EQ(g2.limit.initial_limit(), 5);
@@ -132,14 +133,17 @@ drain = "3s"
   EXPECT_EQ(g2.changes[0].at, seconds(30));
   EXPECT_DOUBLE_EQ(g2.changes[0].rate, 10.0);
 
-  EXPECT_EQ(s.groups[1].policy, PolicyKind::aimd);
+  EXPECT_EQ(s.groups[1].policy, PolicyKind::adaptive_limit);
   EXPECT_EQ(s.groups[1].limit.algorithm(), LimitAlgorithm::aimd);
+  EXPECT_EQ(s.groups[1].policy_name(), "aimd");
   EXPECT_DOUBLE_EQ(s.groups[1].limit.backoff_ratio(), 0.8);
   EXPECT_EQ(s.groups[1].timeout, milliseconds(50));
   EXPECT_EQ(s.groups[2].policy, PolicyKind::bulkhead);
+  EXPECT_EQ(s.groups[2].policy_name(), "bulkhead");
   EXPECT_EQ(s.groups[2].max_concurrent, 8);
   EXPECT_FALSE(s.groups[2].timeout);
   EXPECT_EQ(s.groups[3].policy, PolicyKind::none);
+  EXPECT_EQ(s.groups[3].policy_name(), "none");
   EXPECT_DOUBLE_EQ(s.groups[3].rate, 0.0);
 
   EXPECT_EQ(s.live.clients, 32);
@@ -261,6 +265,26 @@ TEST(ScenarioTest, ReportsTheLibrarysOwnCodeForLimitSettings) {
                         "than initial_limit (20)"));
 }
 
+TEST(ScenarioTest, ReadsPoliciesAndLimitSettingsInTheLibrarysWords) {
+  // An algorithm's name means what it means in a config file, case ignored.
+  const Scenario s = parse_scenario(
+      "duration = \"10s\"\n[server]\nworkers = 4\n[[groups]]\nname = "
+      "\"g\"\nrate = 1\npolicy = \"AIMD\"\ntimeout = \"1s\"\n",
+      "test.toml");
+  EXPECT_EQ(s.groups[0].policy, PolicyKind::adaptive_limit);
+  EXPECT_EQ(s.groups[0].limit.algorithm(), LimitAlgorithm::aimd);
+  const std::string head = std::string(kMinimal);
+  EXPECT_EQ(error_of(head + "limit = { window = \"1.5s\" }\n"),
+            "test.toml:8: R4C-ATR-001: groups[1].limit.window is '1.5s'; " + kLibraryDuration);
+  EXPECT_EQ(error_of(head + "limit = { long_window = 1.5 }\n"),
+            "test.toml:8: groups[1].limit.long_window is 1.5; expected an integer");
+  EXPECT_EQ(error_of(head + "limit = { algorithm = \"aimd\" }\n"),
+            "test.toml:8: unknown key \"algorithm\" in groups[1].limit; did you mean "
+            "\"min_limit\"? (valid: initial_limit, min_limit, max_limit, window, "
+            "min_window_samples, smoothing, rtt_tolerance, long_window, queue_size, "
+            "backoff_ratio)");
+}
+
 TEST(ScenarioTest, ReportsMissingKeys) {
   EXPECT_EQ(error_of("seed = 3\n"),
             "test.toml:1: the file has no duration; expected a duration such as \"250ms\" or "
@@ -293,13 +317,13 @@ TEST(ScenarioTest, RejectsSettingsThatDoNotApplyToThePolicy) {
             "group's policy is gradient2)");
   EXPECT_EQ(error_of(head + "policy = \"bulkhead\"\nmax_concurrent = 3\nlimit = { max_limit = "
                             "9 }\n"),
-            "test.toml:9: groups[1].limit applies to policies gradient2 and aimd only (this "
-            "group's policy is bulkhead)");
+            "test.toml:9: groups[1].limit applies to the adaptive limit's policies only "
+            "(gradient2, aimd; this group's policy is bulkhead)");
   EXPECT_EQ(error_of(head + "policy = \"aimd\"\ntimeout = \"1s\"\nlimit = { smoothing = 0.5 }\n"),
-            "test.toml:9: groups[1].limit: smoothing, rtt_tolerance, long_window and queue_size "
-            "apply to gradient2 only (this group's policy is aimd)");
+            "test.toml:9: groups[1].limit.smoothing applies to gradient2 only (this group's "
+            "policy is aimd)");
   EXPECT_EQ(error_of(head + "policy = \"gradient2\"\nlimit = { backoff_ratio = 0.5 }\n"),
-            "test.toml:8: groups[1].limit: backoff_ratio applies to aimd only (this group's "
+            "test.toml:8: groups[1].limit.backoff_ratio applies to aimd only (this group's "
             "policy is gradient2)");
   EXPECT_EQ(error_of("duration = \"10s\"\n[server]\nworkers = 4\nservice = { sigma = 0.5 }\n"
                      "[[groups]]\nname = \"g\"\nrate = 1\npolicy = \"none\"\n"),
@@ -403,22 +427,6 @@ TEST(DurationTest, ReadsTheLibrarysGrammarAndNothingElse) {
         error_of("duration = \"" + std::string(text) + "\"\n[server]\nworkers = 4\n" + group),
         "test.toml:1: R4C-ATR-001: duration is '" + std::string(text) + "'; " + kLibraryDuration)
         << text;
-  }
-}
-
-TEST(DurationTest, FormatsTheWayTheLibraryReads) {
-  EXPECT_EQ(format_duration(milliseconds(250)), "250ms");
-  EXPECT_EQ(format_duration(milliseconds(1500)), "1500ms");
-  EXPECT_EQ(format_duration(seconds(10)), "10s");
-  EXPECT_EQ(format_duration(seconds(90)), "90s");
-  EXPECT_EQ(format_duration(seconds(120)), "2m");
-  EXPECT_EQ(format_duration(std::chrono::hours(24)), "24h");
-  EXPECT_EQ(format_duration(std::chrono::microseconds(1)), "1us");
-  EXPECT_EQ(format_duration(std::chrono::nanoseconds(1)), "1ns");
-  EXPECT_EQ(format_duration(std::chrono::nanoseconds(0)), "0ns");
-  for (const Nanos d : {Nanos(milliseconds(250)), Nanos(milliseconds(1500)),
-                        Nanos(milliseconds(60000)), Nanos(1234567)}) {
-    EXPECT_EQ(r4c::detail::parse_duration(format_duration(d), "d"), d);
   }
 }
 

@@ -65,11 +65,9 @@ struct ServerSpec {
   double capacity_at(Nanos t) const;
 };
 
-/// The policy a group calls through: r4c's adaptive limit (gradient2 or aimd), a fixed
-/// bulkhead, or nothing.
-enum class PolicyKind { gradient2, aimd, bulkhead, none };
-
-std::string_view to_string(PolicyKind kind) noexcept;
+/// The policy a group calls through: r4c's adaptive limit (with the algorithm the scenario
+/// names, kept in GroupSpec::limit), a fixed bulkhead, or nothing.
+enum class PolicyKind { adaptive_limit, bulkhead, none };
 
 /// A change of a group's offered load at time `at`.
 struct RateChange {
@@ -80,13 +78,16 @@ struct RateChange {
 struct GroupSpec {
   std::string name;
   double rate = 0.0;  // offered calls per second, Poisson arrivals (open loop)
-  PolicyKind policy = PolicyKind::gradient2;
+  PolicyKind policy = PolicyKind::adaptive_limit;
   std::optional<Nanos> timeout;     // a timeout inside the policy; required for aimd
   int max_concurrent = 0;           // bulkhead only
-  AdaptiveLimitConfig limit;        // gradient2 and aimd; its algorithm matches the policy
+  AdaptiveLimitConfig limit;        // adaptive_limit; its algorithm is the one the policy names
   std::vector<RateChange> changes;  // sorted by `at`
 
   double rate_at(Nanos t) const;
+  /// The policy as a scenario names it: the limit's algorithm ("gradient2", "aimd", in the
+  /// library's words), "bulkhead" or "none".
+  std::string_view policy_name() const noexcept;
   bool has_limit() const noexcept { return policy != PolicyKind::none; }
 };
 
@@ -123,9 +124,5 @@ Scenario load_scenario(const std::filesystem::path& file);
 
 /// The same, from TOML text; `source` names it in messages (as the file would).
 Scenario parse_scenario(std::string_view text, std::string_view source);
-
-/// Formats a duration the way the library's grammar (r4c::detail::parse_duration, which reads a
-/// scenario's durations) reads it: "1500ms", "2m".
-std::string format_duration(Nanos value);
 
 }  // namespace r4c::sim
