@@ -273,6 +273,13 @@ TEST(ScenarioTest, ReadsPoliciesAndLimitSettingsInTheLibrarysWords) {
       "test.toml");
   EXPECT_EQ(s.groups[0].policy, PolicyKind::adaptive_limit);
   EXPECT_EQ(s.groups[0].limit.algorithm(), LimitAlgorithm::aimd);
+  // r4c-sim's own enums join the vocabulary too, and read the same way.
+  const Scenario fixed = parse_scenario(
+      "duration = \"10s\"\n[server]\nworkers = 4\nservice = { distribution = \"Fixed\" }\n"
+      "abandoned = \"DROP\"\n[[groups]]\nname = \"g\"\nrate = 1\npolicy = \"none\"\n",
+      "test.toml");
+  EXPECT_EQ(fixed.server.service.distribution, Distribution::fixed);
+  EXPECT_EQ(fixed.server.abandoned, Abandoned::drop);
   const std::string head = std::string(kMinimal);
   EXPECT_EQ(error_of(head + "limit = { window = \"1.5s\" }\n"),
             "test.toml:8: R4C-ATR-001: groups[1].limit.window is '1.5s'; " + kLibraryDuration);

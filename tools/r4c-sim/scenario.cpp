@@ -236,18 +236,14 @@ class Reader {
     return text->get();
   }
 
-  // One of `choices`, by name.
-  template <class E>
-  std::optional<E> choice(const toml::node& node, const std::string& key,
-                          const std::vector<std::pair<std::string_view, E>>& choices) {
-    std::vector<std::string_view> names;
-    for (const auto& [name, value] : choices) names.push_back(name);
-    const auto* text = node.as_string();
-    if (text != nullptr) {
-      for (const auto& [name, value] : choices) {
-        if (text->get() == name) return value;
-      }
+  // A value of an enum of the vocabulary, by name (r4c::from_string: case ignored).
+  template <NamedEnum E>
+  std::optional<E> choice(const toml::node& node, const std::string& key) {
+    if (const auto* text = node.as_string()) {
+      if (const std::optional<E> value = from_string<E>(text->get())) return value;
     }
+    std::vector<std::string_view> names;
+    for (const EnumName<E>& entry : enum_names(E{})) names.push_back(entry.name);
     bad(node, key, "one of " + join(names));
     return std::nullopt;
   }
@@ -589,8 +585,7 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
            }},
           {"abandoned",
            [&](const toml::node& node, const std::string& key) {
-             if (auto a = reader.choice<Abandoned>(
-                     node, key, {{"serve", Abandoned::serve}, {"drop", Abandoned::drop}})) {
+             if (auto a = reader.choice<Abandoned>(node, key)) {
                server.abandoned = *a;
              }
            }},
@@ -603,11 +598,7 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
                  *service, key,
                  {{"distribution",
                    [&](const toml::node& n, const std::string& k) {
-                     if (auto d = reader.choice<Distribution>(
-                             n, k,
-                             {{"fixed", Distribution::fixed},
-                              {"exponential", Distribution::exponential},
-                              {"lognormal", Distribution::lognormal}})) {
+                     if (auto d = reader.choice<Distribution>(n, k)) {
                        server.service.distribution = *d;
                      }
                    }},

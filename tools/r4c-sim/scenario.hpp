@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "r4c/adaptive_limit_config.hpp"
+#include "r4c/text.hpp"
 
 namespace r4c::sim {
 
@@ -23,12 +25,26 @@ using Nanos = std::chrono::nanoseconds;
 
 /// How the server's service time is distributed.
 enum class Distribution { fixed, exponential, lognormal };
+/// Its names in a scenario file: the enum joins the library's text vocabulary (r4c/text.hpp), so
+/// r4c::from_string reads it as it reads the library's enums.
+inline constexpr EnumName<Distribution> kDistributionNames[] = {
+    {"fixed", Distribution::fixed},
+    {"exponential", Distribution::exponential},
+    {"lognormal", Distribution::lognormal}};
+constexpr std::span<const EnumName<Distribution>> enum_names(Distribution) noexcept {
+  return kDistributionNames;
+}
 
 /// What the server does with a queued call whose client gave up (its timeout passed).
 enum class Abandoned {
   serve,  // it is served anyway, as a real server that cannot tell does
   drop,   // it leaves the queue (a server that checks the connection before starting)
 };
+inline constexpr EnumName<Abandoned> kAbandonedNames[] = {{"serve", Abandoned::serve},
+                                                          {"drop", Abandoned::drop}};
+constexpr std::span<const EnumName<Abandoned>> enum_names(Abandoned) noexcept {
+  return kAbandonedNames;
+}
 
 /// The service time of one call: `mean` times a standardized draw of mean 1 (see
 /// standard_draw), times the schedule's service_scale when the call starts.
