@@ -26,8 +26,9 @@ Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config)
       instance_id_(std::move(instance_id)),
       config_(std::move(config)),
       full_(std::make_exception_ptr(BulkheadFullException(
-          "bulkhead '" + instance_id_ + "' is full (max_concurrent " +
-          std::to_string(max_concurrent_) + "): the call was rejected without running"))) {}
+          instance_id_, "bulkhead '" + instance_id_ + "' is full (max_concurrent " +
+                            std::to_string(max_concurrent_) +
+                            "): the call was rejected without running"))) {}
 
 void Bulkhead::throw_full() const { std::rethrow_exception(full_); }
 

@@ -2,6 +2,11 @@
 
 #include <cctype>
 
+#include "r4c/adaptive_limit.hpp"
+#include "r4c/bulkhead.hpp"
+#include "r4c/circuit_breaker.hpp"
+#include "r4c/rate_limiter.hpp"
+
 namespace r4c {
 namespace {
 
@@ -21,31 +26,38 @@ std::string code_prefix(const std::string& message) {
 
 }  // namespace
 
+RejectedException::RejectedException(std::string instance_id, std::string_view kind,
+                                     const std::string& message)
+    : std::runtime_error(message), instance_id_(std::move(instance_id)), kind_(kind) {}
+
 LimitExceededException::LimitExceededException(const std::string& message)
-    : std::runtime_error(message) {}
+    : LimitExceededException("", message) {}
 
 LimitExceededException::LimitExceededException(std::string instance_id, const std::string& message)
-    : std::runtime_error(message), instance_id_(std::move(instance_id)) {}
+    : RejectedException(std::move(instance_id), AdaptiveLimitKind::kNames.metrics, message) {}
 
 CallTimeoutException::CallTimeoutException(const std::string& message)
     : std::runtime_error(message) {}
 
 BulkheadFullException::BulkheadFullException(const std::string& message)
-    : std::runtime_error(message) {}
+    : BulkheadFullException("", message) {}
+
+BulkheadFullException::BulkheadFullException(std::string instance_id, const std::string& message)
+    : RejectedException(std::move(instance_id), BulkheadKind::kNames.metrics, message) {}
 
 RequestNotPermittedException::RequestNotPermittedException(const std::string& message)
-    : std::runtime_error(message) {}
+    : RequestNotPermittedException("", message) {}
 
 RequestNotPermittedException::RequestNotPermittedException(std::string instance_id,
                                                            const std::string& message)
-    : std::runtime_error(message), instance_id_(std::move(instance_id)) {}
+    : RejectedException(std::move(instance_id), RateLimiterKind::kNames.metrics, message) {}
 
 CallNotPermittedException::CallNotPermittedException(const std::string& message)
-    : std::runtime_error(message) {}
+    : CallNotPermittedException("", message) {}
 
 CallNotPermittedException::CallNotPermittedException(std::string instance_id,
                                                      const std::string& message)
-    : std::runtime_error(message), instance_id_(std::move(instance_id)) {}
+    : RejectedException(std::move(instance_id), CircuitBreakerKind::kNames.metrics, message) {}
 
 ConfigException::ConfigException(const std::string& message)
     : std::invalid_argument(message), code_(code_prefix(message)) {}

@@ -9,17 +9,12 @@ namespace r4c {
 namespace detail {
 
 // Whether `failure` says that a policy inside the call refused it: another attempt would only
-// meet the same refusal and add load. Shared with the asynchronous face.
+// meet the same refusal and add load. Shared with the asynchronous face; any kind's refusal is
+// a RejectedException, so no list of types is kept here.
 bool is_inner_rejection(const std::exception_ptr& failure) noexcept {
   try {
     std::rethrow_exception(failure);
-  } catch (const LimitExceededException&) {
-    return true;
-  } catch (const CallNotPermittedException&) {
-    return true;
-  } catch (const BulkheadFullException&) {
-    return true;
-  } catch (const RequestNotPermittedException&) {
+  } catch (const RejectedException&) {
     return true;
   } catch (...) {
     return false;

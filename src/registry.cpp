@@ -122,17 +122,22 @@ std::span<const detail::KindKeys> file_kinds() {
   return kinds.kinds;
 }
 
+// The exception types every file may name: each kind's own, and the base of every refusal,
+// under their class names with and without "r4c::".
 ExceptionCatalog built_in_exception_types() {
   ExceptionCatalog catalog;
-  auto add = [&](std::string name, ExceptionType type) {
-    catalog.emplace("r4c::" + name, type);
+  auto add = [&](ExceptionType type) {
+    std::string name = type.name();
+    constexpr std::string_view kNamespace = "r4c::";
+    if (name.starts_with(kNamespace)) catalog.emplace(name.substr(kNamespace.size()), type);
     catalog.emplace(std::move(name), type);
   };
-  add("LimitExceededException", ExceptionType::of<LimitExceededException>());
-  add("CallTimeoutException", ExceptionType::of<CallTimeoutException>());
-  add("BulkheadFullException", ExceptionType::of<BulkheadFullException>());
-  add("RequestNotPermittedException", ExceptionType::of<RequestNotPermittedException>());
-  add("CallNotPermittedException", ExceptionType::of<CallNotPermittedException>());
+  detail::for_each_kind([&]<class Kind>(std::type_identity<Kind>) {
+    if constexpr (!std::is_void_v<typename Kind::Exception>) {
+      add(ExceptionType::of<typename Kind::Exception>());
+    }
+  });
+  add(ExceptionType::of<RejectedException>());
   return catalog;
 }
 

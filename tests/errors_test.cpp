@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <type_traits>
+#include <utility>
 
 namespace {
 
@@ -41,6 +43,8 @@ TEST(ErrorsTest, RuntimeExceptionsAreRuntimeErrors) {
   static_assert(std::is_base_of_v<std::runtime_error, r4c::LimitExceededException>);
   static_assert(std::is_base_of_v<std::runtime_error, r4c::CallTimeoutException>);
   static_assert(std::is_base_of_v<std::runtime_error, r4c::BulkheadFullException>);
+  static_assert(std::is_base_of_v<std::runtime_error, r4c::RequestNotPermittedException>);
+  static_assert(std::is_base_of_v<std::runtime_error, r4c::CallNotPermittedException>);
 }
 
 TEST(ErrorsTest, LimitExceededExceptionCarriesItsInstanceId) {
@@ -48,6 +52,28 @@ TEST(ErrorsTest, LimitExceededExceptionCarriesItsInstanceId) {
   EXPECT_EQ(with_id.instance_id(), "orders");
   EXPECT_STREQ(with_id.what(), "full");
   EXPECT_EQ(r4c::LimitExceededException("full").instance_id(), "");
+}
+
+TEST(ErrorsTest, EveryRefusalIsARejectedExceptionNamingItsKindAndInstance) {
+  const auto refusal = [](auto exception) -> std::pair<std::string, std::string> {
+    try {
+      throw exception;
+    } catch (const r4c::RejectedException& e) {
+      return {std::string(e.kind()), e.instance_id()};
+    }
+  };
+  using Refusal = std::pair<std::string, std::string>;
+  EXPECT_EQ(refusal(r4c::LimitExceededException("a", "full")), Refusal("adaptivelimit", "a"));
+  EXPECT_EQ(refusal(r4c::BulkheadFullException("b", "full")), Refusal("bulkhead", "b"));
+  EXPECT_EQ(refusal(r4c::RequestNotPermittedException("c", "no permit")),
+            Refusal("ratelimiter", "c"));
+  EXPECT_EQ(refusal(r4c::CallNotPermittedException("d", "open")), Refusal("circuitbreaker", "d"));
+  EXPECT_EQ(refusal(r4c::BulkheadFullException("full")), Refusal("bulkhead", ""));
+}
+
+TEST(ErrorsTest, ATimedOutCallRanSoItIsNoRejection) {
+  static_assert(!std::is_base_of_v<r4c::RejectedException, r4c::CallTimeoutException>);
+  static_assert(std::is_base_of_v<std::runtime_error, r4c::RejectedException>);
 }
 
 TEST(ErrorsTest, UsersCanDeriveTheirOwnExceptionTypes) {

@@ -2,6 +2,7 @@
 // among its neighbours ("Con otras políticas", "Lo mismo con Pipeline").
 #include "r4c/pipeline.hpp"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,6 +12,8 @@
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include "test_support.hpp"
 
 namespace {
 
@@ -209,6 +212,90 @@ TEST_F(PipelineTest, APipelineRebuiltWithOtherSettingsFailsWithReg008) {
     EXPECT_NE(std::string(e.what()).find("bulkhead 'orders' is shared by pipeline 'orders'"),
               std::string::npos)
         << e.what();
+  }
+}
+
+TEST_F(PipelineTest, ABuildThatFailsOnAnInnerPolicyCreatesNoneOfTheOuterOnes) {
+  // The retry and the circuit breaker come first in the pipeline; the limit's bounds fail.
+  const auto e = r4c::test::config_error([&] {
+    r4c::Pipeline<int>::builder(registry_, "orders")
+        .retry([](r4c::RetryConfig& r) { r.max_attempts(2); })
+        .circuit_breaker()
+        .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(300); })
+        .build();
+  });
+  EXPECT_EQ(e.code(), "R4C-ATR-009");
+  const r4c::RegistrySnapshot snapshot = registry_.snapshot();
+  EXPECT_TRUE(snapshot.retries().empty());
+  EXPECT_TRUE(snapshot.circuit_breakers().empty());
+  EXPECT_TRUE(snapshot.adaptive_limits().empty());
+  EXPECT_EQ(r4c::test::config_error([&] { (void)registry_.retry("orders"); }).code(),
+            "R4C-REG-009");
+}
+
+TEST_F(PipelineTest, ABuildThatConflictsWithAnExistingPolicyCreatesNothing) {
+  r4c::Pipeline<int>::builder(registry_, "orders")
+      .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(5); })
+      .build();
+  const auto e = r4c::test::config_error([&] {
+    r4c::Pipeline<int>::builder(registry_, "orders")
+        .retry()
+        .timeout([](r4c::TimeoutConfig& t) { t.timeout(1s); })
+        .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(6); })
+        .build();
+  });
+  EXPECT_EQ(e.code(), "R4C-REG-008");
+  const r4c::RegistrySnapshot snapshot = registry_.snapshot();
+  EXPECT_TRUE(snapshot.retries().empty());
+  EXPECT_TRUE(snapshot.timeouts().empty());
+  EXPECT_EQ(snapshot.bulkheads().size(), 1u);
+}
+
+TEST(PipelineNamedConfigTest, EachPolicyMayNameAConfigOfTheRegistry) {
+  auto registry =
+      r4c::ResilienceRegistry::builder()
+          .adaptive_limit("backend", [](r4c::AdaptiveLimitConfig& a) { a.max_limit(50); })
+          .config_text(
+              "configs.slow.timeout.timeout = 5s\n"
+              "configs.slow.bulkhead.maxConcurrent = 7")
+          .build();
+  auto pipeline =
+      r4c::Pipeline<int>::builder(registry, "orders")
+          .adaptive_limit("backend", [](r4c::AdaptiveLimitConfig& a) { a.initial_limit(10); })
+          .timeout("slow")
+          .with<r4c::BulkheadKind>({}, "slow")
+          .build();
+  EXPECT_EQ(pipeline.adaptive_limit()->config().max_limit(), 50);      // the named config
+  EXPECT_EQ(pipeline.adaptive_limit()->config().initial_limit(), 10);  // the pipeline's own
+  EXPECT_EQ(pipeline.timeout()->config().timeout(), 5s);
+  EXPECT_EQ(pipeline.bulkhead()->config().max_concurrent(), 7);
+  EXPECT_EQ(pipeline.policy<r4c::BulkheadKind>(), pipeline.bulkhead());
+}
+
+TEST(PipelineNamedConfigTest, AnUnknownNamedConfigIsReg004AndCreatesNothing) {
+  auto registry = r4c::ResilienceRegistry::builder()
+                      .timeout("slow", [](r4c::TimeoutConfig& t) { t.timeout(5s); })
+                      .build();
+  const auto e = r4c::test::config_error(
+      [&] { r4c::Pipeline<int>::builder(registry, "orders").retry().timeout("slwo").build(); });
+  EXPECT_EQ(e.code(), "R4C-REG-004");
+  EXPECT_THAT(e.what(), ::testing::HasSubstr("did you mean 'slow'"));
+  EXPECT_TRUE(registry.snapshot().retries().empty());
+}
+
+TEST_F(PipelineTest, AnyRefusalIsCaughtInOneClauseWithItsKindAndInstance) {
+  auto orders = r4c::Pipeline<int>::builder(registry_, "orders")
+                    .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(1); })
+                    .build();
+  const r4c::BulkheadPermit held = orders.bulkhead()->try_acquire();
+  ASSERT_TRUE(held);
+  try {
+    orders.execute([] { return 1; });
+    FAIL() << "the full bulkhead let the call through";
+  } catch (const r4c::RejectedException& e) {
+    EXPECT_EQ(e.kind(), "bulkhead");
+    EXPECT_EQ(e.instance_id(), "orders");
+    EXPECT_NE(dynamic_cast<const r4c::BulkheadFullException*>(&e), nullptr);
   }
 }
 

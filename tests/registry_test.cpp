@@ -198,6 +198,22 @@ TEST(RegistryTest, DropOnAcceptsTheBuiltInClassNames) {
                                        r4c::ExceptionType::of<r4c::LimitExceededException>()}));
 }
 
+TEST(RegistryTest, ExceptionListsKnowEveryKindsExceptionAndTheirBase) {
+  auto registry = r4c::ResilienceRegistry::builder()
+                      .config_text(
+                          "defaults.retry.abortOn=r4c::RejectedException, CallTimeoutException\n"
+                          "defaults.circuitBreaker.ignoreOn=RequestNotPermittedException, "
+                          "r4c::CallNotPermittedException")
+                      .build();
+  EXPECT_EQ(registry.retry_policy(kPlace).config().abort_on_types(),
+            (std::vector<r4c::ExceptionType>{r4c::ExceptionType::of<r4c::RejectedException>(),
+                                             r4c::ExceptionType::of<r4c::CallTimeoutException>()}));
+  EXPECT_EQ(
+      registry.circuit_breaker_policy(kPlace).config().ignore_on_types(),
+      (std::vector<r4c::ExceptionType>{r4c::ExceptionType::of<r4c::RequestNotPermittedException>(),
+                                       r4c::ExceptionType::of<r4c::CallNotPermittedException>()}));
+}
+
 TEST(RegistryTest, DurationsTakeEveryUnit) {
   const std::vector<std::pair<std::string, std::chrono::nanoseconds>> cases = {
       {"1000000ns", 1ms}, {"1500us", 1500us}, {"500ms", 500ms},

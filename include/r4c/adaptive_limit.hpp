@@ -382,6 +382,9 @@ struct AdaptiveLimitKind {
   using Policy = AdaptiveLimit;
   using Snapshot = AdaptiveLimitSnapshot;
   using Handle = AdaptiveLimitHandle;
+  /// The exception the policy itself fails a call with (its refusal); the file's exception
+  /// lists know it by its class name.
+  using Exception = LimitExceededException;
   static constexpr KindNames kNames = {"adaptive_limit", "adaptiveLimit", "adaptive limit",
                                        "adaptivelimit"};
   /// Every setting the external file takes, in the documented order.

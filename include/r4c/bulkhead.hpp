@@ -177,6 +177,9 @@ struct BulkheadKind {
   using Policy = Bulkhead;
   using Snapshot = BulkheadSnapshot;
   using Handle = BulkheadHandle;
+  /// The exception the policy itself fails a call with (its refusal); the file's exception
+  /// lists know it by its class name.
+  using Exception = BulkheadFullException;
   static constexpr KindNames kNames = {"bulkhead", "bulkhead", "bulkhead", "bulkhead"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;

@@ -504,6 +504,9 @@ struct CircuitBreakerKind {
   using Policy = CircuitBreaker;
   using Snapshot = CircuitBreakerSnapshot;
   using Handle = CircuitBreakerHandle;
+  /// The exception the policy itself fails a call with (its refusal); the file's exception
+  /// lists know it by its class name.
+  using Exception = CallNotPermittedException;
   static constexpr KindNames kNames = {"circuit_breaker", "circuitBreaker", "circuit breaker",
                                        "circuitbreaker"};
   /// Every setting the external file takes, in the documented order.

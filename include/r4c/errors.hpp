@@ -15,18 +15,39 @@
 
 namespace r4c {
 
-/// Thrown by `AdaptiveLimit::execute` (and policies around it) when the limit is full.
-/// The limit rethrows one preallocated object per instance, so catch it by reference.
-class LimitExceededException : public std::runtime_error {
+/// A policy refused the call without running it: the base of every such exception
+/// (LimitExceededException, BulkheadFullException, RequestNotPermittedException,
+/// CallNotPermittedException, and those of kinds to come), so that one clause catches any
+/// refusal, as Polly's ExecutionRejectedException does:
+///
+///   try { pipeline.execute(call); }
+///   catch (const r4c::RejectedException& e) { shed(e.kind(), e.instance_id()); }
+///
+/// A CallTimeoutException is not one: that call ran. The hedge stops launching attempts after
+/// a RejectedException; policies rethrow one preallocated object per instance, so catch it by
+/// reference.
+class RejectedException : public std::runtime_error {
  public:
-  explicit LimitExceededException(const std::string& message);
-  LimitExceededException(std::string instance_id, const std::string& message);
+  /// `kind` is the refusing kind's metrics name and must outlive the exception (a literal or
+  /// a KindNames member).
+  RejectedException(std::string instance_id, std::string_view kind, const std::string& message);
 
-  /// The id of the limit that rejected the call ("" when built from a message only).
+  /// The id of the policy that refused the call ("" when built from a message only).
   const std::string& instance_id() const noexcept { return instance_id_; }
+  /// Its kind as metrics and events name it: "adaptivelimit", "bulkhead", "ratelimiter",
+  /// "circuitbreaker".
+  std::string_view kind() const noexcept { return kind_; }
 
  private:
   std::string instance_id_;
+  std::string_view kind_;
+};
+
+/// Thrown by `AdaptiveLimit::execute` (and policies around it) when the limit is full.
+class LimitExceededException : public RejectedException {
+ public:
+  explicit LimitExceededException(const std::string& message);
+  LimitExceededException(std::string instance_id, const std::string& message);
 };
 
 /// A call that ran past its deadline. Thrown by the timeout policy; a drop by default.
@@ -36,37 +57,26 @@ class CallTimeoutException : public std::runtime_error {
 };
 
 /// A full bulkhead rejected the call. Thrown by the bulkhead policy; a drop by default.
-class BulkheadFullException : public std::runtime_error {
+class BulkheadFullException : public RejectedException {
  public:
   explicit BulkheadFullException(const std::string& message);
+  BulkheadFullException(std::string instance_id, const std::string& message);
 };
 
 /// A rate limiter had no permit for the call within its timeout_duration. Thrown by the rate
-/// limiter policy; one preallocated object per instance, rethrown.
-class RequestNotPermittedException : public std::runtime_error {
+/// limiter policy.
+class RequestNotPermittedException : public RejectedException {
  public:
   explicit RequestNotPermittedException(const std::string& message);
   RequestNotPermittedException(std::string instance_id, const std::string& message);
-
-  /// The id of the rate limiter that refused the call ("" when built from a message only).
-  const std::string& instance_id() const noexcept { return instance_id_; }
-
- private:
-  std::string instance_id_;
 };
 
 /// An open (or saturated half-open) circuit breaker refused the call without running it. Thrown
-/// by the circuit breaker policy; one preallocated object per instance, rethrown.
-class CallNotPermittedException : public std::runtime_error {
+/// by the circuit breaker policy.
+class CallNotPermittedException : public RejectedException {
  public:
   explicit CallNotPermittedException(const std::string& message);
   CallNotPermittedException(std::string instance_id, const std::string& message);
-
-  /// The id of the circuit breaker that refused the call ("" when built from a message only).
-  const std::string& instance_id() const noexcept { return instance_id_; }
-
- private:
-  std::string instance_id_;
 };
 
 /// A configuration mistake. `what()` starts with the documented code, e.g.

@@ -215,8 +215,8 @@ class HedgeCall final : public HedgeCallBase {
   Stored result_{};
 };
 
-/// Whether `failure` is an inner rejection (LimitExceededException, CallNotPermittedException,
-/// BulkheadFullException, RequestNotPermittedException, or a type derived from one): another
+/// Whether `failure` is an inner rejection (a RejectedException: LimitExceededException,
+/// CallNotPermittedException, BulkheadFullException, RequestNotPermittedException, ...): another
 /// attempt would only meet the same refusal, so the hedge launches no more.
 bool is_inner_rejection(const std::exception_ptr& failure) noexcept;
 
@@ -250,8 +250,8 @@ class Hedge {
   /// `delay` passes on the clock with no attempt finished, up to max_attempts. Returns the first
   /// successful result; the other attempts' tokens are then stopped and their results discarded.
   /// When every launched attempt fails, rethrows the last failure (the same object). An attempt
-  /// that fails with LimitExceededException, CallNotPermittedException, BulkheadFullException or
-  /// RequestNotPermittedException (or a type derived from one) stops further launches. When the
+  /// that fails with a RejectedException (LimitExceededException, CallNotPermittedException,
+  /// BulkheadFullException, RequestNotPermittedException, ...) stops further launches. When the
   /// executor refuses the first attempt it runs on this thread (no hedging for that call); when
   /// it refuses a later one, no further attempts are launched.
   ///
@@ -330,6 +330,9 @@ struct HedgeKind {
   using Policy = Hedge;
   using Snapshot = HedgeSnapshot;
   using Handle = HedgeHandle;
+  /// The exception the policy itself fails a call with (none: it passes on what an attempt threw);
+  /// the file's exception lists know it by its class name.
+  using Exception = void;
   static constexpr KindNames kNames = {"hedge", "hedge", "hedge", "hedge"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;

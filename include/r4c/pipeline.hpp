@@ -20,15 +20,19 @@
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <functional>
 #include <stop_token>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
 #include "r4c/adaptive_limit.hpp"
 #include "r4c/bulkhead.hpp"
 #include "r4c/circuit_breaker.hpp"
+#include "r4c/detail/kinds.hpp"
 #include "r4c/hedge.hpp"
 #include "r4c/rate_limiter.hpp"
 #include "r4c/registry.hpp"
@@ -39,79 +43,118 @@ namespace r4c {
 
 namespace detail {
 
-// The policy pointers of a pipeline, without its id: what a hedged attempt copies (attempts
-// may outlive the call; the policies live in the registry).
-template <class T>
-struct PipelineStages {
-  Retry* retry = nullptr;
-  Hedge* hedge = nullptr;
-  CircuitBreaker* circuit_breaker = nullptr;
-  RateLimiter* rate_limiter = nullptr;
-  AdaptiveLimit* adaptive_limit = nullptr;
-  Timeout* timeout = nullptr;
-  Bulkhead* bulkhead = nullptr;
+template <class Kind>
+using PolicyPointer = typename Kind::Policy*;
 
-  template <class F>
-  T through_hedge(F& f) const {
-    if (hedge == nullptr) return through_breaker(f, std::stop_token());
+// How one kind's policy runs the rest of a pipeline: `stages.template through<I + 1>(f, stop)`
+// is everything inside it. This one suits a policy whose execute(f) runs `f` at most once; the
+// kinds that do something else say so below.
+template <class Kind>
+struct PipelineStage {
+  template <class T, std::size_t I, class Stages, class F>
+  static T run(typename Kind::Policy& policy, const Stages& stages, F& f, std::stop_token stop) {
+    return policy.execute(
+        [&]() -> T { return stages.template through<I + 1>(f, std::move(stop)); });
+  }
+};
+
+// Each attempt of the retry passes every inner policy and is measured on its own; the retry's
+// wait holds no slot of theirs.
+template <>
+struct PipelineStage<RetryKind> {
+  template <class T, std::size_t I, class Stages, class F>
+  static T run(Retry& retry, const Stages& stages, F& f, std::stop_token stop) {
+    return retry.execute([&]() -> T { return stages.template through<I + 1>(f, stop); });
+  }
+};
+
+template <>
+struct PipelineStage<HedgeKind> {
+  template <class T, std::size_t I, class Stages, class F>
+  static T run(Hedge& hedge, const Stages& stages, F& f, std::stop_token) {
     using Fn = std::decay_t<F>;
     if constexpr (std::is_constructible_v<Fn, F&>) {
       // Every attempt runs the inner policies on its own copy of the stages, with the hedge's
       // token for the attempt; a loser may still run after this call returned.
-      return static_cast<T>(
-          hedge->execute([stages = *this, fn = Fn(f)](std::stop_token stop) mutable -> T {
-            return stages.through_breaker(fn, std::move(stop));
-          }));
+      return static_cast<T>(hedge.execute([stages, fn = Fn(f)](std::stop_token stop) mutable -> T {
+        return stages.template through<I + 1>(fn, std::move(stop));
+      }));
     } else {
-      detail::throw_hedge_needs_copyable(hedge->instance_id());
+      detail::throw_hedge_needs_copyable(hedge.instance_id());
     }
   }
+};
 
-  template <class F>
-  T through_breaker(F& f, std::stop_token stop) const {
-    if (circuit_breaker != nullptr) {
-      return circuit_breaker->execute([&]() -> T { return through_limits(f, std::move(stop)); });
-    }
-    return through_limits(f, std::move(stop));
+// The rate limiter paces: it waits for a permit, and holds nothing while the call runs.
+template <>
+struct PipelineStage<RateLimiterKind> {
+  template <class T, std::size_t I, class Stages, class F>
+  static T run(RateLimiter& limiter, const Stages& stages, F& f, std::stop_token stop) {
+    limiter.acquire();
+    return stages.template through<I + 1>(f, std::move(stop));
   }
+};
 
-  template <class F>
-  T through_limits(F& f, std::stop_token stop) const {
-    if (rate_limiter != nullptr) rate_limiter->acquire();
-    if (adaptive_limit != nullptr) {
-      return adaptive_limit->execute([&]() -> T { return through_timeout(f, std::move(stop)); });
-    }
-    return through_timeout(f, std::move(stop));
-  }
-
-  template <class F>
-  T through_timeout(F& f, std::stop_token outer) const {
-    if (timeout == nullptr) return through_bulkhead(f, std::move(outer));
+template <>
+struct PipelineStage<TimeoutKind> {
+  template <class T, std::size_t I, class Stages, class F>
+  static T run(Timeout& timeout, const Stages& stages, F& f, std::stop_token outer) {
     if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      return timeout->execute([&](std::stop_token deadline) -> T {
-        if (!outer.stop_possible()) return through_bulkhead(f, std::move(deadline));
+      return timeout.execute([&](std::stop_token deadline) -> T {
+        if (!outer.stop_possible()) return stages.template through<I + 1>(f, std::move(deadline));
         // A hedged attempt inside a timeout: its token stops at the deadline or when another
         // attempt won, whichever comes first.
         std::stop_source either;
         auto request = [&either]() noexcept { either.request_stop(); };
         std::stop_callback<decltype(request)> on_deadline(deadline, request);
         std::stop_callback<decltype(request)> on_loss(outer, request);
-        return through_bulkhead(f, either.get_token());
+        return stages.template through<I + 1>(f, either.get_token());
       });
     } else {
-      return timeout->execute([&]() -> T { return through_bulkhead(f, std::stop_token()); });
+      return timeout.execute(
+          [&]() -> T { return stages.template through<I + 1>(f, std::stop_token()); });
+    }
+  }
+};
+
+template <>
+struct PipelineStage<BulkheadKind> {
+  template <class T, std::size_t I, class Stages, class F>
+  static T run(Bulkhead& bulkhead, const Stages& stages, F& f, std::stop_token stop) {
+    const BulkheadPermit permit = bulkhead.try_acquire();
+    if (!permit) [[unlikely]]
+      bulkhead.throw_full();
+    return stages.template through<I + 1>(f, std::move(stop));
+  }
+};
+
+// The policy pointers of a pipeline, one per kind in detail::AllKinds's order (null: the
+// pipeline has none), without its id: what a hedged attempt copies (attempts may outlive the
+// call; the policies live in the registry).
+template <class T>
+struct PipelineStages {
+  AllKinds::Tuple<PolicyPointer> policies{};
+
+  template <class Kind>
+  typename Kind::Policy* get() const noexcept {
+    return std::get<kKindIndex<Kind>>(policies);
+  }
+
+  /// Runs `f` through the stages at positions I and after, then calls it.
+  template <std::size_t I, class F>
+  T through(F& f, std::stop_token stop) const {
+    if constexpr (I == kKindCount) {
+      return call(f, std::move(stop));
+    } else {
+      auto* const policy = std::get<I>(policies);
+      if (policy == nullptr) return through<I + 1>(f, std::move(stop));
+      return PipelineStage<KindAt<I>>::template run<T, I>(*policy, *this, f, std::move(stop));
     }
   }
 
   template <class F>
-  T through_bulkhead(F& f, std::stop_token stop) const {
-    BulkheadPermit permit;
-    if (bulkhead != nullptr) {
-      permit = bulkhead->try_acquire();
-      if (!permit) [[unlikely]]
-        bulkhead->throw_full();
-    }
-    return call(f, std::move(stop));
+  T execute(F& f) const {
+    return through<0>(f, std::stop_token());
   }
 
   template <class F>
@@ -121,6 +164,39 @@ struct PipelineStages {
     } else {
       return static_cast<T>(std::invoke(f));
     }
+  }
+};
+
+/// Stages from policy pointers of distinct kinds, in any order (what a generated wrapper's
+/// constructor builds): `make_stages<T>(&registry.retry_policy(...),
+/// &registry.timeout_policy(...))`.
+template <class T, class... Policies>
+PipelineStages<T> make_stages(Policies*... policies) {
+  PipelineStages<T> stages;
+  ((std::get<kKindIndex<KindOf<Policies>>>(stages.policies) = policies), ...);
+  return stages;
+}
+
+// What Pipeline<T>::Builder asks of a registry: every policy of a pipeline, all or none.
+struct RegistryAccess {
+  template <class T, class Stages>
+  static PipelineStages<T> find_or_create_all(ResilienceRegistry& registry, std::string_view owner,
+                                              std::string_view id, const Stages& wanted) {
+    ResilienceRegistry::StageRequests requests{};
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((requests[I] =
+            ResilienceRegistry::StageRequest{std::get<I>(wanted).wanted, std::get<I>(wanted).config,
+                                             &std::get<I>(wanted).setup}),
+       ...);
+    }
+    (std::make_index_sequence<kKindCount>{});
+    const auto created = registry.find_or_create_all(owner, id, requests);
+    PipelineStages<T> stages;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((std::get<I>(stages.policies) = static_cast<typename KindAt<I>::Policy*>(created[I])), ...);
+    }
+    (std::make_index_sequence<kKindCount>{});
+    return stages;
   }
 };
 
@@ -154,12 +230,7 @@ class Pipeline {
   /// throws std::invalid_argument there.
   template <class F>
   T execute(F&& f) const {
-    // Each attempt of the retry passes every inner policy and is measured on its own; the
-    // retry's wait holds no slot of theirs.
-    if (stages_.retry != nullptr) {
-      return stages_.retry->execute([&]() -> T { return stages_.through_hedge(f); });
-    }
-    return stages_.through_hedge(f);
+    return stages_.execute(f);
   }
 
   /// Runs the asynchronous operation `op` (an Asio initiation: a callable taking a completion
@@ -174,13 +245,17 @@ class Pipeline {
 
   const std::string& id() const noexcept { return id_; }
   /// The pipeline's policies; nullptr for those it does not have.
-  Retry* retry() const noexcept { return stages_.retry; }
-  Hedge* hedge() const noexcept { return stages_.hedge; }
-  CircuitBreaker* circuit_breaker() const noexcept { return stages_.circuit_breaker; }
-  RateLimiter* rate_limiter() const noexcept { return stages_.rate_limiter; }
-  AdaptiveLimit* adaptive_limit() const noexcept { return stages_.adaptive_limit; }
-  Timeout* timeout() const noexcept { return stages_.timeout; }
-  Bulkhead* bulkhead() const noexcept { return stages_.bulkhead; }
+  template <class Kind>
+  typename Kind::Policy* policy() const noexcept {
+    return stages_.template get<Kind>();
+  }
+  Retry* retry() const noexcept { return policy<RetryKind>(); }
+  Hedge* hedge() const noexcept { return policy<HedgeKind>(); }
+  CircuitBreaker* circuit_breaker() const noexcept { return policy<CircuitBreakerKind>(); }
+  RateLimiter* rate_limiter() const noexcept { return policy<RateLimiterKind>(); }
+  AdaptiveLimit* adaptive_limit() const noexcept { return policy<AdaptiveLimitKind>(); }
+  Timeout* timeout() const noexcept { return policy<TimeoutKind>(); }
+  Bulkhead* bulkhead() const noexcept { return policy<BulkheadKind>(); }
 
  private:
   Pipeline() = default;
@@ -191,86 +266,93 @@ class Pipeline {
 
 /// Chooses a pipeline's policies and their settings. The settings given here are the
 /// instances' own (above named configs and defaults; the external file's `instances.<id>` lines
-/// still override them). Each policy is created in the registry by build(), or reused if the id
-/// already has one with the same settings (R4C-REG-008 otherwise).
+/// still override them); `config` names a named config of the registry for the policy, as
+/// `*_policy(..., config)` does. build() creates each policy in the registry, or reuses the
+/// id's policy if it has the same settings (R4C-REG-008 otherwise).
 template <class T>
 class Pipeline<T>::Builder {
  public:
   Builder(ResilienceRegistry& registry, std::string id)
       : registry_(&registry), id_(std::move(id)) {}
 
-  Builder& adaptive_limit(std::function<void(AdaptiveLimitConfig&)> setup = {}) {
-    adaptive_limit_ = Stage<AdaptiveLimitConfig>{true, std::move(setup)};
-    return *this;
-  }
-  Builder& timeout(std::function<void(TimeoutConfig&)> setup = {}) {
-    timeout_ = Stage<TimeoutConfig>{true, std::move(setup)};
-    return *this;
-  }
-  Builder& bulkhead(std::function<void(BulkheadConfig&)> setup = {}) {
-    bulkhead_ = Stage<BulkheadConfig>{true, std::move(setup)};
-    return *this;
-  }
-  Builder& rate_limiter(std::function<void(RateLimiterConfig&)> setup = {}) {
-    rate_limiter_ = Stage<RateLimiterConfig>{true, std::move(setup)};
-    return *this;
-  }
-  Builder& retry(std::function<void(RetryConfig&)> setup = {}) {
-    retry_ = Stage<RetryConfig>{true, std::move(setup)};
-    return *this;
-  }
-  Builder& circuit_breaker(std::function<void(CircuitBreakerConfig&)> setup = {}) {
-    circuit_breaker_ = Stage<CircuitBreakerConfig>{true, std::move(setup)};
-    return *this;
-  }
-  Builder& hedge(std::function<void(HedgeConfig&)> setup = {}) {
-    hedge_ = Stage<HedgeConfig>{true, std::move(setup)};
+  /// Any kind, e.g. `with<r4c::TimeoutKind>(setup, "backend")`: what the members below forward
+  /// to. Asking for a kind again replaces what was asked before.
+  template <class Kind>
+  Builder& with(std::function<void(typename Kind::Config&)> setup = {}, std::string config = "") {
+    std::get<detail::kKindIndex<Kind>>(stages_) =
+        Stage<Kind>{true, std::move(config), std::move(setup)};
     return *this;
   }
 
-  /// Creates or finds the policies; throws ConfigException for invalid settings.
+  Builder& adaptive_limit(std::function<void(AdaptiveLimitConfig&)> setup = {}) {
+    return with<AdaptiveLimitKind>(std::move(setup));
+  }
+  /// An adaptive limit resolved from the named config `config` (R4C-REG-004 at build() when the
+  /// registry has none of that name), then `setup`. The other kinds take a config the same way.
+  Builder& adaptive_limit(std::string config,
+                          std::function<void(AdaptiveLimitConfig&)> setup = {}) {
+    return with<AdaptiveLimitKind>(std::move(setup), std::move(config));
+  }
+  Builder& timeout(std::function<void(TimeoutConfig&)> setup = {}) {
+    return with<TimeoutKind>(std::move(setup));
+  }
+  Builder& timeout(std::string config, std::function<void(TimeoutConfig&)> setup = {}) {
+    return with<TimeoutKind>(std::move(setup), std::move(config));
+  }
+  Builder& bulkhead(std::function<void(BulkheadConfig&)> setup = {}) {
+    return with<BulkheadKind>(std::move(setup));
+  }
+  Builder& bulkhead(std::string config, std::function<void(BulkheadConfig&)> setup = {}) {
+    return with<BulkheadKind>(std::move(setup), std::move(config));
+  }
+  Builder& rate_limiter(std::function<void(RateLimiterConfig&)> setup = {}) {
+    return with<RateLimiterKind>(std::move(setup));
+  }
+  Builder& rate_limiter(std::string config, std::function<void(RateLimiterConfig&)> setup = {}) {
+    return with<RateLimiterKind>(std::move(setup), std::move(config));
+  }
+  Builder& retry(std::function<void(RetryConfig&)> setup = {}) {
+    return with<RetryKind>(std::move(setup));
+  }
+  Builder& retry(std::string config, std::function<void(RetryConfig&)> setup = {}) {
+    return with<RetryKind>(std::move(setup), std::move(config));
+  }
+  Builder& circuit_breaker(std::function<void(CircuitBreakerConfig&)> setup = {}) {
+    return with<CircuitBreakerKind>(std::move(setup));
+  }
+  Builder& circuit_breaker(std::string config,
+                           std::function<void(CircuitBreakerConfig&)> setup = {}) {
+    return with<CircuitBreakerKind>(std::move(setup), std::move(config));
+  }
+  Builder& hedge(std::function<void(HedgeConfig&)> setup = {}) {
+    return with<HedgeKind>(std::move(setup));
+  }
+  Builder& hedge(std::string config, std::function<void(HedgeConfig&)> setup = {}) {
+    return with<HedgeKind>(std::move(setup), std::move(config));
+  }
+
+  /// Creates or finds the policies, all or none: every one is resolved and checked before any
+  /// is created, so a build() that throws ConfigException leaves the registry as it was.
   Pipeline build() const {
     Pipeline pipeline;
     pipeline.id_ = id_;
-    detail::PipelineStages<T>& stages = pipeline.stages_;
     const std::string owner = "pipeline '" + id_ + "'";  // names it in R4C-REG-008 messages
-    if (retry_.wanted) stages.retry = &registry_->retry_policy(owner, id_, "", retry_.setup);
-    if (hedge_.wanted) stages.hedge = &registry_->hedge_policy(owner, id_, "", hedge_.setup);
-    if (circuit_breaker_.wanted) {
-      stages.circuit_breaker =
-          &registry_->circuit_breaker_policy(owner, id_, "", circuit_breaker_.setup);
-    }
-    if (rate_limiter_.wanted) {
-      stages.rate_limiter = &registry_->rate_limiter_policy(owner, id_, "", rate_limiter_.setup);
-    }
-    if (adaptive_limit_.wanted) {
-      stages.adaptive_limit =
-          &registry_->adaptive_limit_policy(owner, id_, "", {}, adaptive_limit_.setup);
-    }
-    if (timeout_.wanted)
-      stages.timeout = &registry_->timeout_policy(owner, id_, "", timeout_.setup);
-    if (bulkhead_.wanted) {
-      stages.bulkhead = &registry_->bulkhead_policy(owner, id_, "", bulkhead_.setup);
-    }
+    pipeline.stages_ =
+        detail::RegistryAccess::find_or_create_all<T>(*registry_, owner, id_, stages_);
     return pipeline;
   }
 
  private:
-  template <class Config>
+  template <class Kind>
   struct Stage {
     bool wanted = false;
-    std::function<void(Config&)> setup;
+    std::string config;
+    std::function<void(typename Kind::Config&)> setup;
   };
 
   ResilienceRegistry* registry_;
   std::string id_;
-  Stage<AdaptiveLimitConfig> adaptive_limit_;
-  Stage<TimeoutConfig> timeout_;
-  Stage<BulkheadConfig> bulkhead_;
-  Stage<RateLimiterConfig> rate_limiter_;
-  Stage<RetryConfig> retry_;
-  Stage<CircuitBreakerConfig> circuit_breaker_;
-  Stage<HedgeConfig> hedge_;
+  detail::AllKinds::Tuple<Stage> stages_;
 };
 
 }  // namespace r4c

@@ -167,6 +167,9 @@ struct RateLimiterKind {
   using Policy = RateLimiter;
   using Snapshot = RateLimiterSnapshot;
   using Handle = RateLimiterHandle;
+  /// The exception the policy itself fails a call with (its refusal); the file's exception
+  /// lists know it by its class name.
+  using Exception = RequestNotPermittedException;
   static constexpr KindNames kNames = {"rate_limiter", "rateLimiter", "rate limiter",
                                        "ratelimiter"};
   /// Every setting the external file takes, in the documented order.

@@ -300,8 +300,8 @@ class ResilienceRegistry::Builder {
   Builder& clock(std::shared_ptr<Clock> clock);
   /// Names an exception type for `dropOn` in the external file. The built-in types are
   /// registered under their class names (LimitExceededException, CallTimeoutException,
-  /// BulkheadFullException, RequestNotPermittedException, CallNotPermittedException), with and
-  /// without "r4c::".
+  /// BulkheadFullException, RequestNotPermittedException, CallNotPermittedException, and their
+  /// base RejectedException), with and without "r4c::".
   template <class E>
   Builder& exception_type(std::string name) {
     return exception_type(std::move(name), ExceptionType::of<E>());

@@ -19,8 +19,7 @@
 //   client->search("c++");   // through the adaptive limit "shop::SearchClient#search(...)"
 //
 // The generated class resolves every method's policies once, in its constructor, through the
-// registry; a call then runs through them in the pipeline's order (retry -> hedge -> circuit
-// breaker -> rate limiter -> adaptive limit -> timeout -> bulkhead -> the method) with no
+// registry; a call then runs through them in the pipeline's order (<r4c/pipeline.hpp>) with no
 // allocation, no lookup and no std::function of its own. See docs/declarative.md.
 #pragma once
 
@@ -51,11 +50,7 @@ concept HasResilientWrapper = requires {
 // Pipeline<T>::execute does, for a callable that needs no stop token.
 template <class T, class F>
 T call_through(const PipelineStages<T>& stages, F&& f) {
-  // Each attempt of the retry passes every inner policy and is measured on its own.
-  if (stages.retry != nullptr) {
-    return stages.retry->execute([&]() -> T { return stages.through_hedge(f); });
-  }
-  return stages.through_hedge(f);
+  return stages.execute(f);
 }
 
 // A delegate-mode wrapper's constructor refuses a null delegate at once, naming the class.
@@ -74,7 +69,7 @@ std::shared_ptr<T> checked_delegate(std::shared_ptr<T> delegate, const char* cla
 /// `.resilient.hpp`): every call goes through the policies of T's [[r4c::...]] attributes,
 /// then to `delegate`. The policies are resolved now, through `registry`, which must outlive
 /// the wrapper; invalid or conflicting settings throw ConfigException (R4C-REG-008 when a
-/// shared `name` resolves to different settings). Like the seed's
+/// shared `name` resolves to different settings). Like resilience4cata 0.6.0's
 /// `Resilient.of(OrderClient.class, backend, registry)`.
 /// Thread safety: the wrapper's methods may be called from any thread when the delegate's may.
 template <class T>

@@ -316,6 +316,9 @@ struct RetryKind {
   using Policy = Retry;
   using Snapshot = RetrySnapshot;
   using Handle = RetryHandle;
+  /// The exception the policy itself fails a call with (none: it passes on what the call threw);
+  /// the file's exception lists know it by its class name.
+  using Exception = void;
   static constexpr KindNames kNames = {"retry", "retry", "retry", "retry"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;

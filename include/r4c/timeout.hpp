@@ -224,6 +224,9 @@ struct TimeoutKind {
   using Policy = Timeout;
   using Snapshot = TimeoutSnapshot;
   using Handle = TimeoutHandle;
+  /// The exception the policy itself fails a call with (a call past its deadline); the file's
+  /// exception lists know it by its class name.
+  using Exception = CallTimeoutException;
   static constexpr KindNames kNames = {"timeout", "timeout", "timeout", "timeout"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;

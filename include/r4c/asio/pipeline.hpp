@@ -1,8 +1,5 @@
 // The pipeline's asynchronous face: async_execute (any Asio completion token) and co_execute (a
-// coroutine), through the same policies in the same order as execute():
-//
-//   retry -> hedge -> circuit breaker -> rate limiter -> adaptive limit -> timeout -> bulkhead
-//   -> the operation
+// coroutine), through the same policies in the same order as execute() (detail::AllKinds's).
 //
 // Each policy present wraps the next one's initiation with its own async_execute, so each
 // attempt of the retry and of the hedge passes every inner policy and is measured on its own.
@@ -14,6 +11,8 @@
 #include <asio/co_spawn.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
+#include <cstddef>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -68,18 +67,19 @@ struct PipelineInitiation {
 
   template <class Handler, class Op>
   void operator()(Handler&& handler, Op&& op) const {
-    // Innermost first.
-    auto chain =
-        layer<T>(stages.retry,
-                 layer<T>(stages.hedge,
-                          layer<T>(stages.circuit_breaker,
-                                   layer<T>(stages.rate_limiter,
-                                            layer<T>(stages.adaptive_limit,
-                                                     layer<T>(stages.timeout,
-                                                              layer<T>(stages.bulkhead,
-                                                                       std::forward<Op>(op))))))));
+    auto chain = layers_from<0>(std::forward<Op>(op));
     using Call = GuardedCall<T, std::decay_t<Handler>, NoHold<T>>;
     Call::start(std::forward<Handler>(handler), chain, NoHold<T>{});
+  }
+
+  // The layers from position I of the list inward, around `op`: the outermost first.
+  template <std::size_t I, class Op>
+  auto layers_from(Op&& op) const {
+    if constexpr (I == kKindCount) {
+      return std::decay_t<Op>(std::forward<Op>(op));
+    } else {
+      return layer<T>(std::get<I>(stages.policies), layers_from<I + 1>(std::forward<Op>(op)));
+    }
   }
 };
 
