@@ -1,6 +1,6 @@
-// The seed of r4c-sim's randomised tests. Fixed by default, so a run repeats what the last one
-// did; printed, so a failure names the seed that repeats it; R4C_TEST_SEED (a number, or
-// `random`) picks another, to look for a seed the bounds do not hold for.
+// Which seed r4c-sim's randomised tests use. Fixed by default, so a run repeats what the last
+// one did; printed, so a failing run can be repeated with the same R4C_TEST_SEED; R4C_TEST_SEED
+// (a number, or `random`) picks another, to look for a value the bounds do not hold for.
 #pragma once
 
 #include <charconv>
@@ -16,7 +16,7 @@ namespace r4c::sim::testing {
 
 inline constexpr std::uint64_t kDefaultTestSeed = 1;
 
-/// The seed for this process: kDefaultTestSeed, or what R4C_TEST_SEED says. Throws for a value
+/// This process's seed: kDefaultTestSeed, or what R4C_TEST_SEED says. Throws for a value
 /// that is neither a number nor `random` (the test calling it fails, naming the value).
 inline std::uint64_t test_seed() {
   static const std::uint64_t seed = [] {
