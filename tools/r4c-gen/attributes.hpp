@@ -34,7 +34,7 @@ inline constexpr PolicyKind kRetry = r4c::detail::kKindIndex<r4c::RetryKind>;
 inline constexpr PolicyKind kHedge = r4c::detail::kKindIndex<r4c::HedgeKind>;
 inline constexpr PolicyKind kAdaptiveLimit = r4c::detail::kKindIndex<r4c::AdaptiveLimitKind>;
 
-/// "adaptive_limit": the attribute's name, which is also the PipelineStages member's.
+/// "adaptive_limit": the attribute's name, which also names the registry's adaptive_limit_policy().
 std::string_view attribute_name(PolicyKind kind) noexcept;
 /// "adaptive limit", for messages.
 std::string_view label(PolicyKind kind) noexcept;

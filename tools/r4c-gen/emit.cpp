@@ -203,8 +203,13 @@ void emit_method(std::ostringstream& out, const Class& cls, const Method& method
       << "    });\n  }\n";
 }
 
+// What the stages' calls return: the method's result, or T of its asio::awaitable<T>.
+std::string stages_value(const Method& method) {
+  return method.async ? method.async_value : method.result;
+}
+
 std::string stages_type(const Method& method) {
-  return "r4c::detail::PipelineStages<" + (method.async ? method.async_value : method.result) + ">";
+  return "r4c::detail::PipelineStages<" + stages_value(method) + ">";
 }
 
 void emit_class(std::ostringstream& out, const Class& cls) {
@@ -229,14 +234,14 @@ void emit_class(std::ostringstream& out, const Class& cls) {
   std::ostringstream init;
   for (const Method& method : cls.methods) {
     if (method.policies.empty()) continue;
-    init << ",\n        " << method.member << "{";
+    // make_stages puts each policy at its kind's place in the library's list of kinds.
+    init << ",\n        " << method.member << "{r4c::detail::make_stages<" << stages_value(method)
+         << ">(";
     for (std::size_t i = 0; i < method.policies.size(); ++i) {
-      const Policy& policy = method.policies[i];
-      init << (i > 0 ? ",\n" + std::string(9 + method.member.size(), ' ') : "") << "."
-           << attribute_name(policy.kind) << " = "
-           << resolve(method, policy, std::string(13 + method.member.size(), ' '));
+      init << (i > 0 ? "," : "") << "\n            "
+           << resolve(method, method.policies[i], std::string(16, ' '));
     }
-    init << "}";
+    init << ")}";
   }
   if (cls.delegates) {
     out << "  " << wrapper << "(std::shared_ptr<" << cls.qualified << "> delegate,\n"
