@@ -17,6 +17,10 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
+// A scenario up to its group's policy, for the tests of what each policy takes.
+const std::string kGroupWithoutPolicy =
+    "duration = \"10s\"\n[server]\nworkers = 4\n[[groups]]\nname = \"g\"\nrate = 1\n";
+
 // The message parse_scenario throws for `text`, or "" when it parses.
 std::string error_of(const std::string& text) {
   try {
@@ -304,9 +308,7 @@ TEST(ScenarioTest, ReportsMissingKeys) {
             "test.toml:4: groups[1] has no rate; expected calls per second\n"
             "test.toml:4: groups[1] has no policy; expected one of gradient2, aimd, bulkhead, "
             "none");
-  const std::string head =
-      "duration = \"10s\"\n[server]\nworkers = 4\n[[groups]]\nname = \"g\"\n"
-      "rate = 1\n";
+  const std::string head = kGroupWithoutPolicy;
   EXPECT_EQ(error_of(head + "policy = \"bulkhead\"\n"),
             "test.toml:4: groups[1] has no max_concurrent; expected the bulkhead's size for "
             "policy bulkhead");
@@ -316,9 +318,7 @@ TEST(ScenarioTest, ReportsMissingKeys) {
 }
 
 TEST(ScenarioTest, RejectsSettingsThatDoNotApplyToThePolicy) {
-  const std::string head =
-      "duration = \"10s\"\n[server]\nworkers = 4\n[[groups]]\nname = \"g\"\n"
-      "rate = 1\n";
+  const std::string head = kGroupWithoutPolicy;
   EXPECT_EQ(error_of(head + "policy = \"gradient2\"\nmax_concurrent = 3\n"),
             "test.toml:8: groups[1].max_concurrent applies to policy bulkhead only (this "
             "group's policy is gradient2)");
