@@ -39,7 +39,7 @@ AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config
           instance_id_,
           "adaptive limit '" + instance_id_ + "' is full: the call was rejected without running"))),
       limit_change_listeners_(
-          std::make_shared<detail::EventHub<LimitChangeEvent>>("adaptivelimit")),
+          std::make_shared<detail::EventHub<LimitChangeEvent>>(AdaptiveLimitKind::kNames.metrics)),
       estimator_(config_) {
   window_end_.store(clock_.ticks() + window_ticks_, std::memory_order_relaxed);
 }

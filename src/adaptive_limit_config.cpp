@@ -2,7 +2,6 @@
 
 #include "config_check.hpp"
 
-#include <cxxabi.h>
 #include <charconv>
 
 #include <cmath>
@@ -12,46 +11,10 @@
 #include <string>
 
 namespace r4c {
-namespace detail {
 
-std::string show(std::int64_t value) { return std::to_string(value); }
-std::string show(int value) { return std::to_string(value); }
-
-std::string show(double value) {
-  char text[32];
-  const auto result = std::to_chars(text, text + sizeof text, value);
-  return std::string(text, result.ptr);
-}
-
-std::string show(bool value) { return value ? "true" : "false"; }
-
-std::string show(std::chrono::nanoseconds value) { return show(value.count()) + " ns"; }
-
-std::string show(LimitAlgorithm value) { return std::string(to_string(value)); }
-
-std::string show(const std::vector<ExceptionType>& types) {
-  std::string text = "{";
-  for (const ExceptionType& type : types) {
-    if (text.size() > 1) text += ", ";
-    text += type.name();
-  }
-  return text + "}";
-}
-
-std::string demangle(const char* mangled) {
-  int status = 0;
-  const std::unique_ptr<char, void (*)(void*)> demangled(
-      abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
-  return status == 0 && demangled ? std::string(demangled.get()) : std::string(mangled);
-}
-
-void fail(std::string_view code, std::string_view setting, const std::string& value,
-          std::string_view valid) {
-  throw ConfigException(code,
-                        std::string(setting) + " is " + value + "; valid: " + std::string(valid));
-}
-
-}  // namespace detail
+// Found by DifferenceFinder through argument-dependent lookup (config_check.hpp knows only the
+// kind-independent types).
+static std::string show(LimitAlgorithm value) { return std::string(to_string(value)); }
 
 namespace {
 
@@ -204,8 +167,6 @@ AdaptiveLimitConfig& AdaptiveLimitConfig::drop_on(std::vector<ExceptionType> typ
   drop_on_ = std::move(types);
   return *this;
 }
-
-std::string ExceptionType::name() const { return detail::demangle(type_.name()); }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::drop_on_error(
     std::function<bool(const std::error_code&)> predicate) {

@@ -254,8 +254,8 @@ CircuitBreaker::CircuitBreaker(std::string instance_id, CircuitBreakerConfig con
                             "' does not permit the call (open, or half-open with its " +
                             std::to_string(config_.permitted_calls_in_half_open()) +
                             " trial calls taken): the call was rejected without running"))),
-      transition_listeners_(
-          std::make_shared<detail::EventHub<CircuitBreakerTransitionEvent>>("circuitbreaker")) {}
+      transition_listeners_(std::make_shared<detail::EventHub<CircuitBreakerTransitionEvent>>(
+          CircuitBreakerKind::kNames.metrics)) {}
 
 void CircuitBreaker::throw_not_permitted() const { std::rethrow_exception(not_permitted_); }
 

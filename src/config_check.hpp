@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "r4c/adaptive_limit_config.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/exception_type.hpp"
 
 namespace r4c::detail {
 
@@ -26,7 +26,6 @@ std::string show(int value);
 std::string show(double value);
 std::string show(bool value);
 std::string show(std::chrono::nanoseconds value);  // "1500000 ns"
-std::string show(LimitAlgorithm value);
 std::string show(const std::vector<ExceptionType>& types);
 
 /// A type's name as C++ spells it ("r4c::CallTimeoutException"), from its mangled name.

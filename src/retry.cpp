@@ -145,7 +145,8 @@ Retry::Retry(std::string instance_id, RetryConfig config, std::shared_ptr<Clock>
       clock_(or_system_clock(std::move(clock))),
       max_attempts_(config_.max_attempts()),
       classify_by_type_(!config_.retry_on_types().empty() || !config_.abort_on_types().empty()),
-      give_up_listeners_(std::make_shared<detail::EventHub<RetryGiveUpEvent>>("retry")) {}
+      give_up_listeners_(
+          std::make_shared<detail::EventHub<RetryGiveUpEvent>>(RetryKind::kNames.metrics)) {}
 
 Subscription Retry::on_give_up(std::function<void(const RetryGiveUpEvent&)> listener) const {
   return give_up_listeners_->subscribe(std::move(listener));

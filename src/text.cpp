@@ -62,6 +62,7 @@ std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text) no
 
 std::string format_duration(std::chrono::nanoseconds value) {
   const std::int64_t ns = value.count();
+  if (ns == 0) return "0s";
   for (const Unit& unit : kUnits) {
     if (ns % unit.ns == 0) return std::to_string(ns / unit.ns) + std::string(unit.name);
   }

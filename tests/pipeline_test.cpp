@@ -1,5 +1,5 @@
-// The pipeline: its fixed order, and what the product document says of the adaptive limit
-// among its neighbours ("Con otras políticas", "Lo mismo con Pipeline").
+// The pipeline: its fixed order, and what resilience4cata 0.6.0's "Adaptive limit" page says of
+// the limit among its neighbours ("Con otras políticas", "Lo mismo con Pipeline").
 #include "r4c/pipeline.hpp"
 
 #include <gmock/gmock.h>

@@ -409,7 +409,7 @@ TEST(RegistryTest, ASnapshotListsEveryLimitAndIsAValue) {
   EXPECT_EQ(registry.snapshot().adaptive_limits().at("search").in_flight, 1);
 }
 
-// The product document's "Probarlo con ManualClock", through a test registry.
+// resilience4cata 0.6.0's "Probarlo con ManualClock", through a test registry.
 TEST(RegistryTest, ATestRegistryRunsItsLimitsOnTheManualClock) {
   auto clock = std::make_shared<r4c::ManualClock>();
   auto registry = r4c::testing::registry(clock)

@@ -37,7 +37,8 @@ constexpr std::span<const EnumName<LimitAlgorithm>> enum_names(LimitAlgorithm) n
 /// "gradient2" or "aimd".
 std::string_view to_string(LimitAlgorithm algorithm) noexcept;
 
-/// The settings of one adaptive limit. Defaults are those of the product document.
+/// The settings of one adaptive limit. Defaults are those of resilience4cata 0.6.0's "Adaptive
+/// limit" page.
 class AdaptiveLimitConfig {
  public:
   static constexpr LimitAlgorithm kDefaultAlgorithm = LimitAlgorithm::gradient2;

@@ -31,12 +31,12 @@
 #include <utility>
 #include <vector>
 
-#include "r4c/adaptive_limit_config.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/detail/timer.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/exception_type.hpp"
 #include "r4c/executor.hpp"
 
 namespace r4c {

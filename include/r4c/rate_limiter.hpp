@@ -21,12 +21,12 @@
 #include <span>
 #include <string>
 
-#include "r4c/adaptive_limit_config.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/exception_type.hpp"
 
 namespace r4c {
 namespace metrics {
