@@ -117,9 +117,10 @@ std::string target_call(const Class& cls, const Method& method, const std::strin
   return call + ")";
 }
 
-void static_asserts(std::ostringstream& out, const Method& method, bool repeated,
-                    const std::string& why) {
+void static_asserts(std::ostringstream& out, const Method& method, bool repeated) {
   if (!repeated) return;
+  const std::string why = "a " + std::string(label(method.has(kRetry) ? kRetry : kHedge)) +
+                          " passes the arguments again on each attempt; take it by const reference";
   for (std::size_t i = 0; i < method.parameters.size(); ++i) {
     const Parameter& p = method.parameters[i];
     if (p.passing != Parameter::Passing::value || p.scalar) continue;
@@ -152,9 +153,7 @@ void emit_method(std::ostringstream& out, const Class& cls, const Method& method
     // a hedge, whose attempts may outlive the call. The async pipeline copies the lambda, so a
     // call that makes one attempt captures move-only arguments in a shared box.
     const bool repeated = retried || hedged;
-    static_asserts(out, method, repeated,
-                   std::string("a ") + (retried ? "retry" : "hedge") +
-                       " passes the arguments again on each attempt; take it by const reference");
+    static_asserts(out, method, repeated);
     std::string captures = "this";
     for (std::size_t i = 0; i < method.parameters.size(); ++i) {
       const Parameter& p = method.parameters[i];
@@ -194,9 +193,7 @@ void emit_method(std::ostringstream& out, const Class& cls, const Method& method
         captures += " = std::move(" + name + ")";
     }
   }
-  static_asserts(out, method, retried || hedged,
-                 std::string("a ") + (retried ? "retry" : "hedge") +
-                     " passes the arguments again on each attempt; take it by const reference");
+  static_asserts(out, method, retried || hedged);
   out << "    return r4c::detail::call_through(" << method.member << ", [" << captures << "]() -> "
       << method.result << " {\n"
       << "      return " << target_call(cls, method, call_object, !(retried || hedged)) << ";\n"

@@ -731,7 +731,8 @@ class Scanner {
           "parameter " + std::to_string(i + 1) + " of '" + method.name + "' (" + p.type + ")";
       if (p.passing == Parameter::Passing::rvalue_reference && (retried || hedged)) {
         diagnostics_.error(method.where, kArgumentsNotRepeatable,
-                           which + " is an rvalue reference: a " + (retried ? "retry" : "hedge") +
+                           which + " is an rvalue reference: a " +
+                               std::string(label(retried ? kRetry : kHedge)) +
                                " passes the arguments again after an attempt may have moved from "
                                "them; take it by value or by const reference");
       }
