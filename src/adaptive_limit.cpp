@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
 #include "r4c/detail/event_hub.hpp"
 #include "r4c/metrics.hpp"
 
@@ -182,74 +183,33 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
   return snap;
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
+// The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::settings() noexcept {
-  using Config = AdaptiveLimitKind::Config;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      {.key = "enabled",
-       .name = "enabled",
-       .type = detail::SettingType::boolean,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.enabled(v.boolean); }},
-      {.key = "algorithm",
-       .name = "algorithm",
-       .type = detail::SettingType::choice,
-       .choice = &detail::choice_of<LimitAlgorithm>,
-       .choices = &text::choices<LimitAlgorithm>,
-       .apply =
-           [](Config& c, const detail::SettingValue& v) {
-             c.algorithm(static_cast<LimitAlgorithm>(v.choice));
-           }},
-      {.key = "initialLimit",
-       .name = "initial_limit",
-       .type = detail::SettingType::integer,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.initial_limit(v.integer); }},
-      {.key = "minLimit",
-       .name = "min_limit",
-       .type = detail::SettingType::integer,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.min_limit(v.integer); }},
-      {.key = "maxLimit",
-       .name = "max_limit",
-       .type = detail::SettingType::integer,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.max_limit(v.integer); }},
-      {.key = "window",
-       .name = "window",
-       .type = detail::SettingType::duration,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.window(v.duration); }},
-      {.key = "minWindowSamples",
-       .name = "min_window_samples",
-       .type = detail::SettingType::integer,
-       .attribute = false,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.min_window_samples(v.integer); }},
-      {.key = "smoothing",
-       .name = "smoothing",
-       .type = detail::SettingType::number,
-       .attribute = false,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.smoothing(v.number); }},
-      {.key = "rttTolerance",
-       .name = "rtt_tolerance",
-       .type = detail::SettingType::number,
-       .attribute = false,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.rtt_tolerance(v.number); }},
-      {.key = "longWindow",
-       .name = "long_window",
-       .type = detail::SettingType::integer,
-       .attribute = false,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.long_window(v.integer); }},
-      {.key = "queueSize",
-       .name = "queue_size",
-       .type = detail::SettingType::integer,
-       .attribute = false,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.queue_size(v.integer); }},
-      {.key = "backoffRatio",
-       .name = "backoff_ratio",
-       .type = detail::SettingType::number,
-       .attribute = false,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.backoff_ratio(v.number); }},
-      {.key = "dropOn",
-       .name = "drop_on",
-       .type = detail::SettingType::exception_types,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.drop_on(v.types); }}};
+      R::row("enabled", "enabled", boolean, [](auto& c, auto& v) { c.enabled(v.boolean); }),
+      R::choice<LimitAlgorithm>(
+          "algorithm", "algorithm",
+          [](auto& c, auto& v) { c.algorithm(static_cast<LimitAlgorithm>(v.choice)); }),
+      R::row("initialLimit", "initial_limit", integer,
+             [](auto& c, auto& v) { c.initial_limit(v.integer); }),
+      R::row("minLimit", "min_limit", integer, [](auto& c, auto& v) { c.min_limit(v.integer); }),
+      R::row("maxLimit", "max_limit", integer, [](auto& c, auto& v) { c.max_limit(v.integer); }),
+      R::row("window", "window", duration, [](auto& c, auto& v) { c.window(v.duration); }),
+      R::file_only("minWindowSamples", "min_window_samples", integer,
+                   [](auto& c, auto& v) { c.min_window_samples(v.integer); }),
+      R::file_only("smoothing", "smoothing", number,
+                   [](auto& c, auto& v) { c.smoothing(v.number); }),
+      R::file_only("rttTolerance", "rtt_tolerance", number,
+                   [](auto& c, auto& v) { c.rtt_tolerance(v.number); }),
+      R::file_only("longWindow", "long_window", integer,
+                   [](auto& c, auto& v) { c.long_window(v.integer); }),
+      R::file_only("queueSize", "queue_size", integer,
+                   [](auto& c, auto& v) { c.queue_size(v.integer); }),
+      R::file_only("backoffRatio", "backoff_ratio", number,
+                   [](auto& c, auto& v) { c.backoff_ratio(v.number); }),
+      R::row("dropOn", "drop_on", exception_types, [](auto& c, auto& v) { c.drop_on(v.types); })};
   return kSettings;
 }
 

@@ -1,6 +1,7 @@
 #include "r4c/bulkhead.hpp"
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
 #include "r4c/metrics.hpp"
 
 namespace r4c {
@@ -41,15 +42,13 @@ BulkheadSnapshot Bulkhead::snapshot() const {
   return snap;
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
+// The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<BulkheadKind::Config>> BulkheadKind::settings() noexcept {
-  using Config = BulkheadKind::Config;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      {.key = "maxConcurrent",
-       .name = "max_concurrent",
-       .type = detail::SettingType::integer,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.max_concurrent(v.integer); }}};
+      R::row("maxConcurrent", "max_concurrent", integer,
+             [](auto& c, auto& v) { c.max_concurrent(v.integer); })};
   return kSettings;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
 #include "r4c/detail/event_hub.hpp"
 #include "r4c/metrics.hpp"
 
@@ -490,61 +491,35 @@ CircuitBreakerSnapshot CircuitBreaker::snapshot() const {
   return snap;
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
 std::span<const detail::Setting<CircuitBreakerKind::Config>>
 CircuitBreakerKind::settings() noexcept {
   using Config = CircuitBreakerKind::Config;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      {.key = "failureRateThreshold",
-       .name = "failure_rate_threshold",
-       .type = detail::SettingType::number,
-       .apply = [](Config& c,
-                   const detail::SettingValue& v) { c.failure_rate_threshold(v.number); }},
-      {.key = "slowCallRateThreshold",
-       .name = "slow_call_rate_threshold",
-       .type = detail::SettingType::number,
-       .apply = [](Config& c,
-                   const detail::SettingValue& v) { c.slow_call_rate_threshold(v.number); }},
-      {.key = "slowCallDuration",
-       .name = "slow_call_duration",
-       .type = detail::SettingType::duration,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.slow_call_duration(v.duration); }},
-      {.key = "slidingWindowType",
-       .name = "sliding_window_type",
-       .type = detail::SettingType::choice,
-       .choice = &detail::choice_of<SlidingWindowType>,
-       .choices = &text::choices<SlidingWindowType>,
-       .apply =
-           [](Config& c, const detail::SettingValue& v) {
-             c.sliding_window_type(static_cast<SlidingWindowType>(v.choice));
-           }},
-      {.key = "slidingWindowSize",
-       .name = "sliding_window_size",
-       .type = detail::SettingType::integer,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.sliding_window_size(v.integer); }},
-      {.key = "minimumNumberOfCalls",
-       .name = "minimum_number_of_calls",
-       .type = detail::SettingType::integer,
-       .apply = [](Config& c,
-                   const detail::SettingValue& v) { c.minimum_number_of_calls(v.integer); }},
-      {.key = "waitInOpen",
-       .name = "wait_in_open",
-       .type = detail::SettingType::duration,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.wait_in_open(v.duration); }},
-      {.key = "permittedCallsInHalfOpen",
-       .name = "permitted_calls_in_half_open",
-       .type = detail::SettingType::integer,
-       .apply = [](Config& c,
-                   const detail::SettingValue& v) { c.permitted_calls_in_half_open(v.integer); }},
-      {.key = "recordOn",
-       .name = "record_on",
-       .type = detail::SettingType::exception_types,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.record_on(v.types); }},
-      {.key = "ignoreOn",
-       .name = "ignore_on",
-       .type = detail::SettingType::exception_types,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.ignore_on(v.types); }}};
+      R::row("failureRateThreshold", "failure_rate_threshold", number,
+             [](auto& c, auto& v) { c.failure_rate_threshold(v.number); }),
+      R::row("slowCallRateThreshold", "slow_call_rate_threshold", number,
+             [](auto& c, auto& v) { c.slow_call_rate_threshold(v.number); }),
+      R::row("slowCallDuration", "slow_call_duration", duration,
+             [](auto& c, auto& v) { c.slow_call_duration(v.duration); }),
+      R::choice<SlidingWindowType>("slidingWindowType", "sliding_window_type",
+                                   [](auto& c, auto& v) {
+                                     c.sliding_window_type(
+                                         static_cast<SlidingWindowType>(v.choice));
+                                   }),
+      R::row("slidingWindowSize", "sliding_window_size", integer,
+             [](auto& c, auto& v) { c.sliding_window_size(v.integer); }),
+      R::row("minimumNumberOfCalls", "minimum_number_of_calls", integer,
+             [](auto& c, auto& v) { c.minimum_number_of_calls(v.integer); }),
+      R::row("waitInOpen", "wait_in_open", duration,
+             [](auto& c, auto& v) { c.wait_in_open(v.duration); }),
+      R::row("permittedCallsInHalfOpen", "permitted_calls_in_half_open", integer,
+             [](auto& c, auto& v) { c.permitted_calls_in_half_open(v.integer); }),
+      R::row("recordOn", "record_on", exception_types,
+             [](auto& c, auto& v) { c.record_on(v.types); }),
+      R::row("ignoreOn", "ignore_on", exception_types,
+             [](auto& c, auto& v) { c.ignore_on(v.types); })};
   return kSettings;
 }
 

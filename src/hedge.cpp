@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
 #include "r4c/metrics.hpp"
 
 namespace r4c {
@@ -222,19 +223,14 @@ HedgeSnapshot Hedge::snapshot() const {
   return snapshot;
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
+// The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<HedgeKind::Config>> HedgeKind::settings() noexcept {
-  using Config = HedgeKind::Config;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      {.key = "delay",
-       .name = "delay",
-       .type = detail::SettingType::duration,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.delay(v.duration); }},
-      {.key = "maxAttempts",
-       .name = "max_attempts",
-       .type = detail::SettingType::integer,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.max_attempts(v.integer); }}};
+      R::row("delay", "delay", duration, [](auto& c, auto& v) { c.delay(v.duration); }),
+      R::row("maxAttempts", "max_attempts", integer,
+             [](auto& c, auto& v) { c.max_attempts(v.integer); })};
   return kSettings;
 }
 

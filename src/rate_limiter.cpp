@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
 #include "r4c/metrics.hpp"
 
 namespace r4c {
@@ -174,23 +175,17 @@ RateLimiterSnapshot RateLimiter::snapshot() const {
   return snap;
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
+// The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<RateLimiterKind::Config>> RateLimiterKind::settings() noexcept {
-  using Config = RateLimiterKind::Config;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      {.key = "limitForPeriod",
-       .name = "limit_for_period",
-       .type = detail::SettingType::integer,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.limit_for_period(v.integer); }},
-      {.key = "refreshPeriod",
-       .name = "refresh_period",
-       .type = detail::SettingType::duration,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.refresh_period(v.duration); }},
-      {.key = "timeoutDuration",
-       .name = "timeout_duration",
-       .type = detail::SettingType::duration,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.timeout_duration(v.duration); }}};
+      R::row("limitForPeriod", "limit_for_period", integer,
+             [](auto& c, auto& v) { c.limit_for_period(v.integer); }),
+      R::row("refreshPeriod", "refresh_period", duration,
+             [](auto& c, auto& v) { c.refresh_period(v.duration); }),
+      R::row("timeoutDuration", "timeout_duration", duration,
+             [](auto& c, auto& v) { c.timeout_duration(v.duration); })};
   return kSettings;
 }
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
 #include "r4c/detail/event_hub.hpp"
 #include "r4c/metrics.hpp"
 
@@ -231,48 +232,28 @@ RetrySnapshot Retry::snapshot() const {
   return snap;
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
+// The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<RetryKind::Config>> RetryKind::settings() noexcept {
-  using Config = RetryKind::Config;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      {.key = "maxAttempts",
-       .name = "max_attempts",
-       .type = detail::SettingType::integer,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.max_attempts(v.integer); }},
-      {.key = "wait",
-       .name = "wait",
-       .type = detail::SettingType::duration,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.wait(v.duration); }},
+      R::row("maxAttempts", "max_attempts", integer,
+             [](auto& c, auto& v) { c.max_attempts(v.integer); }),
+      R::row("wait", "wait", duration, [](auto& c, auto& v) { c.wait(v.duration); }),
       // As the file always did: a multiplier alone is capped only by the longest wait (1 h);
       // a maxWait alone keeps the multiplier (1 when none was set).
-      {.key = "exponentialBackoffMultiplier",
-       .name = "exponential_backoff_multiplier",
-       .type = detail::SettingType::number,
-       .apply =
-           [](Config& c, const detail::SettingValue& v) {
-             c.exponential_backoff(
-                 v.number, c.exponential_backoff() ? c.max_wait() : RetryConfig::kLongestWait);
-           }},
-      {.key = "maxWait",
-       .name = "max_wait",
-       .type = detail::SettingType::duration,
-       .apply =
-           [](Config& c, const detail::SettingValue& v) {
-             c.exponential_backoff(c.backoff_multiplier(), v.duration);
-           }},
-      {.key = "randomizedWait",
-       .name = "randomized_wait",
-       .type = detail::SettingType::number,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.randomized_wait(v.number); }},
-      {.key = "retryOn",
-       .name = "retry_on",
-       .type = detail::SettingType::exception_types,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.retry_on(v.types); }},
-      {.key = "abortOn",
-       .name = "abort_on",
-       .type = detail::SettingType::exception_types,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.abort_on(v.types); }}};
+      R::row("exponentialBackoffMultiplier", "exponential_backoff_multiplier", number,
+             [](auto& c, auto& v) {
+               c.exponential_backoff(
+                   v.number, c.exponential_backoff() ? c.max_wait() : RetryConfig::kLongestWait);
+             }),
+      R::row("maxWait", "max_wait", duration,
+             [](auto& c, auto& v) { c.exponential_backoff(c.backoff_multiplier(), v.duration); }),
+      R::row("randomizedWait", "randomized_wait", number,
+             [](auto& c, auto& v) { c.randomized_wait(v.number); }),
+      R::row("retryOn", "retry_on", exception_types, [](auto& c, auto& v) { c.retry_on(v.types); }),
+      R::row("abortOn", "abort_on", exception_types,
+             [](auto& c, auto& v) { c.abort_on(v.types); })};
   return kSettings;
 }
 

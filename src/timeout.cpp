@@ -1,6 +1,7 @@
 #include "r4c/timeout.hpp"
 
 #include "config_check.hpp"
+#include "kind_settings.hpp"
 #include "r4c/metrics.hpp"
 
 namespace r4c {
@@ -64,15 +65,12 @@ TimeoutSnapshot Timeout::snapshot() const {
   return TimeoutSnapshot{config_.timeout(), timed_out_count_.total()};
 }
 
-// ---- as a policy kind ---------------------------------------------------------------------
-
+// The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<TimeoutKind::Config>> TimeoutKind::settings() noexcept {
-  using Config = TimeoutKind::Config;
+  using R = detail::SettingRows<Config>;  // Config: the kind's
+  using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      {.key = "timeout",
-       .name = "timeout",
-       .type = detail::SettingType::duration,
-       .apply = [](Config& c, const detail::SettingValue& v) { c.timeout(v.duration); }}};
+      R::row("timeout", "timeout", duration, [](auto& c, auto& v) { c.timeout(v.duration); })};
   return kSettings;
 }
 

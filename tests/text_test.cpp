@@ -36,7 +36,9 @@ TEST(TextTest, AFormattedDurationReadsBackInTheLargestExactUnit) {
   EXPECT_EQ(r4c::text::format_duration(2min), "2m");
   EXPECT_EQ(r4c::text::format_duration(1500ms), "1500ms");
   EXPECT_EQ(r4c::text::format_duration(0ns), "0s");
-  for (std::chrono::nanoseconds value : {1ns, 999us, 3600s, 61s}) {
+  for (std::chrono::nanoseconds value :
+       {std::chrono::nanoseconds(1ns), std::chrono::nanoseconds(999us),
+        std::chrono::nanoseconds(3600s), std::chrono::nanoseconds(61s)}) {
     EXPECT_EQ(r4c::text::parse_duration(r4c::text::format_duration(value)), value);
   }
 }
