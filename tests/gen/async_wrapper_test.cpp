@@ -1,6 +1,7 @@
 // Generated wrappers, asynchronous methods (asio::awaitable<T>): a call holds its slots until
 // its coroutine completes, a full limit fails at once, cancelling frees the slot without a
-// sample; resilience4cata 0.6.0's ManualClock scenario runs through a generated wrapper.
+// sample; the ManualClock scenario of resilience4cata 0.6.0's "Adaptive limit" page runs through
+// a generated wrapper.
 #include <gtest/gtest.h>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -39,7 +40,7 @@ class AsyncWrapperTest : public ::testing::Test {
 
 // "Probarlo con ManualClock": two pending calls hold the two slots of initial_limit = 2, the
 // third fails at once, and completing both after a second ends the window.
-TEST_F(AsyncWrapperTest, TheProductDocumentsManualClockScenario) {
+TEST_F(AsyncWrapperTest, TheAdaptiveLimitPagesManualClockScenario) {
   auto registry = r4c::testing::registry(clock_)
                       .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) {
                         a.min_window_samples(1);  // end a window after a single call

@@ -17,7 +17,8 @@
 
 namespace gen_test {
 
-// resilience4cata 0.6.0's SearchClient; place_async stays pending until the test completes it.
+// The SearchClient of resilience4cata 0.6.0's "Adaptive limit" page; place_async stays pending
+// until the test completes it.
 class FakeSearch : public shop::SearchClient {
  public:
   std::string search(const std::string& query) override {

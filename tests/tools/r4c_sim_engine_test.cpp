@@ -11,6 +11,7 @@
 
 #include "scenario.hpp"
 #include "sim_test_support.hpp"
+#include "test_seed.hpp"
 
 namespace r4c::sim {
 namespace {
@@ -386,13 +387,15 @@ std::string outputs_of(const Scenario& scenario, const testing::fs::path& folder
 TEST(SimulationTest, TheSameSeedGivesTheSameBytes) {
   const testing::ScratchDir scratch;
   Scenario scenario = parse_scenario(kMixed, "mixed.toml");
+  scenario.seed = testing::test_seed();
   const std::string first = outputs_of(scenario, scratch.path() / "first");
   const std::string second = outputs_of(scenario, scratch.path() / "second");
   EXPECT_GT(first.size(), 10000u);
-  EXPECT_TRUE(first == second) << "two runs with seed 1 differ";
-  scenario.seed = 2;
+  EXPECT_TRUE(first == second) << "two runs with seed " << scenario.seed << " differ";
+  ++scenario.seed;
   const std::string other = outputs_of(scenario, scratch.path() / "other");
-  EXPECT_FALSE(first == other) << "seeds 1 and 2 gave the same outputs";
+  EXPECT_FALSE(first == other) << "seeds " << scenario.seed - 1 << " and " << scenario.seed
+                               << " gave the same outputs";
 }
 
 // ---- windows and replay --------------------------------------------------------------------
@@ -495,7 +498,8 @@ TEST(ShippedScenarioTest, CapacityDropHasTheFiveGroupsTheReadmeNames) {
   EXPECT_EQ(s.server.changes[1].workers, 12);
   EXPECT_EQ(s.groups[2].max_concurrent, 16);  // sized for the capacity before the drop
   EXPECT_EQ(s.groups[3].max_concurrent, 4);   // and after it
-  EXPECT_EQ(s.groups[1].policy, PolicyKind::aimd);
+  EXPECT_EQ(s.groups[1].policy, PolicyKind::adaptive_limit);
+  EXPECT_EQ(s.groups[1].limit.algorithm(), LimitAlgorithm::aimd);
   EXPECT_TRUE(s.groups[1].timeout);
 }
 

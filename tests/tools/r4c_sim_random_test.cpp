@@ -1,14 +1,20 @@
 // r4c-sim's randomness: reproducible streams, and each service-time distribution with mean 1.
-// The draws are deterministic (fixed seeds), so the statistical bounds cannot flake.
+// The draws come from test_seed(): one fixed seed by default, so the statistical bounds cannot
+// flake; R4C_TEST_SEED picks another (see test_seed.hpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "random.hpp"
+#include "test_seed.hpp"
 
 namespace r4c::sim {
 namespace {
+
+// Each test's own seed, `offset` from the run's: the tests' draws do not overlap.
+std::uint64_t seed(std::uint64_t offset) { return testing::test_seed() + offset; }
 
 constexpr int kDraws = 200000;
 
@@ -33,15 +39,15 @@ Moments moments(Draw draw) {
 }
 
 TEST(RngTest, TheSameSeedAndStreamGiveTheSameNumbers) {
-  Rng a(7, 3);
-  Rng b(7, 3);
+  Rng a(seed(6), 3);
+  Rng b(seed(6), 3);
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(a.next(), b.next());
 }
 
 TEST(RngTest, StreamsAndSeedsDiffer) {
-  Rng a(7, 0);
-  Rng b(7, 1);
-  Rng c(8, 0);
+  Rng a(seed(6), 0);
+  Rng b(seed(6), 1);
+  Rng c(seed(7), 0);
   int same_ab = 0;
   int same_ac = 0;
   for (int i = 0; i < 1000; ++i) {
@@ -54,7 +60,7 @@ TEST(RngTest, StreamsAndSeedsDiffer) {
 }
 
 TEST(RngTest, UniformStaysInsideZeroAndOne) {
-  Rng rng(1, 0);
+  Rng rng(seed(0), 0);
   const Moments m = moments([&] {
     const double u = rng.uniform();
     EXPECT_GT(u, 0.0);
@@ -66,28 +72,28 @@ TEST(RngTest, UniformStaysInsideZeroAndOne) {
 }
 
 TEST(RngTest, ExponentialHasMeanAndVarianceOne) {
-  Rng rng(2, 0);
+  Rng rng(seed(1), 0);
   const Moments m = moments([&] { return rng.exponential(); });
   EXPECT_NEAR(m.mean, 1.0, 0.01);
   EXPECT_NEAR(m.variance, 1.0, 0.03);
 }
 
 TEST(RngTest, NormalIsStandard) {
-  Rng rng(3, 0);
+  Rng rng(seed(2), 0);
   const Moments m = moments([&] { return rng.normal(); });
   EXPECT_NEAR(m.mean, 0.0, 0.01);
   EXPECT_NEAR(m.variance, 1.0, 0.01);
 }
 
 TEST(DistributionTest, FixedIsAlwaysTheMean) {
-  Rng rng(4, 0);
+  Rng rng(seed(3), 0);
   ServiceTime service;
   service.distribution = Distribution::fixed;
   for (int i = 0; i < 100; ++i) EXPECT_EQ(standard_draw(rng, service), 1.0);
 }
 
 TEST(DistributionTest, ExponentialHasMeanOne) {
-  Rng rng(5, 0);
+  Rng rng(seed(4), 0);
   ServiceTime service;
   service.distribution = Distribution::exponential;
   const Moments m = moments([&] { return standard_draw(rng, service); });
@@ -97,7 +103,7 @@ TEST(DistributionTest, ExponentialHasMeanOne) {
 
 TEST(DistributionTest, LognormalHasMeanOneAndItsSigma) {
   for (const double sigma : {0.3, 0.5, 1.0}) {
-    Rng rng(6, 0);
+    Rng rng(seed(5), 0);
     ServiceTime service;
     service.distribution = Distribution::lognormal;
     service.sigma = sigma;

@@ -105,7 +105,7 @@ TEST(RecorderTest, SummarisesAGroupOverTheRun) {
   ASSERT_EQ(results.summary.size(), 2u);
   const GroupSummary& a = results.summary[0];
   EXPECT_EQ(a.group, "a");
-  EXPECT_EQ(a.policy, PolicyKind::gradient2);
+  EXPECT_EQ(a.policy, "gradient2");
   EXPECT_EQ(a.offered, 3);
   EXPECT_EQ(a.rejected_calls, 1);
   EXPECT_DOUBLE_EQ(a.rejected, 1.0 / 3.0);

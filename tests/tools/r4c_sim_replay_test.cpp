@@ -9,12 +9,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "r4c/adaptive_limit.hpp"
 #include "replay.hpp"
 #include "sim_test_support.hpp"
 
@@ -49,12 +50,14 @@ struct Trace {
 };
 
 Trace read_trace(const fs::path& file) {
-  static const std::map<std::string, std::string> kOptionOfKey = {
-      {"algorithm", "--algorithm"},       {"initialLimit", "--initial-limit"},
-      {"minLimit", "--min-limit"},        {"maxLimit", "--max-limit"},
-      {"smoothing", "--smoothing"},       {"rttTolerance", "--rtt-tolerance"},
-      {"longWindow", "--long-window"},    {"queueSize", "--queue-size"},
-      {"backoffRatio", "--backoff-ratio"}};
+  // A trace names settings by their file key; the option is the setting's name, dashed.
+  auto option_of_key = [](const std::string& key) -> std::optional<std::string> {
+    const auto* setting = r4c::detail::find_setting(r4c::AdaptiveLimitKind::settings(), key);
+    if (setting == nullptr || setting->key != key) return std::nullopt;  // name, seed, windows
+    std::string option = "--" + std::string(setting->name);
+    std::replace(option.begin(), option.end(), '_', '-');
+    return option;
+  };
   Trace trace;
   std::ifstream in(file);
   std::string line;
@@ -66,9 +69,9 @@ Trace read_trace(const fs::path& file) {
       for (std::string word; words >> word;) {
         const std::size_t equals = word.find('=');
         if (equals == std::string::npos) continue;
-        const auto option = kOptionOfKey.find(word.substr(0, equals));
-        if (option == kOptionOfKey.end()) continue;  // name, seed, windows
-        trace.options.push_back(option->second);
+        const std::optional<std::string> option = option_of_key(word.substr(0, equals));
+        if (!option) continue;
+        trace.options.push_back(*option);
         trace.options.push_back(word.substr(equals + 1));
       }
     } else if (limit_column == std::string::npos) {

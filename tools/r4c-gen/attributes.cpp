@@ -2,161 +2,31 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <chrono>
 #include <climits>
-#include <cstdint>
+#include <exception>
 #include <functional>
 #include <map>
 #include <span>
+#include <stdexcept>
 
-#include "r4c/adaptive_limit_config.hpp"
-#include "r4c/bulkhead.hpp"
-#include "r4c/circuit_breaker.hpp"
 #include "r4c/detail/config_file.hpp"
 #include "r4c/errors.hpp"
-#include "r4c/hedge.hpp"
-#include "r4c/rate_limiter.hpp"
-#include "r4c/retry.hpp"
-#include "r4c/timeout.hpp"
+#include "r4c/text.hpp"
 
 namespace r4c::gen {
 
-std::string_view attribute_name(PolicyKind kind) noexcept {
-  switch (kind) {
-    case PolicyKind::retry:
-      return "retry";
-    case PolicyKind::hedge:
-      return "hedge";
-    case PolicyKind::circuit_breaker:
-      return "circuit_breaker";
-    case PolicyKind::rate_limiter:
-      return "rate_limiter";
-    case PolicyKind::adaptive_limit:
-      return "adaptive_limit";
-    case PolicyKind::timeout:
-      return "timeout";
-    case PolicyKind::bulkhead:
-      return "bulkhead";
-  }
-  return "";
-}
+using r4c::detail::AllKinds;
+using r4c::detail::SettingType;
+using r4c::detail::SettingValue;
 
-std::string_view label(PolicyKind kind) noexcept {
-  switch (kind) {
-    case PolicyKind::retry:
-      return "retry";
-    case PolicyKind::hedge:
-      return "hedge";
-    case PolicyKind::circuit_breaker:
-      return "circuit breaker";
-    case PolicyKind::rate_limiter:
-      return "rate limiter";
-    case PolicyKind::adaptive_limit:
-      return "adaptive limit";
-    case PolicyKind::timeout:
-      return "timeout";
-    case PolicyKind::bulkhead:
-      return "bulkhead";
-  }
-  return "";
-}
+std::string_view attribute_name(PolicyKind kind) noexcept { return AllKinds::names[kind].cpp; }
 
-bool can_throw(PolicyKind kind) noexcept { return kind != PolicyKind::retry; }
+std::string_view label(PolicyKind kind) noexcept { return AllKinds::names[kind].display; }
+
+bool can_throw(PolicyKind kind) noexcept { return kind != kRetry; }
 
 namespace {
-
-// ---- what each attribute accepts ---------------------------------------------------------
-
-enum class ValueType { text, integer, number, duration, boolean, algorithm, window_type, types };
-
-struct KeySpec {
-  std::string_view key;
-  ValueType type;
-};
-
-constexpr KeySpec kAdaptiveLimitKeys[] = {
-    {"name", ValueType::text},           {"config", ValueType::text},
-    {"algorithm", ValueType::algorithm}, {"initial_limit", ValueType::integer},
-    {"min_limit", ValueType::integer},   {"max_limit", ValueType::integer},
-    {"window", ValueType::duration},     {"drop_on", ValueType::types},
-    {"enabled", ValueType::boolean}};
-constexpr KeySpec kTimeoutKeys[] = {
-    {"name", ValueType::text}, {"config", ValueType::text}, {"timeout", ValueType::duration}};
-constexpr KeySpec kBulkheadKeys[] = {
-    {"name", ValueType::text}, {"config", ValueType::text}, {"max_concurrent", ValueType::integer}};
-constexpr KeySpec kRateLimiterKeys[] = {{"name", ValueType::text},
-                                        {"config", ValueType::text},
-                                        {"limit_for_period", ValueType::integer},
-                                        {"refresh_period", ValueType::duration},
-                                        {"timeout_duration", ValueType::duration}};
-constexpr KeySpec kRetryKeys[] = {{"name", ValueType::text},
-                                  {"config", ValueType::text},
-                                  {"max_attempts", ValueType::integer},
-                                  {"wait", ValueType::duration},
-                                  {"exponential_backoff_multiplier", ValueType::number},
-                                  {"max_wait", ValueType::duration},
-                                  {"randomized_wait", ValueType::number},
-                                  {"retry_on", ValueType::types},
-                                  {"abort_on", ValueType::types}};
-constexpr KeySpec kCircuitBreakerKeys[] = {{"name", ValueType::text},
-                                           {"config", ValueType::text},
-                                           {"failure_rate_threshold", ValueType::number},
-                                           {"slow_call_rate_threshold", ValueType::number},
-                                           {"slow_call_duration", ValueType::duration},
-                                           {"sliding_window_type", ValueType::window_type},
-                                           {"sliding_window_size", ValueType::integer},
-                                           {"minimum_number_of_calls", ValueType::integer},
-                                           {"wait_in_open", ValueType::duration},
-                                           {"permitted_calls_in_half_open", ValueType::integer},
-                                           {"record_on", ValueType::types},
-                                           {"ignore_on", ValueType::types}};
-constexpr KeySpec kHedgeKeys[] = {{"name", ValueType::text},
-                                  {"config", ValueType::text},
-                                  {"delay", ValueType::duration},
-                                  {"max_attempts", ValueType::integer}};
-
-std::span<const KeySpec> keys_of(PolicyKind kind) {
-  switch (kind) {
-    case PolicyKind::retry:
-      return kRetryKeys;
-    case PolicyKind::hedge:
-      return kHedgeKeys;
-    case PolicyKind::circuit_breaker:
-      return kCircuitBreakerKeys;
-    case PolicyKind::rate_limiter:
-      return kRateLimiterKeys;
-    case PolicyKind::adaptive_limit:
-      return kAdaptiveLimitKeys;
-    case PolicyKind::timeout:
-      return kTimeoutKeys;
-    case PolicyKind::bulkhead:
-      return kBulkheadKeys;
-  }
-  return {};
-}
-
-std::string_view expected(ValueType type) {
-  switch (type) {
-    case ValueType::text:
-      return "a string literal, e.g. \"orders\"";
-    case ValueType::integer:
-      return "an integer";
-    case ValueType::number:
-      return "a number";
-    case ValueType::duration:
-      return "a duration string, e.g. \"500ms\" or \"2s\"";
-    case ValueType::boolean:
-      return "true or false";
-    case ValueType::algorithm:
-      return "gradient2 or aimd";
-    case ValueType::window_type:
-      return "count_based or time_based";
-    case ValueType::types:
-      return "exception types in braces, e.g. {shop::SocketTimeout, r4c::CallTimeoutException}";
-  }
-  return "";
-}
 
 // ---- tokens ------------------------------------------------------------------------------
 
@@ -223,26 +93,7 @@ std::vector<std::span<const Token>> split_commas(std::span<const Token> tokens, 
   return parts;
 }
 
-// ---- values ------------------------------------------------------------------------------
-
-struct Value {
-  ValueType type = ValueType::text;
-  Location where;
-  std::string written;  // as written, for messages
-  std::string text;     // text, enum value, duration as written ("2s"), number as written
-  std::int64_t integer = 0;
-  double number = 0;
-  std::chrono::nanoseconds duration{0};
-  bool boolean = false;
-  std::vector<std::string> types;
-};
-
-std::string lower(std::string_view text) {
-  std::string result(text);
-  std::transform(result.begin(), result.end(), result.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return result;
-}
+// ---- literals ----------------------------------------------------------------------------
 
 // The contents of a plain string literal, or nullopt.
 std::optional<std::string> string_literal(std::span<const Token> tokens) {
@@ -268,120 +119,161 @@ std::optional<std::string> numeric_literal(std::span<const Token> tokens) {
   return sign + digits;
 }
 
-// Reads a value of `type` from its tokens; reports and returns nullopt when it is not one.
-std::optional<Value> read_value(ValueType type, std::string_view key, std::span<const Token> tokens,
-                                const Location& where, Diagnostics& diagnostics) {
+// ---- values ------------------------------------------------------------------------------
+
+std::string comma_list(std::span<const std::string_view> names) {
+  std::string list;
+  for (std::string_view name : names) list += (list.empty() ? "" : ", ") + std::string(name);
+  return list;
+}
+
+// The keys every attribute takes besides its kind's settings.
+constexpr std::string_view kName = "name";
+constexpr std::string_view kConfig = "config";
+
+// One value as written in the attribute, and as the library's parser read it.
+struct Value {
+  Location where;
+  std::string written;             // the tokens, for messages
+  std::string text;                // what the library parses: "10", "2s", "aimd"
+  std::vector<std::string> types;  // exception types, as C++ spells them
+  SettingValue parsed;
+};
+
+using Values = std::vector<std::pair<std::string, Value>>;
+
+const Value* find(const Values& values, std::string_view key) {
+  for (const auto& [k, v] : values) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+// The token shapes an attribute's value may take (C++ tokens, not the file's text), for the
+// message when the tokens are none of them. Within that shape, the text follows the library's
+// grammar and its expected(): a duration is a string literal whose contents the library reads.
+std::string expected_shape(SettingType type, std::string expected_text) {
+  switch (type) {
+    case SettingType::duration:
+      return "a duration string, e.g. \"500ms\" or \"2s\"";
+    case SettingType::exception_types:
+      return "exception types in braces, e.g. {shop::SocketTimeout, r4c::CallTimeoutException}";
+    default:
+      return expected_text;
+  }
+}
+
+// The text inside the tokens, in the shape the setting's type takes, or nullopt.
+std::optional<std::string> text_of(SettingType type, std::span<const Token> tokens) {
+  switch (type) {
+    case SettingType::integer:
+    case SettingType::number: {
+      auto digits = numeric_literal(tokens);
+      // A float suffix is C++ spelling, not part of the number.
+      if (digits && type == SettingType::number && (digits->back() == 'f' || digits->back() == 'F'))
+        digits->pop_back();
+      return digits;
+    }
+    case SettingType::duration:
+      return string_literal(tokens);
+    case SettingType::boolean:
+    case SettingType::choice:
+      // aimd, "aimd", LimitAlgorithm::aimd or r4c::LimitAlgorithm::aimd; true or "true".
+      if (auto text = string_literal(tokens)) return text;
+      if (type == SettingType::boolean && tokens.size() != 1) return std::nullopt;
+      if (!tokens.empty() && is_word(tokens.back())) return tokens.back().text;
+      return std::nullopt;
+    case SettingType::exception_types:
+      return std::nullopt;  // read as C++ types by read_types
+  }
+  return std::nullopt;
+}
+
+// Exception types in braces, each as C++ spells it; nullopt when the tokens are not that.
+std::optional<std::vector<std::string>> read_types(std::span<const Token> tokens) {
+  std::span<const Token> list = tokens;
+  if (!list.empty() && list.front().text == "{") {
+    if (list.back().text != "}") return std::nullopt;
+    list = list.subspan(1, list.size() - 2);
+  }
+  std::vector<std::string> types;
+  if (list.empty()) return types;  // {}: no type
+  for (std::span<const Token> type_tokens : split_commas(list, true)) {
+    const bool well_formed =
+        !type_tokens.empty() &&
+        (type_tokens[0].kind == Token::Kind::identifier || type_tokens[0].text == "::") &&
+        std::all_of(type_tokens.begin(), type_tokens.end(), [](const Token& t) {
+          return is_word(t) || t.text == "::" || t.text == "<" || t.text == ">" || t.text == ">>" ||
+                 t.text == "," || t.kind == Token::Kind::literal;
+        });
+    if (!well_formed) return std::nullopt;
+    types.push_back(joined(type_tokens));
+  }
+  return types;
+}
+
+// Reads the value of `setting` from its tokens with the library's parser; reports and returns
+// nullopt when it is not one.
+template <class Config>
+std::optional<Value> read_value(const r4c::detail::Setting<Config>& setting,
+                                std::span<const Token> tokens, const Location& where,
+                                Diagnostics& diagnostics) {
   Value value;
-  value.type = type;
   value.where = tokens.empty() ? where : tokens[0].where;
   value.written = joined(tokens);
-  auto wrong = [&]() -> std::optional<Value> {
-    diagnostics.error(value.where, kMalformed,
-                      std::string(key) + " is " +
-                          (tokens.empty() ? std::string("empty") : "'" + value.written + "'") +
-                          "; expected " + std::string(expected(type)));
+  const std::string key(setting.name);
+  auto wrong = [&](std::string_view code, const std::string& shown, const std::string& expected) {
+    diagnostics.error(value.where, code,
+                      key + " is " + (tokens.empty() ? std::string("empty") : "'" + shown + "'") +
+                          "; expected " + expected);
     return std::nullopt;
   };
-  switch (type) {
-    case ValueType::text: {
-      auto text = string_literal(tokens);
-      if (!text) return wrong();
-      value.text = *text;
-      return value;
+  if (setting.type == SettingType::exception_types) {
+    auto types = read_types(tokens);
+    if (!types) {
+      return wrong(kMalformed, value.written,
+                   expected_shape(setting.type, r4c::detail::expected(setting)));
     }
-    case ValueType::duration: {
-      auto text = string_literal(tokens);
-      if (!text) return wrong();
-      value.text = *text;
+    value.types = std::move(*types);
+    // Exception types exist only in the generated code: the library's checks see
+    // placeholders, as many as were written.
+    value.parsed.type = setting.type;
+    value.parsed.types.assign(value.types.size(), ExceptionType::of<std::exception>());
+    return value;
+  }
+  auto text = text_of(setting.type, tokens);
+  if (!text) {
+    return wrong(kMalformed, value.written,
+                 expected_shape(setting.type, r4c::detail::expected(setting)));
+  }
+  value.text = std::move(*text);
+  auto parsed = r4c::detail::parse(setting, value.text);
+  if (!parsed) {
+    // A duration string the library's grammar refuses gets the config file's own message
+    // (R4C-ATR-001); any other value was not of the setting's type.
+    if (setting.type == SettingType::duration) {
       try {
-        value.duration = r4c::detail::parse_duration(*text, std::string(key));
+        r4c::detail::parse_duration(value.text, key);
       } catch (const ConfigException& e) {
         diagnostics.error(value.where, "", e.what());
         return std::nullopt;
       }
-      return value;
     }
-    case ValueType::integer: {
-      auto digits = numeric_literal(tokens);
-      if (!digits) return wrong();
-      const char* first = digits->data();
-      const char* last = first + digits->size();
-      auto [end, error] = std::from_chars(first, last, value.integer);
-      if (error != std::errc() || end != last) return wrong();
-      if (value.integer < INT_MIN || value.integer > INT_MAX) {
-        diagnostics.error(value.where, kMalformed,
-                          std::string(key) + " is " + *digits + "; expected an int (" +
-                              std::to_string(INT_MIN) + " .. " + std::to_string(INT_MAX) + ")");
-        return std::nullopt;
-      }
-      value.text = *digits;
-      return value;
-    }
-    case ValueType::number: {
-      auto digits = numeric_literal(tokens);
-      if (!digits) return wrong();
-      std::string plain = *digits;
-      if (!plain.empty() && (plain.back() == 'f' || plain.back() == 'F')) plain.pop_back();
-      const char* first = plain.data();
-      const char* last = first + plain.size();
-      auto [end, error] = std::from_chars(first, last, value.number);
-      if (error != std::errc() || end != last) return wrong();
-      value.text = plain;
-      return value;
-    }
-    case ValueType::boolean: {
-      std::string word;
-      if (auto text = string_literal(tokens)) {
-        word = lower(*text);
-      } else if (tokens.size() == 1 && is_word(tokens[0])) {
-        word = tokens[0].text;
-      }
-      if (word != "true" && word != "false") return wrong();
-      value.boolean = word == "true";
-      return value;
-    }
-    case ValueType::algorithm:
-    case ValueType::window_type: {
-      // aimd, "aimd", LimitAlgorithm::aimd or r4c::LimitAlgorithm::aimd.
-      std::string word;
-      if (auto text = string_literal(tokens)) {
-        word = *text;
-      } else if (!tokens.empty() && tokens.back().kind == Token::Kind::identifier) {
-        word = tokens.back().text;
-      }
-      word = lower(word);
-      const bool known = type == ValueType::algorithm
-                             ? (word == "gradient2" || word == "aimd")
-                             : (word == "count_based" || word == "time_based");
-      if (!known) return wrong();
-      value.text = word;
-      return value;
-    }
-    case ValueType::types: {
-      std::span<const Token> list = tokens;
-      if (!list.empty() && list.front().text == "{") {
-        if (list.back().text != "}") return wrong();
-        list = list.subspan(1, list.size() - 2);
-      }
-      if (list.empty()) return value;  // {}: no type
-      for (std::span<const Token> type_tokens : split_commas(list, true)) {
-        const bool well_formed =
-            !type_tokens.empty() &&
-            (type_tokens[0].kind == Token::Kind::identifier || type_tokens[0].text == "::") &&
-            std::all_of(type_tokens.begin(), type_tokens.end(), [](const Token& t) {
-              return is_word(t) || t.text == "::" || t.text == "<" || t.text == ">" ||
-                     t.text == ">>" || t.text == "," || t.kind == Token::Kind::literal;
-            });
-        if (!well_formed) return wrong();
-        value.types.push_back(joined(type_tokens));
-      }
-      return value;
-    }
+    return wrong(kMalformed, value.written, r4c::detail::expected(setting));
   }
-  return wrong();
+  value.parsed = std::move(*parsed);
+  return value;
 }
 
-// ---- from values to C++ and to the library's checks --------------------------------------
+// ---- from values to C++ ------------------------------------------------------------------
+
+// The C++ spelling of a type, from the type itself.
+// WORKAROUND (remove when the library's descriptors spell their types in C++): ExceptionType's
+// name() is the library's one demangler, and works for any type.
+template <class T>
+std::string cpp_name() {
+  return ExceptionType::of<T>().name();
+}
 
 std::string duration_cpp(const Value& value) {
   // "2s" -> std::chrono::seconds{2}: the unit as written stays readable in the generated file.
@@ -390,12 +282,11 @@ std::string duration_cpp(const Value& value) {
          std::isdigit(static_cast<unsigned char>(value.text[digits]))) {
     ++digits;
   }
-  const std::string amount = value.text.substr(0, digits);
-  const std::string unit = value.text.substr(digits);
   static const std::map<std::string, std::string, std::less<>> kUnits = {
       {"ns", "nanoseconds"}, {"us", "microseconds"}, {"ms", "milliseconds"},
       {"s", "seconds"},      {"m", "minutes"},       {"h", "hours"}};
-  return "std::chrono::" + kUnits.at(unit) + "{" + amount + "}";
+  return "std::chrono::" + kUnits.at(value.text.substr(digits)) + "{" +
+         value.text.substr(0, digits) + "}";
 }
 
 // One type a line: the emitter indents what follows each '\n'.
@@ -408,253 +299,117 @@ std::string types_cpp(const Value& value) {
   return text + "}";
 }
 
-// The library's types that runtime-only values (exception types) cannot be checked against:
-// the generator checks them by building the config with placeholders.
-std::vector<ExceptionType> placeholder_types(const Value& value) {
-  return std::vector<ExceptionType>(value.types.size(), ExceptionType::of<std::exception>());
+// A choice's enumerator as C++ spells it: "r4c::LimitAlgorithm::aimd".
+// WORKAROUND (remove when detail::Setting names a choice's enum type): a setting's choice is
+// the vocabulary's choice_of<E>, so the enum is found among the library's enums by it; an enum
+// missing here fails every run that uses it, loudly.
+template <class E, class Config>
+bool spell_choice(const r4c::detail::Setting<Config>& setting, int choice, std::string& cpp) {
+  if (setting.choice != &r4c::detail::choice_of<E>) return false;
+  cpp = cpp_name<E>() + "::" + std::string(to_string(static_cast<E>(choice)));
+  return true;
 }
 
-using Values = std::vector<std::pair<std::string, Value>>;
-
-const Value* find(const Values& values, std::string_view key) {
-  for (const auto& [k, v] : values) {
-    if (k == key) return &v;
+template <class Config>
+std::string value_cpp(const r4c::detail::Setting<Config>& setting, const Value& v) {
+  switch (setting.type) {
+    case SettingType::integer:
+    case SettingType::number:
+      return v.text;
+    case SettingType::boolean:
+      return v.parsed.boolean ? "true" : "false";
+    case SettingType::duration:
+      return duration_cpp(v);
+    case SettingType::exception_types:
+      return types_cpp(v);
+    case SettingType::choice: {
+      std::string cpp;
+      if (spell_choice<LimitAlgorithm>(setting, v.parsed.choice, cpp) ||
+          spell_choice<SlidingWindowType>(setting, v.parsed.choice, cpp)) {
+        return cpp;
+      }
+      throw std::logic_error("r4c-gen cannot spell a value of " + std::string(setting.name) +
+                             " in C++: add its enum to value_cpp");
+    }
   }
-  return nullptr;
+  return v.text;
 }
 
-// Each policy: how a value is set on its config (for the checks), and as C++.
-struct Rules {
-  // Applies one value to `config` (a type-erased config of the policy's kind); throws
-  // ConfigException as the library's setters do.
-  std::function<void(void* config, std::string_view key, const Value& value)> apply;
-  std::function<std::string(std::string_view key, const Value& value)> cpp;
-};
-
-void apply_adaptive_limit(AdaptiveLimitConfig& c, std::string_view key, const Value& v) {
-  if (key == "algorithm")
-    c.algorithm(v.text == "aimd" ? LimitAlgorithm::aimd : LimitAlgorithm::gradient2);
-  if (key == "initial_limit") c.initial_limit(static_cast<int>(v.integer));
-  if (key == "min_limit") c.min_limit(static_cast<int>(v.integer));
-  if (key == "max_limit") c.max_limit(static_cast<int>(v.integer));
-  if (key == "window") c.window(v.duration);
-  if (key == "drop_on") c.drop_on(placeholder_types(v));
-  if (key == "enabled") c.enabled(v.boolean);
-}
-
-std::string adaptive_limit_cpp(std::string_view key, const Value& v) {
-  if (key == "algorithm") return ".algorithm = r4c::LimitAlgorithm::" + v.text;
-  if (key == "window") return ".window = " + duration_cpp(v);
-  if (key == "drop_on") return ".drop_on = " + types_cpp(v);
-  if (key == "enabled") return std::string(".enabled = ") + (v.boolean ? "true" : "false");
-  return "." + std::string(key) + " = " + v.text;
-}
-
-void apply_retry(RetryConfig& c, std::string_view key, const Value& v) {
-  if (key == "max_attempts") c.max_attempts(static_cast<int>(v.integer));
-  if (key == "wait") c.wait(v.duration);
-  // As the file does: a multiplier alone is capped at the longest wait; max_wait alone keeps
-  // the multiplier in effect.
-  if (key == "exponential_backoff_multiplier") {
-    c.exponential_backoff(v.number,
-                          c.exponential_backoff() ? c.max_wait() : RetryConfig::kLongestWait);
+// How the generated code sets one value on the config `c`: its setter, which the setting is
+// named after.
+// WORKAROUND (remove when detail::Setting spells its setter call in C++): the retry's backoff
+// pair shares one setter, exponential_backoff(multiplier, max_wait), applied as the
+// descriptor's apply() does.
+template <class Config>
+std::string setter_cpp(const r4c::detail::Setting<Config>& setting, const std::string& value) {
+  if constexpr (std::is_same_v<Config, RetryConfig>) {
+    if (setting.name == "exponential_backoff_multiplier") {
+      return "c.exponential_backoff(" + value +
+             ", c.exponential_backoff() ? c.max_wait() : r4c::RetryConfig::kLongestWait)";
+    }
+    if (setting.name == "max_wait") {
+      return "c.exponential_backoff(c.backoff_multiplier(), " + value + ")";
+    }
   }
-  if (key == "max_wait") c.exponential_backoff(c.backoff_multiplier(), v.duration);
-  if (key == "randomized_wait") c.randomized_wait(v.number);
-  if (key == "retry_on") c.retry_on(placeholder_types(v));
-  if (key == "abort_on") c.abort_on(placeholder_types(v));
+  return "c." + std::string(setting.name) + "(" + value + ")";
 }
 
-std::string retry_cpp(std::string_view key, const Value& v) {
-  if (key == "max_attempts") return "c.max_attempts(" + v.text + ")";
-  if (key == "wait") return "c.wait(" + duration_cpp(v) + ")";
-  if (key == "exponential_backoff_multiplier") {
-    return "c.exponential_backoff(" + v.text +
-           ", c.exponential_backoff() ? c.max_wait() : r4c::RetryConfig::kLongestWait)";
-  }
-  if (key == "max_wait")
-    return "c.exponential_backoff(c.backoff_multiplier(), " + duration_cpp(v) + ")";
-  if (key == "randomized_wait") return "c.randomized_wait(" + v.text + ")";
-  return "c." + std::string(key) + "(" + types_cpp(v) + ")";
-}
-
-void apply_circuit_breaker(CircuitBreakerConfig& c, std::string_view key, const Value& v) {
-  if (key == "failure_rate_threshold") c.failure_rate_threshold(v.number);
-  if (key == "slow_call_rate_threshold") c.slow_call_rate_threshold(v.number);
-  if (key == "slow_call_duration") c.slow_call_duration(v.duration);
-  if (key == "sliding_window_type") {
-    c.sliding_window_type(v.text == "time_based" ? SlidingWindowType::time_based
-                                                 : SlidingWindowType::count_based);
-  }
-  if (key == "sliding_window_size") c.sliding_window_size(static_cast<int>(v.integer));
-  if (key == "minimum_number_of_calls") c.minimum_number_of_calls(static_cast<int>(v.integer));
-  if (key == "wait_in_open") c.wait_in_open(v.duration);
-  if (key == "permitted_calls_in_half_open")
-    c.permitted_calls_in_half_open(static_cast<int>(v.integer));
-  if (key == "record_on") c.record_on(placeholder_types(v));
-  if (key == "ignore_on") c.ignore_on(placeholder_types(v));
-}
-
-std::string circuit_breaker_cpp(std::string_view key, const Value& v) {
-  const std::string call = "c." + std::string(key) + "(";
-  switch (v.type) {
-    case ValueType::duration:
-      return call + duration_cpp(v) + ")";
-    case ValueType::window_type:
-      return call + "r4c::SlidingWindowType::" + v.text + ")";
-    case ValueType::types:
-      return call + types_cpp(v) + ")";
-    default:
-      return call + v.text + ")";
-  }
-}
+// ---- the library's checks ----------------------------------------------------------------
 
 // A config where every setting the attribute leaves unset takes the value least likely to
 // conflict with the ones it sets: the checks between settings then report only conflicts the
-// attribute itself has (a named config may still set the others).
-void* permissive(PolicyKind kind, AdaptiveLimitConfig& adaptive_limit, RetryConfig& retry,
-                 CircuitBreakerConfig& circuit_breaker, BulkheadConfig& bulkhead,
-                 RateLimiterConfig& rate_limiter, TimeoutConfig& timeout, HedgeConfig& hedge) {
-  switch (kind) {
-    case PolicyKind::adaptive_limit:
-      adaptive_limit.max_limit(INT_MAX);
-      return &adaptive_limit;
-    case PolicyKind::retry:
-      retry.wait(std::chrono::nanoseconds(0));
-      return &retry;
-    case PolicyKind::circuit_breaker:
-      return &circuit_breaker;
-    case PolicyKind::bulkhead:
-      return &bulkhead;
-    case PolicyKind::rate_limiter:
-      return &rate_limiter;
-    case PolicyKind::timeout:
-      return &timeout;
-    case PolicyKind::hedge:
-      return &hedge;
+// attribute itself has (a named config may still set the others). loosen() runs before the
+// attribute's values are applied, settle() after.
+// WORKAROUND (remove when each kind's descriptor offers such a config): which values those are
+// is each config's own knowledge; kinds without an overload here keep their defaults.
+template <class Config>
+void loosen(Config&) {}
+void loosen(AdaptiveLimitConfig& config) { config.max_limit(INT_MAX); }
+void loosen(RetryConfig& config) { config.wait(std::chrono::nanoseconds(0)); }
+
+template <class Config>
+void settle(Config&, const Values&) {}
+void settle(AdaptiveLimitConfig& config, const Values& values) {
+  if (find(values, "initial_limit") == nullptr) config.initial_limit(config.min_limit());
+}
+
+template <class Config>
+const r4c::detail::Setting<Config>* setting_named(
+    std::span<const r4c::detail::Setting<Config>> settings, std::string_view name) {
+  for (const auto& setting : settings) {
+    if (setting.attribute && setting.name == name) return &setting;
   }
   return nullptr;
 }
 
-void apply(PolicyKind kind, void* config, std::string_view key, const Value& v) {
-  switch (kind) {
-    case PolicyKind::adaptive_limit:
-      apply_adaptive_limit(*static_cast<AdaptiveLimitConfig*>(config), key, v);
-      break;
-    case PolicyKind::retry:
-      apply_retry(*static_cast<RetryConfig*>(config), key, v);
-      break;
-    case PolicyKind::circuit_breaker:
-      apply_circuit_breaker(*static_cast<CircuitBreakerConfig*>(config), key, v);
-      break;
-    case PolicyKind::bulkhead:
-      static_cast<BulkheadConfig*>(config)->max_concurrent(static_cast<int>(v.integer));
-      break;
-    case PolicyKind::rate_limiter: {
-      auto& c = *static_cast<RateLimiterConfig*>(config);
-      if (key == "limit_for_period") c.limit_for_period(static_cast<int>(v.integer));
-      if (key == "refresh_period") c.refresh_period(v.duration);
-      if (key == "timeout_duration") c.timeout_duration(v.duration);
-      break;
-    }
-    case PolicyKind::timeout:
-      static_cast<TimeoutConfig*>(config)->timeout(v.duration);
-      break;
-    case PolicyKind::hedge: {
-      auto& c = *static_cast<HedgeConfig*>(config);
-      if (key == "delay") c.delay(v.duration);
-      if (key == "max_attempts") c.max_attempts(static_cast<int>(v.integer));
-      break;
-    }
+// Applies every value to `config` through the descriptor's setters; throws what they throw.
+template <class Config>
+void apply_all(Config& config, std::span<const r4c::detail::Setting<Config>> settings,
+               const Values& values) {
+  for (const auto& [key, value] : values) {
+    if (const auto* setting = setting_named(settings, key)) setting->apply(config, value.parsed);
   }
 }
 
-void validate(PolicyKind kind, void* config) {
-  switch (kind) {
-    case PolicyKind::adaptive_limit: {
-      auto& c = *static_cast<AdaptiveLimitConfig*>(config);
-      c.validate();
-      break;
-    }
-    case PolicyKind::retry:
-      static_cast<RetryConfig*>(config)->validate();
-      break;
-    case PolicyKind::circuit_breaker:
-      static_cast<CircuitBreakerConfig*>(config)->validate();
-      break;
-    case PolicyKind::bulkhead:
-      static_cast<BulkheadConfig*>(config)->validate();
-      break;
-    case PolicyKind::rate_limiter:
-      static_cast<RateLimiterConfig*>(config)->validate();
-      break;
-    case PolicyKind::timeout:
-      static_cast<TimeoutConfig*>(config)->validate();
-      break;
-    case PolicyKind::hedge:
-      static_cast<HedgeConfig*>(config)->validate();
-      break;
+// Checks one r4c attribute of the kind `Kind`: `args` is what is inside its parentheses (empty
+// without them).
+template <class Kind>
+std::optional<Policy> check_kind(const Token& name_token, std::span<const Token> args,
+                                 std::string written, Diagnostics& diagnostics) {
+  using Config = typename Kind::Config;
+  const std::span<const r4c::detail::Setting<Config>> settings = Kind::settings();
+  const PolicyKind kind = r4c::detail::kKindIndex<Kind>;
+  std::vector<std::string_view> keys = {kName, kConfig};
+  for (const auto& setting : settings) {
+    if (setting.attribute) keys.push_back(setting.name);
   }
-}
+  const std::string valid_keys = comma_list(keys);
 
-std::string setting_cpp(PolicyKind kind, std::string_view key, const Value& v) {
-  switch (kind) {
-    case PolicyKind::adaptive_limit:
-      return adaptive_limit_cpp(key, v);
-    case PolicyKind::retry:
-      return retry_cpp(key, v);
-    case PolicyKind::circuit_breaker:
-      return circuit_breaker_cpp(key, v);
-    case PolicyKind::bulkhead:
-      return "c.max_concurrent(" + v.text + ")";
-    case PolicyKind::rate_limiter:
-      return key == "limit_for_period" ? "c.limit_for_period(" + v.text + ")"
-                                       : "c." + std::string(key) + "(" + duration_cpp(v) + ")";
-    case PolicyKind::timeout:
-      return "c.timeout(" + duration_cpp(v) + ")";
-    case PolicyKind::hedge:
-      return key == "delay" ? "c.delay(" + duration_cpp(v) + ")" : "c.max_attempts(" + v.text + ")";
-  }
-  return "";
-}
-
-std::string valid_keys(PolicyKind kind) {
-  std::string list;
-  for (const KeySpec& spec : keys_of(kind)) {
-    if (!list.empty()) list += ", ";
-    list += spec.key;
-  }
-  return list;
-}
-
-std::optional<PolicyKind> policy_named(std::string_view name) {
-  for (PolicyKind kind : kPolicyKinds) {
-    if (attribute_name(kind) == name) return kind;
-  }
-  return std::nullopt;
-}
-
-// Checks one r4c attribute: `name_index` is its name's token, `args` what is inside its
-// parentheses (empty without them).
-std::optional<Policy> check_attribute(const std::vector<Token>& tokens, std::size_t name_index,
-                                      std::span<const Token> args, std::string written,
-                                      Diagnostics& diagnostics) {
-  const Token& name_token = tokens[name_index];
-  const std::optional<PolicyKind> kind = policy_named(name_token.text);
-  if (!kind) {
-    std::vector<std::string_view> names;
-    for (PolicyKind k : kPolicyKinds) names.push_back(attribute_name(k));
-    diagnostics.error(name_token.where, kUnknownAttribute,
-                      "unknown attribute 'r4c::" + name_token.text + "'; did you mean 'r4c::" +
-                          std::string(r4c::detail::closest(name_token.text, names)) +
-                          "'? valid: adaptive_limit, timeout, bulkhead, rate_limiter, retry, "
-                          "circuit_breaker, hedge");
-    return std::nullopt;
-  }
   Policy policy;
-  policy.kind = *kind;
+  policy.kind = kind;
   policy.where = name_token.where;
   policy.written = std::move(written);
+  policy.config_type = cpp_name<Config>();
   const std::string attribute = "[[r4c::" + name_token.text + "]]";
   bool ok = true;
   Values values;
@@ -664,69 +419,65 @@ std::optional<Policy> check_attribute(const std::vector<Token>& tokens, std::siz
     std::span<const Token> part = parts[i];
     const Location where = part.empty() ? name_token.where : part[0].where;
     std::string key;
-    Location key_where = where;
     std::span<const Token> value_tokens;
     if (part.size() >= 2 && part[0].kind == Token::Kind::identifier && part[1].text == "=") {
       key = part[0].text;
       value_tokens = part.subspan(2);
-    } else if (i == 0 && *kind == PolicyKind::timeout) {
-      key = "timeout";  // [[r4c::timeout("2s")]]
+    } else if (i == 0 && setting_named(settings, attribute_name(kind)) != nullptr) {
+      key = attribute_name(kind);  // the setting named as its kind: [[r4c::timeout("2s")]]
       value_tokens = part;
     } else {
       diagnostics.error(where, kMalformed,
                         "expected 'key = value' in " + attribute + ", got '" + joined(part) +
-                            "'; valid keys: " + valid_keys(*kind));
+                            "'; valid keys: " + valid_keys);
       ok = false;
       continue;
     }
-    const auto specs = keys_of(*kind);
-    const auto spec =
-        std::find_if(specs.begin(), specs.end(), [&](const KeySpec& s) { return s.key == key; });
-    if (spec == specs.end()) {
-      std::vector<std::string_view> names;
-      for (const KeySpec& s : specs) names.push_back(s.key);
-      diagnostics.error(key_where, kUnknownKey,
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      diagnostics.error(where, kUnknownKey,
                         "unknown key '" + key + "' in " + attribute + "; did you mean '" +
-                            std::string(r4c::detail::closest(key, names)) +
-                            "'? valid: " + valid_keys(*kind));
+                            std::string(text::closest(key, keys)) + "'? valid: " + valid_keys);
       ok = false;
       continue;
     }
     if (find(values, key) != nullptr) {
-      diagnostics.error(key_where, kMalformed, key + " is given twice in " + attribute);
+      diagnostics.error(where, kMalformed, key + " is given twice in " + attribute);
       ok = false;
       continue;
     }
-    std::optional<Value> value = read_value(spec->type, key, value_tokens, key_where, diagnostics);
+    std::optional<Value> value;
+    if (key == kName || key == kConfig) {
+      if (auto text = string_literal(value_tokens)) {
+        value = Value{};
+        value->text = std::move(*text);
+      } else {
+        diagnostics.error(
+            value_tokens.empty() ? where : value_tokens[0].where, kMalformed,
+            key + " is " +
+                (value_tokens.empty() ? std::string("empty") : "'" + joined(value_tokens) + "'") +
+                "; expected a string literal, e.g. \"orders\"");
+      }
+    } else {
+      value = read_value(*setting_named(settings, key), value_tokens, where, diagnostics);
+    }
     if (!value) {
       ok = false;
       continue;
     }
+    if (key == kName) policy.name = value->text;
+    if (key == kConfig) policy.config = value->text;
     values.emplace_back(key, std::move(*value));
   }
   if (!ok) return std::nullopt;
 
-  // Each value on its own, with the library's own checks and messages...
-  AdaptiveLimitConfig adaptive_limit;
-  RetryConfig retry;
-  CircuitBreakerConfig circuit_breaker;
-  BulkheadConfig bulkhead;
-  RateLimiterConfig rate_limiter;
-  TimeoutConfig timeout;
-  HedgeConfig hedge;
-  void* config = permissive(*kind, adaptive_limit, retry, circuit_breaker, bulkhead, rate_limiter,
-                            timeout, hedge);
+  // Each value on its own, with the library's own setters, checks and messages...
+  Config config;
+  loosen(config);
   for (const auto& [key, value] : values) {
-    if (key == "name") {
-      policy.name = value.text;
-      continue;
-    }
-    if (key == "config") {
-      policy.config = value.text;
-      continue;
-    }
+    const auto* setting = setting_named(settings, key);
+    if (setting == nullptr) continue;  // name, config
     try {
-      apply(*kind, config, key, value);
+      setting->apply(config, value.parsed);
     } catch (const ConfigException& e) {
       diagnostics.error(value.where, "", e.what());
       ok = false;
@@ -734,11 +485,9 @@ std::optional<Policy> check_attribute(const std::vector<Token>& tokens, std::siz
   }
   if (!ok) return std::nullopt;
   // ...then against each other: only settings this attribute gives can conflict here.
-  if (*kind == PolicyKind::adaptive_limit && find(values, "initial_limit") == nullptr) {
-    adaptive_limit.initial_limit(adaptive_limit.min_limit());
-  }
   try {
-    validate(*kind, config);
+    settle(config, values);
+    config.validate();
   } catch (const ConfigException& e) {
     diagnostics.error(name_token.where, "", std::string(e.what()) + " (in " + attribute + ")");
     return std::nullopt;
@@ -747,67 +496,61 @@ std::optional<Policy> check_attribute(const std::vector<Token>& tokens, std::siz
   // The same settings over the built-in defaults: a conflict with those is not an error (the
   // registry's defaults or a named config may set the rest), but it fails the wrapper's
   // constructor unless something does, so it is worth a warning.
-  {
-    AdaptiveLimitConfig d_adaptive_limit;
-    RetryConfig d_retry;
-    CircuitBreakerConfig d_circuit_breaker;
-    BulkheadConfig d_bulkhead;
-    RateLimiterConfig d_rate_limiter;
-    TimeoutConfig d_timeout;
-    HedgeConfig d_hedge;
-    void* defaults = nullptr;
-    switch (*kind) {
-      case PolicyKind::adaptive_limit:
-        defaults = &d_adaptive_limit;
-        break;
-      case PolicyKind::retry:
-        defaults = &d_retry;
-        break;
-      case PolicyKind::circuit_breaker:
-        defaults = &d_circuit_breaker;
-        break;
-      case PolicyKind::bulkhead:
-        defaults = &d_bulkhead;
-        break;
-      case PolicyKind::rate_limiter:
-        defaults = &d_rate_limiter;
-        break;
-      case PolicyKind::timeout:
-        defaults = &d_timeout;
-        break;
-      case PolicyKind::hedge:
-        defaults = &d_hedge;
-        break;
-    }
-    try {
-      for (const auto& [key, value] : values) {
-        if (key != "name" && key != "config") apply(*kind, defaults, key, value);
-      }
-      validate(*kind, defaults);
-    } catch (const ConfigException& e) {
-      diagnostics.warning(name_token.where,
-                          "with the built-in defaults for what " + attribute + " leaves unset, " +
-                              e.what() +
-                              "; the wrapper's constructor will throw this unless the registry's "
-                              "defaults or a named config set those settings");
-    }
+  try {
+    Config defaults;
+    apply_all(defaults, settings, values);
+    defaults.validate();
+  } catch (const ConfigException& e) {
+    diagnostics.warning(name_token.where,
+                        "with the built-in defaults for what " + attribute + " leaves unset, " +
+                            e.what() +
+                            "; the wrapper's constructor will throw this unless the registry's "
+                            "defaults or a named config set those settings");
   }
 
-  if (*kind == PolicyKind::adaptive_limit) {
-    // Designated initializers follow AdaptiveLimitAttributes' member order.
-    constexpr std::string_view kOrder[] = {"algorithm", "initial_limit", "min_limit", "max_limit",
-                                           "window",    "drop_on",       "enabled"};
-    for (std::string_view key : kOrder) {
-      if (const Value* value = find(values, key))
-        policy.settings.push_back(setting_cpp(*kind, key, *value));
+  if constexpr (std::is_same_v<Kind, AdaptiveLimitKind>) {
+    // The adaptive limit takes its attributes as AdaptiveLimitAttributes, whose members are
+    // its attribute settings: designated initializers, in the members' order.
+    // WORKAROUND (remove when the descriptor lists them in that order): the struct declares
+    // `enabled` last, the descriptor first.
+    std::vector<const r4c::detail::Setting<Config>*> order;
+    for (const auto& setting : settings) {
+      if (setting.attribute && setting.name != "enabled") order.push_back(&setting);
+    }
+    if (const auto* enabled = setting_named(settings, "enabled")) order.push_back(enabled);
+    for (const auto* setting : order) {
+      if (const Value* value = find(values, setting->name))
+        policy.settings.push_back("." + std::string(setting->name) + " = " +
+                                  value_cpp(*setting, *value));
     }
   } else {
     for (const auto& [key, value] : values) {
-      if (key != "name" && key != "config")
-        policy.settings.push_back(setting_cpp(*kind, key, value));
+      if (const auto* setting = setting_named(settings, key))
+        policy.settings.push_back(setter_cpp(*setting, value_cpp(*setting, value)));
     }
   }
   return policy;
+}
+
+// Checks one r4c attribute: `name_index` is its name's token, `args` what is inside its
+// parentheses (empty without them).
+std::optional<Policy> check_attribute(const std::vector<Token>& tokens, std::size_t name_index,
+                                      std::span<const Token> args, std::string written,
+                                      Diagnostics& diagnostics) {
+  const Token& name_token = tokens[name_index];
+  const auto kind = r4c::detail::find_kind(&KindNames::cpp, name_token.text);
+  if (!kind) {
+    const auto names = r4c::detail::kind_names(&KindNames::cpp);
+    diagnostics.error(name_token.where, kUnknownAttribute,
+                      "unknown attribute 'r4c::" + name_token.text + "'; did you mean 'r4c::" +
+                          std::string(text::closest(name_token.text, names)) +
+                          "'? valid: " + comma_list(names));
+    return std::nullopt;
+  }
+  return r4c::detail::visit_kind(*kind, [&](auto kind_type) {
+    return check_kind<typename decltype(kind_type)::type>(name_token, args, std::move(written),
+                                                          diagnostics);
+  });
 }
 
 }  // namespace

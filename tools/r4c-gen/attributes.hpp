@@ -6,7 +6,6 @@
 // it works on plain tokens, which keeps the rules in one place and testable.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "diagnostics.hpp"
+#include "r4c/detail/kinds.hpp"
 
 namespace r4c::gen {
 
@@ -25,22 +25,16 @@ struct Token {
   Location where;
 };
 
-/// The policies, in the pipeline's order from the outside in.
-enum class PolicyKind {
-  retry,
-  hedge,
-  circuit_breaker,
-  rate_limiter,
-  adaptive_limit,
-  timeout,
-  bulkhead
-};
-inline constexpr std::array<PolicyKind, 7> kPolicyKinds = {
-    PolicyKind::retry,        PolicyKind::hedge,          PolicyKind::circuit_breaker,
-    PolicyKind::rate_limiter, PolicyKind::adaptive_limit, PolicyKind::timeout,
-    PolicyKind::bulkhead};
+/// A policy kind: its position in the library's one list of kinds (r4c::detail::AllKinds),
+/// which is the pipeline's order from the outside in. Everything r4c-gen knows of a kind (its
+/// names, its settings, how a value is parsed and applied) comes from that list.
+using PolicyKind = std::size_t;
+inline constexpr std::size_t kKindCount = r4c::detail::kKindCount;
+inline constexpr PolicyKind kRetry = r4c::detail::kKindIndex<r4c::RetryKind>;
+inline constexpr PolicyKind kHedge = r4c::detail::kKindIndex<r4c::HedgeKind>;
+inline constexpr PolicyKind kAdaptiveLimit = r4c::detail::kKindIndex<r4c::AdaptiveLimitKind>;
 
-/// "adaptive_limit": the attribute's name, which is also the PipelineStages member's.
+/// "adaptive_limit": the attribute's name, which also names the registry's adaptive_limit_policy().
 std::string_view attribute_name(PolicyKind kind) noexcept;
 /// "adaptive limit", for messages.
 std::string_view label(PolicyKind kind) noexcept;
@@ -50,11 +44,12 @@ bool can_throw(PolicyKind kind) noexcept;
 
 /// One [[r4c::<policy>(...)]] attribute, checked.
 struct Policy {
-  PolicyKind kind = PolicyKind::adaptive_limit;
-  Location where;       // of the attribute's name
-  std::string written;  // the attribute as written, e.g. "r4c::timeout(\"2s\")"
-  std::string name;     // the instance name ("" = the method id)
-  std::string config;   // the named config ("" = none)
+  PolicyKind kind = kAdaptiveLimit;
+  Location where;           // of the attribute's name
+  std::string written;      // the attribute as written, e.g. "r4c::timeout(\"2s\")"
+  std::string name;         // the instance name ("" = the method id)
+  std::string config;       // the named config ("" = none)
+  std::string config_type;  // the policy's config as C++ spells it: "r4c::TimeoutConfig"
   // The settings, as C++. For the adaptive limit: designated initializers of
   // r4c::AdaptiveLimitAttributes, in member order (".initial_limit = 10"). For the others:
   // calls on the config `c`, in the order written ("c.max_attempts(3)").

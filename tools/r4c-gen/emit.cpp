@@ -18,26 +18,6 @@ std::string quoted(std::string_view text) {
 
 std::string argument_name(std::size_t i) { return "p" + std::to_string(i); }
 
-std::string config_type(PolicyKind kind) {
-  switch (kind) {
-    case PolicyKind::retry:
-      return "r4c::RetryConfig";
-    case PolicyKind::hedge:
-      return "r4c::HedgeConfig";
-    case PolicyKind::circuit_breaker:
-      return "r4c::CircuitBreakerConfig";
-    case PolicyKind::rate_limiter:
-      return "r4c::RateLimiterConfig";
-    case PolicyKind::adaptive_limit:
-      return "r4c::AdaptiveLimitConfig";
-    case PolicyKind::timeout:
-      return "r4c::TimeoutConfig";
-    case PolicyKind::bulkhead:
-      return "r4c::BulkheadConfig";
-  }
-  return "";
-}
-
 // A setting's continuation lines (exception types) indented under it.
 std::string indented(const std::string& setting, const std::string& indent) {
   std::string text;
@@ -57,14 +37,14 @@ std::string resolve(const Method& method, const Policy& policy, const std::strin
                      indent + quoted(method.id) + ", " + quoted(policy.name) + ", " +
                      quoted(policy.config);
   if (policy.settings.empty()) return call + ")";
-  if (policy.kind == PolicyKind::adaptive_limit) {
+  if (policy.kind == kAdaptiveLimit) {
     call += ",\n" + indent + "{";
     for (std::size_t i = 0; i < policy.settings.size(); ++i) {
       call += (i > 0 ? ",\n" + indent + " " : "") + indented(policy.settings[i], indent + " ");
     }
     return call + "})";
   }
-  call += ",\n" + indent + "[](" + config_type(policy.kind) + "& c) {";
+  call += ",\n" + indent + "[](" + policy.config_type + "& c) {";
   if (policy.settings.size() == 1 && policy.settings[0].find('\n') == std::string::npos) {
     return call + " " + policy.settings[0] + "; })";
   }
@@ -137,9 +117,10 @@ std::string target_call(const Class& cls, const Method& method, const std::strin
   return call + ")";
 }
 
-void static_asserts(std::ostringstream& out, const Method& method, bool repeated,
-                    const std::string& why) {
+void static_asserts(std::ostringstream& out, const Method& method, bool repeated) {
   if (!repeated) return;
+  const std::string why = "a " + std::string(label(method.has(kRetry) ? kRetry : kHedge)) +
+                          " passes the arguments again on each attempt; take it by const reference";
   for (std::size_t i = 0; i < method.parameters.size(); ++i) {
     const Parameter& p = method.parameters[i];
     if (p.passing != Parameter::Passing::value || p.scalar) continue;
@@ -163,8 +144,8 @@ void emit_method(std::ostringstream& out, const Class& cls, const Method& method
     out << "    return " << target_call(cls, method, object, true) << ";\n  }\n";
     return;
   }
-  const bool retried = method.has(PolicyKind::retry);
-  const bool hedged = method.has(PolicyKind::hedge);
+  const bool retried = method.has(kRetry);
+  const bool hedged = method.has(kHedge);
 
   if (method.async) {
     // Each attempt's coroutine is made by the lambda, which outlives this call: it owns what
@@ -172,9 +153,7 @@ void emit_method(std::ostringstream& out, const Class& cls, const Method& method
     // a hedge, whose attempts may outlive the call. The async pipeline copies the lambda, so a
     // call that makes one attempt captures move-only arguments in a shared box.
     const bool repeated = retried || hedged;
-    static_asserts(out, method, repeated,
-                   std::string("a ") + (retried ? "retry" : "hedge") +
-                       " passes the arguments again on each attempt; take it by const reference");
+    static_asserts(out, method, repeated);
     std::string captures = "this";
     for (std::size_t i = 0; i < method.parameters.size(); ++i) {
       const Parameter& p = method.parameters[i];
@@ -214,17 +193,20 @@ void emit_method(std::ostringstream& out, const Class& cls, const Method& method
         captures += " = std::move(" + name + ")";
     }
   }
-  static_asserts(out, method, retried || hedged,
-                 std::string("a ") + (retried ? "retry" : "hedge") +
-                     " passes the arguments again on each attempt; take it by const reference");
+  static_asserts(out, method, retried || hedged);
   out << "    return r4c::detail::call_through(" << method.member << ", [" << captures << "]() -> "
       << method.result << " {\n"
       << "      return " << target_call(cls, method, call_object, !(retried || hedged)) << ";\n"
       << "    });\n  }\n";
 }
 
+// What the stages' calls return: the method's result, or T of its asio::awaitable<T>.
+std::string stages_value(const Method& method) {
+  return method.async ? method.async_value : method.result;
+}
+
 std::string stages_type(const Method& method) {
-  return "r4c::detail::PipelineStages<" + (method.async ? method.async_value : method.result) + ">";
+  return "r4c::detail::PipelineStages<" + stages_value(method) + ">";
 }
 
 void emit_class(std::ostringstream& out, const Class& cls) {
@@ -249,14 +231,14 @@ void emit_class(std::ostringstream& out, const Class& cls) {
   std::ostringstream init;
   for (const Method& method : cls.methods) {
     if (method.policies.empty()) continue;
-    init << ",\n        " << method.member << "{";
+    // make_stages puts each policy at its kind's place in the library's list of kinds.
+    init << ",\n        " << method.member << "{r4c::detail::make_stages<" << stages_value(method)
+         << ">(";
     for (std::size_t i = 0; i < method.policies.size(); ++i) {
-      const Policy& policy = method.policies[i];
-      init << (i > 0 ? ",\n" + std::string(9 + method.member.size(), ' ') : "") << "."
-           << attribute_name(policy.kind) << " = "
-           << resolve(method, policy, std::string(13 + method.member.size(), ' '));
+      init << (i > 0 ? "," : "") << "\n            "
+           << resolve(method, method.policies[i], std::string(16, ' '));
     }
-    init << "}";
+    init << ")}";
   }
   if (cls.delegates) {
     out << "  " << wrapper << "(std::shared_ptr<" << cls.qualified << "> delegate,\n"

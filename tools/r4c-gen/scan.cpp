@@ -430,13 +430,12 @@ class Scanner {
       const std::string method = spelling(c);
       policies = one_of_each(std::move(policies), "'" + method + "'");
       if (!clang_CXXMethod_isVirtual(c)) {
-        diagnostics_.error(
-            location(c), kNotWrappable,
-            "'" + method + "' has [[r4c::" +
-                std::string(attribute_name(policies.empty() ? PolicyKind::adaptive_limit
-                                                            : policies.front().kind)) +
-                "]] but is not virtual: r4c-gen wraps a method by overriding it; "
-                "make it virtual or remove the attribute");
+        diagnostics_.error(location(c), kNotWrappable,
+                           "'" + method + "' has [[r4c::" +
+                               std::string(attribute_name(
+                                   policies.empty() ? kAdaptiveLimit : policies.front().kind)) +
+                               "]] but is not virtual: r4c-gen wraps a method by overriding it; "
+                               "make it virtual or remove the attribute");
         return;
       }
       own[usr(c)] = Annotated{std::move(policies), where};
@@ -495,7 +494,7 @@ class Scanner {
       if (method_policies.empty()) method_policies = inherited_attributes(m);
       // A method's attribute overrides its class's for the same policy.
       std::vector<Policy> policies;
-      for (PolicyKind k : kPolicyKinds) {
+      for (PolicyKind k = 0; k < kKindCount; ++k) {
         auto pick = [&](const std::vector<Policy>& from) -> const Policy* {
           for (const Policy& p : from) {
             if (p.kind == k) return &p;
@@ -724,15 +723,16 @@ class Scanner {
         diagnostics_.note(p.where, "the policy is set here");
       }
     }
-    const bool retried = method.has(PolicyKind::retry);
-    const bool hedged = method.has(PolicyKind::hedge);
+    const bool retried = method.has(kRetry);
+    const bool hedged = method.has(kHedge);
     for (std::size_t i = 0; i < method.parameters.size(); ++i) {
       const Parameter& p = method.parameters[i];
       const std::string which =
           "parameter " + std::to_string(i + 1) + " of '" + method.name + "' (" + p.type + ")";
       if (p.passing == Parameter::Passing::rvalue_reference && (retried || hedged)) {
         diagnostics_.error(method.where, kArgumentsNotRepeatable,
-                           which + " is an rvalue reference: a " + (retried ? "retry" : "hedge") +
+                           which + " is an rvalue reference: a " +
+                               std::string(label(retried ? kRetry : kHedge)) +
                                " passes the arguments again after an attempt may have moved from "
                                "them; take it by value or by const reference");
       }

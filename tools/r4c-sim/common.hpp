@@ -50,6 +50,9 @@ NumberStatus parse_number(std::string_view text, T& value) noexcept {
   return NumberStatus::kOk;
 }
 
+/// The shortest text that reads back as `value` ("0.2", not std::to_string's "0.200000").
+std::string shortest(double value);
+
 /// The adaptive limit's settings as given on the command line, defaults filled in from
 /// AdaptiveLimitConfig's constants.
 struct LimitSettings {

@@ -19,6 +19,7 @@
 
 #include "common.hpp"
 #include "policy.hpp"
+#include "r4c/adaptive_limit.hpp"
 #include "r4c/errors.hpp"
 #include "r4c/metrics.hpp"
 #include "r4c/registry.hpp"
@@ -87,12 +88,6 @@ class WorkerGate {
   std::uint64_t serving_ = 0;
   bool closed_ = false;
 };
-
-std::string shortest(double value) {
-  std::array<char, 32> buffer{};
-  const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
-  return std::string(buffer.data(), result.ptr);
-}
 
 // The metrics of the policies a group owns (their instance id is the group's name), with
 // their Prometheus names, as a scrape of the run would see them.
@@ -400,13 +395,17 @@ class LiveRun {
       std::this_thread::sleep_until(start_ + Nanos(next_sample));
       // The timeline's limit is the metric a Prometheus scrape would read at this instant.
       const std::vector<metrics::Metric> all = metrics::collect(registry_);
+      // The adaptive limit's gauge (docs/observability.md), under the kind's metrics name.
+      static const std::string kLimitGauge = metrics::prometheus_name(
+          "r4c." + std::string(AdaptiveLimitKind::kNames.metrics) + ".limit",
+          metrics::MetricType::gauge);
       std::lock_guard<std::mutex> lock(recorder_mutex_);
       for (std::size_t g = 0; g < groups_.size(); ++g) {
         const Group& group = *groups_[g];
         std::vector<MetricRow> rows = metrics_of(all, scenario_.groups[g].name);
         std::optional<int> limit;
         for (const MetricRow& row : rows) {
-          if (row.name == "r4c_adaptivelimit_limit") limit = static_cast<int>(row.value);
+          if (row.name == kLimitGauge) limit = static_cast<int>(row.value);
         }
         recorder_.sample(
             static_cast<int>(g), Nanos(next_sample), limit,

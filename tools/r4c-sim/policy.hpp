@@ -10,13 +10,13 @@
 
 namespace r4c::sim {
 
-/// gradient2 / aimd: the adaptive limit with the group's settings; bulkhead: a bulkhead of
-/// max_concurrent; none: no policy. A group's timeout goes inside (for aimd, its drop signal).
+/// adaptive_limit: the adaptive limit with the group's settings (its algorithm among them);
+/// bulkhead: a bulkhead of max_concurrent; none: no policy. A group's timeout goes inside (for
+/// aimd, its drop signal).
 inline Pipeline<void> build_pipeline(ResilienceRegistry& registry, const GroupSpec& group) {
   auto builder = Pipeline<void>::builder(registry, group.name);
   switch (group.policy) {
-    case PolicyKind::gradient2:
-    case PolicyKind::aimd:
+    case PolicyKind::adaptive_limit:
       builder.adaptive_limit([&group](AdaptiveLimitConfig& config) { config = group.limit; });
       break;
     case PolicyKind::bulkhead:

@@ -35,13 +35,6 @@ std::string fixed(const std::optional<T>& value, int decimals) {
 std::string integer(const std::optional<int>& value) {
   return value ? std::to_string(*value) : std::string();
 }
-// The shortest text that reads back as `value` ("0.2").
-std::string shortest(double value) {
-  std::array<char, 32> buffer{};
-  const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
-  return std::string(buffer.data(), result.ptr);
-}
-
 }  // namespace
 
 std::optional<std::int64_t> percentile(std::vector<std::int64_t>& values, double p) {
@@ -189,7 +182,7 @@ Results Recorder::finish() const {
     const Group& group = groups_[g];
     GroupSummary summary;
     summary.group = spec.name;
-    summary.policy = spec.policy;
+    summary.policy = spec.policy_name();
     summary.has_limit = spec.has_limit();
     std::vector<std::int64_t> latencies;
     for (const Bin& bin : group.bins) {
@@ -429,7 +422,7 @@ void write_outputs(const Scenario& scenario, const Results& results,
   for (const GroupSummary& row : results.summary) {
     summary += row.group + "," + fixed(row.goodput, 4) + "," + fixed(row.p50_ms, 3) + "," +
                fixed(row.p99_ms, 3) + "," + fixed(row.rejected, 4) + "," + fixed(row.settle_s, 1) +
-               "," + fixed(row.limit_error, 2) + "," + std::string(to_string(row.policy)) + "," +
+               "," + fixed(row.limit_error, 2) + "," + row.policy + "," +
                std::to_string(row.offered) + "," + std::to_string(row.succeeded) + "," +
                std::to_string(row.timeouts) + "," + std::to_string(row.errors) + "," +
                std::to_string(row.unfinished) + "," + integer(row.final_limit) + "\n";
@@ -459,7 +452,7 @@ void write_outputs(const Scenario& scenario, const Results& results,
 
   for (std::size_t g = 0; g < scenario.groups.size(); ++g) {
     const GroupSpec& spec = scenario.groups[g];
-    if (spec.policy != PolicyKind::gradient2 && spec.policy != PolicyKind::aimd) continue;
+    if (spec.policy != PolicyKind::adaptive_limit) continue;
     const bool recorded = g < results.windows.size();
     write_file(folder / ("windows-" + spec.name + ".csv"),
                windows_csv(scenario, spec, recorded ? results.windows[g] : std::vector<WindowRow>{},
@@ -517,10 +510,9 @@ void print_summary(const Results& results, std::ostream& out) {
     if (row.has_limit) settle = row.settle_s ? fixed(*row.settle_s, 1) : "never";
     std::string error = "-";
     if (row.limit_error) error = fixed(*row.limit_error, 2);
-    table.push_back({row.group, std::string(to_string(row.policy)), fixed(row.goodput, 3),
-                     row.p50_ms ? fixed(*row.p50_ms, 1) : "-",
-                     row.p99_ms ? fixed(*row.p99_ms, 1) : "-", fixed(row.rejected, 3), settle,
-                     error});
+    table.push_back(
+        {row.group, row.policy, fixed(row.goodput, 3), row.p50_ms ? fixed(*row.p50_ms, 1) : "-",
+         row.p99_ms ? fixed(*row.p99_ms, 1) : "-", fixed(row.rejected, 3), settle, error});
   }
   std::vector<std::size_t> width(header.size(), 0);
   for (const auto& line : table) {

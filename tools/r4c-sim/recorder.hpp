@@ -38,7 +38,7 @@ struct SettleRow {
 /// One row of the summary: one group over the whole run.
 struct GroupSummary {
   std::string group;
-  PolicyKind policy = PolicyKind::none;
+  std::string policy;    // as the scenario names it: GroupSpec::policy_name()
   double goodput = 0.0;  // successes / what the server could have completed (its capacity)
   std::optional<double> p50_ms;
   std::optional<double> p99_ms;

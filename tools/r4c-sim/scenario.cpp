@@ -13,7 +13,11 @@
 #include <sstream>
 
 #include "common.hpp"
+#include "r4c/adaptive_limit.hpp"
+#include "r4c/bulkhead.hpp"
+#include "r4c/detail/config_file.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/text.hpp"
 
 namespace r4c::sim {
 
@@ -37,18 +41,20 @@ double ServerSpec::capacity_at(Nanos t) const {
   return static_cast<double>(state.workers) / service_s;
 }
 
-std::string_view to_string(PolicyKind kind) noexcept {
-  switch (kind) {
-    case PolicyKind::gradient2:
-      return "gradient2";
-    case PolicyKind::aimd:
-      return "aimd";
+namespace {
+constexpr std::string_view kNoPolicy = "none";
+}  // namespace
+
+std::string_view GroupSpec::policy_name() const noexcept {
+  switch (policy) {
+    case PolicyKind::adaptive_limit:
+      return to_string(limit.algorithm());
     case PolicyKind::bulkhead:
-      return "bulkhead";
+      return BulkheadKind::kNames.cpp;
     case PolicyKind::none:
-      return "none";
+      return kNoPolicy;
   }
-  return "?";
+  return kNoPolicy;
 }
 
 double GroupSpec::rate_at(Nanos t) const {
@@ -80,83 +86,12 @@ double Scenario::load_on_server_of(int group, Nanos t) const {
   return load;
 }
 
-// ---- durations ---------------------------------------------------------------------------------
-
-namespace {
-
-constexpr Nanos kMaxDuration = std::chrono::hours(24);
-
-struct Unit {
-  std::string_view name;
-  double ns;
-};
-constexpr std::array<Unit, 6> kUnits = {
-    {{"ns", 1.0}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}}};
-
-}  // namespace
-
-std::optional<Nanos> parse_duration(std::string_view text) {
-  std::size_t digits = 0;
-  while (digits < text.size() &&
-         ((text[digits] >= '0' && text[digits] <= '9') || text[digits] == '.')) {
-    ++digits;
-  }
-  if (digits == 0 || digits == text.size()) return std::nullopt;
-  double number = 0.0;
-  if (parse_number(text.substr(0, digits), number) != NumberStatus::kOk) return std::nullopt;
-  const std::string_view unit = text.substr(digits);
-  for (const Unit& candidate : kUnits) {
-    if (candidate.name != unit) continue;
-    const double ns = std::round(number * candidate.ns);
-    if (!(ns >= 0.0) || ns > static_cast<double>(kMaxDuration.count())) return std::nullopt;
-    return Nanos(static_cast<std::int64_t>(ns));
-  }
-  return std::nullopt;
-}
-
-std::string format_duration(Nanos value) {
-  const std::int64_t ns = value.count();
-  auto with = [](double number, std::string_view unit) {
-    std::array<char, 32> buffer{};
-    const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), number);
-    return std::string(buffer.data(), result.ptr) + std::string(unit);
-  };
-  if (ns != 0 && ns % 3600000000000 == 0) return with(static_cast<double>(ns) / 3600e9, "h");
-  if (ns != 0 && ns % 60000000000 == 0) return with(static_cast<double>(ns) / 60e9, "m");
-  if (ns != 0 && ns % 1000000000 == 0) return with(static_cast<double>(ns) / 1e9, "s");
-  if (ns >= 1000000000) return with(static_cast<double>(ns) / 1e9, "s");
-  if (ns >= 1000000) return with(static_cast<double>(ns) / 1e6, "ms");
-  if (ns >= 1000) return with(static_cast<double>(ns) / 1e3, "us");
-  return with(static_cast<double>(ns), "ns");
-}
-
 // ---- reading the file --------------------------------------------------------------------------
 
 namespace {
 
-constexpr std::string_view kDurationForm = R"(a duration such as "250ms", "1.5s" or "2m")";
-
-// The distance between two keys, for "did you mean".
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string shortest(double value) {
-  std::array<char, 32> buffer{};
-  const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
-  return std::string(buffer.data(), result.ptr);
-}
+constexpr std::string_view kDurationForm = R"(a duration such as "250ms" or "2m")";
+constexpr Nanos kMaxDuration = std::chrono::hours(24);
 
 // A node's value as it would be written in the file.
 std::string show(const toml::node& node) {
@@ -222,19 +157,11 @@ class Reader {
         continue;
       }
       std::vector<std::string_view> valid;
-      std::string_view closest;
-      std::size_t best = std::numeric_limits<std::size_t>::max();
-      for (const Field& f : fields) {
-        valid.push_back(f.key);
-        const std::size_t distance = edit_distance(name, f.key);
-        if (distance < best) {
-          best = distance;
-          closest = f.key;
-        }
-      }
+      for (const Field& f : fields) valid.push_back(f.key);
       const std::string where = path.empty() ? "at the top level" : "in " + path;
       error(key.source(), "unknown key \"" + name + "\" " + where + "; did you mean \"" +
-                              std::string(closest) + "\"? (valid: " + join(valid) + ")");
+                              std::string(r4c::text::closest(name, valid)) +
+                              "\"? (valid: " + join(valid) + ")");
     }
   }
 
@@ -274,15 +201,26 @@ class Reader {
     return x;
   }
 
+  // The library's duration grammar and its message (R4C-ATR-001): "1.5s" is as wrong here as
+  // in a config file. A value that is no string is handed over as written, which never parses
+  // (a TOML number has no unit), so it gets the same message.
+  std::optional<Nanos> duration(const toml::node& node, const std::string& key) {
+    const auto* text = node.as_string();
+    try {
+      return r4c::detail::parse_duration(text != nullptr ? text->get() : show(node), key);
+    } catch (const ConfigException& e) {
+      error(node.source(), e.what());
+      return std::nullopt;
+    }
+  }
+
+  // A duration in [min, max]: the bounds are the simulator's own.
   std::optional<Nanos> duration(const toml::node& node, const std::string& key, Nanos min,
                                 Nanos max) {
-    const auto* text = node.as_string();
-    std::optional<Nanos> value;
-    if (text != nullptr) value = parse_duration(text->get());
-    if (!value || *value < min || *value > max) {
+    const std::optional<Nanos> value = duration(node, key);
+    if (value && (*value < min || *value > max)) {
       bad(node, key,
-          std::string(kDurationForm) + ", from " + format_duration(min) + " to " +
-              format_duration(max));
+          "a duration from " + text::format_duration(min) + " to " + text::format_duration(max));
       return std::nullopt;
     }
     return value;
@@ -298,18 +236,14 @@ class Reader {
     return text->get();
   }
 
-  // One of `choices`, by name.
-  template <class E>
-  std::optional<E> choice(const toml::node& node, const std::string& key,
-                          const std::vector<std::pair<std::string_view, E>>& choices) {
-    std::vector<std::string_view> names;
-    for (const auto& [name, value] : choices) names.push_back(name);
-    const auto* text = node.as_string();
-    if (text != nullptr) {
-      for (const auto& [name, value] : choices) {
-        if (text->get() == name) return value;
-      }
+  // A value of an enum of the vocabulary, by name (r4c::from_string: case ignored).
+  template <NamedEnum E>
+  std::optional<E> choice(const toml::node& node, const std::string& key) {
+    if (const auto* text = node.as_string()) {
+      if (const std::optional<E> value = from_string<E>(text->get())) return value;
     }
+    std::vector<std::string_view> names;
+    for (const EnumName<E>& entry : enum_names(E{})) names.push_back(entry.name);
     bad(node, key, "one of " + join(names));
     return std::nullopt;
   }
@@ -384,96 +318,119 @@ constexpr std::int64_t kMaxWorkers = 100000;
 constexpr double kMaxRate = 1e6;
 constexpr double kMaxScale = 1000.0;
 
-// The adaptive limit's settings, each through AdaptiveLimitConfig's own setter, so the library
+// The settings a group's policy decides itself, which its limit table does not take: the
+// algorithm (the policy names it), the drops (the simulator's timeouts) and `enabled`.
+constexpr std::string_view kSetByThePolicy[] = {"algorithm", "drop_on", "enabled"};
+
+// The algorithm a limit-table key belongs to, when only one.
+// WORKAROUND (remove when the adaptive limit's descriptor says which algorithm a setting
+// tunes): the library applies them whatever the algorithm, but a key the algorithm ignores is
+// a mistake in a scenario worth reporting.
+std::optional<LimitAlgorithm> algorithm_of(std::string_view key) {
+  if (key == "smoothing" || key == "rtt_tolerance" || key == "long_window" || key == "queue_size")
+    return LimitAlgorithm::gradient2;
+  if (key == "backoff_ratio") return LimitAlgorithm::aimd;
+  return std::nullopt;
+}
+
+// A TOML value as the text the library's parser reads, when its TOML type suits the setting's
+// type (a duration is a string, a number an integer or a float, ...).
+std::optional<std::string> setting_text(const toml::node& node, detail::SettingType type) {
+  switch (type) {
+    case detail::SettingType::integer:
+      if (const auto* i = node.as_integer()) return std::to_string(i->get());
+      return std::nullopt;
+    case detail::SettingType::number:
+      if (const auto* i = node.as_integer()) return std::to_string(i->get());
+      if (const auto* f = node.as_floating_point()) return shortest(f->get());
+      return std::nullopt;
+    case detail::SettingType::boolean:
+      if (const auto* b = node.as_boolean()) return b->get() ? "true" : "false";
+      return std::nullopt;
+    case detail::SettingType::duration:
+    case detail::SettingType::choice:
+    case detail::SettingType::exception_types:
+      if (const auto* text = node.as_string()) return text->get();
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// The limit table: every setting of the adaptive limit's descriptor but those the policy sets,
+// parsed by the library's vocabulary and applied by the library's setter, so the library
 // judges every value and its message (with its R4C code) is what the user reads.
 void read_limit(Reader& reader, const toml::table& table, const std::string& path, GroupSpec& group,
-                bool& any_gradient2_key, bool& any_aimd_key,
-                const toml::node*& first_gradient2_node, const toml::node*& first_aimd_node) {
-  auto setter = [&reader](const toml::node& node, const std::string& key, auto apply) {
-    try {
-      apply();
-    } catch (const ConfigException& e) {
-      reader.error(node.source(), key + ": " + e.what());
+                const std::string& policy) {
+  std::vector<Reader::Field> fields;
+  for (const auto& setting : AdaptiveLimitKind::settings()) {
+    if (std::find(std::begin(kSetByThePolicy), std::end(kSetByThePolicy), setting.name) !=
+        std::end(kSetByThePolicy)) {
+      continue;
     }
-  };
-  auto int_key = [&](std::string_view name, auto set) {
-    return Reader::Field{
-        name, [&reader, &group, setter, set](const toml::node& node, const std::string& key) {
-          const auto* value = node.as_integer();
-          if (value == nullptr || value->get() < INT32_MIN || value->get() > INT32_MAX) {
-            reader.bad(node, key, "an integer");
+    fields.push_back(Reader::Field{
+        setting.name,
+        [&reader, &group, &setting, &policy](const toml::node& node, const std::string& key) {
+          const std::optional<std::string> text = setting_text(node, setting.type);
+          const std::optional<detail::SettingValue> value =
+              text ? detail::parse(setting, *text) : std::nullopt;
+          if (!value) {
+            if (setting.type == detail::SettingType::duration && text) {
+              reader.duration(node, key);  // the library's grammar and message
+            } else {
+              reader.bad(node, key, detail::expected(setting));
+            }
             return;
           }
-          setter(node, key, [&] { set(group.limit, static_cast<int>(value->get())); });
-        }};
-  };
-  auto real_key = [&](std::string_view name, auto set) {
-    return Reader::Field{
-        name, [&reader, &group, setter, set](const toml::node& node, const std::string& key) {
-          double x = 0.0;
-          if (const auto* i = node.as_integer()) {
-            x = static_cast<double>(i->get());
-          } else if (const auto* f = node.as_floating_point()) {
-            x = f->get();
-          } else {
-            reader.bad(node, key, "a number such as 0.5");
+          const std::optional<LimitAlgorithm> only = algorithm_of(setting.name);
+          if (only && *only != group.limit.algorithm()) {
+            reader.error(node.source(), key + " applies to " + std::string(to_string(*only)) +
+                                            " only (this group's policy is " + policy + ")");
             return;
           }
-          setter(node, key, [&] { set(group.limit, x); });
-        }};
-  };
-  auto mark = [](bool& flag, const toml::node*& first, const toml::node& node) {
-    if (!flag) first = &node;
-    flag = true;
-  };
-  auto gradient2_only = [&](Reader::Field field) {
-    auto read = field.read;
-    field.read = [read, &any_gradient2_key, &first_gradient2_node, mark](const toml::node& node,
-                                                                         const std::string& key) {
-      mark(any_gradient2_key, first_gradient2_node, node);
-      read(node, key);
-    };
-    return field;
-  };
-  auto aimd_only = [&](Reader::Field field) {
-    auto read = field.read;
-    field.read = [read, &any_aimd_key, &first_aimd_node, mark](const toml::node& node,
-                                                               const std::string& key) {
-      mark(any_aimd_key, first_aimd_node, node);
-      read(node, key);
-    };
-    return field;
-  };
-  reader.read_table(
-      table, path,
-      {
-          int_key("initial_limit", [](AdaptiveLimitConfig& c, int v) { c.initial_limit(v); }),
-          int_key("min_limit", [](AdaptiveLimitConfig& c, int v) { c.min_limit(v); }),
-          int_key("max_limit", [](AdaptiveLimitConfig& c, int v) { c.max_limit(v); }),
-          Reader::Field{"window",
-                        [&](const toml::node& node, const std::string& key) {
-                          const auto* text = node.as_string();
-                          const std::optional<Nanos> value =
-                              text != nullptr ? parse_duration(text->get()) : std::nullopt;
-                          if (!value) {
-                            reader.bad(node, key, kDurationForm);
-                            return;
-                          }
-                          setter(node, key, [&] { group.limit.window(*value); });
-                        }},
-          int_key("min_window_samples",
-                  [](AdaptiveLimitConfig& c, int v) { c.min_window_samples(v); }),
-          gradient2_only(
-              real_key("smoothing", [](AdaptiveLimitConfig& c, double v) { c.smoothing(v); })),
-          gradient2_only(real_key("rtt_tolerance",
-                                  [](AdaptiveLimitConfig& c, double v) { c.rtt_tolerance(v); })),
-          gradient2_only(
-              int_key("long_window", [](AdaptiveLimitConfig& c, int v) { c.long_window(v); })),
-          gradient2_only(
-              int_key("queue_size", [](AdaptiveLimitConfig& c, int v) { c.queue_size(v); })),
-          aimd_only(real_key("backoff_ratio",
-                             [](AdaptiveLimitConfig& c, double v) { c.backoff_ratio(v); })),
-      });
+          try {
+            setting.apply(group.limit, *value);
+          } catch (const ConfigException& e) {
+            reader.error(node.source(), key + ": " + e.what());
+          }
+        }});
+  }
+  reader.read_table(table, path, fields);
+}
+
+// The names of the adaptive limit's algorithms, in the library's vocabulary (aliases left out).
+std::vector<std::string_view> algorithm_names() {
+  std::vector<std::string_view> names;
+  for (const EnumName<LimitAlgorithm>& entry : enum_names(LimitAlgorithm{})) {
+    if (to_string(entry.value) == entry.name) names.push_back(entry.name);
+  }
+  return names;
+}
+
+// What a group's `policy` may name: an algorithm of the adaptive limit, the bulkhead, none.
+std::vector<std::string_view> policy_names() {
+  std::vector<std::string_view> names = algorithm_names();
+  names.push_back(BulkheadKind::kNames.cpp);
+  names.push_back(kNoPolicy);
+  return names;
+}
+
+// The group's policy; an algorithm's name means the adaptive limit with that algorithm, read
+// by the library's from_string. Reports and returns false when it names none.
+bool read_policy(Reader& reader, const toml::node& node, const std::string& key, GroupSpec& group) {
+  const auto* text = node.as_string();
+  if (text != nullptr) {
+    if (const std::optional<LimitAlgorithm> algorithm = from_string<LimitAlgorithm>(text->get())) {
+      group.policy = PolicyKind::adaptive_limit;
+      group.limit.algorithm(*algorithm);
+      return true;
+    }
+    if (text->get() == BulkheadKind::kNames.cpp || text->get() == kNoPolicy) {
+      group.policy = text->get() == kNoPolicy ? PolicyKind::none : PolicyKind::bulkhead;
+      return true;
+    }
+  }
+  reader.bad(node, key, "one of " + join(policy_names()));
+  return false;
 }
 
 void read_group(Reader& reader, const toml::table& table, const std::string& path, GroupSpec& group,
@@ -506,16 +463,7 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
            }},
           {"policy",
            [&](const toml::node& node, const std::string& key) {
-             has_policy = true;
-             if (auto policy = reader.choice<PolicyKind>(node, key,
-                                                         {{"gradient2", PolicyKind::gradient2},
-                                                          {"aimd", PolicyKind::aimd},
-                                                          {"bulkhead", PolicyKind::bulkhead},
-                                                          {"none", PolicyKind::none}})) {
-               group.policy = *policy;
-             } else {
-               has_policy = false;
-             }
+             has_policy = read_policy(reader, node, key, group);
            }},
           {"timeout",
            [&](const toml::node& node, const std::string& key) {
@@ -564,7 +512,7 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
                  for (const RateChange& other : group.changes) {
                    if (other.at == parsed.at) {
                      reader.error(change.source(), at_path + ".at is \"" +
-                                                       format_duration(parsed.at) +
+                                                       text::format_duration(parsed.at) +
                                                        "\", the time of another change of the "
                                                        "group; expected one change per time");
                    }
@@ -578,14 +526,14 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
   if (!has_rate) reader.missing(table, path, "rate", "calls per second");
   if (!has_policy) {
     if (table.find("policy") == table.end()) {
-      reader.missing(table, path, "policy", "one of gradient2, aimd, bulkhead, none");
+      reader.missing(table, path, "policy", "one of " + join(policy_names()));
     }
     return;
   }
   std::sort(group.changes.begin(), group.changes.end(),
             [](const RateChange& a, const RateChange& b) { return a.at < b.at; });
 
-  const std::string policy(to_string(group.policy));
+  const std::string policy(group.policy_name());
   if (group.policy == PolicyKind::bulkhead) {
     if (max_concurrent_node == nullptr) {
       reader.missing(table, path, "max_concurrent", "the bulkhead's size for policy bulkhead");
@@ -595,40 +543,21 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
                  path + ".max_concurrent applies to policy bulkhead only (this group's policy is " +
                      policy + ")");
   }
-  if (group.policy == PolicyKind::aimd && timeout_node == nullptr) {
+  const bool adaptive = group.policy == PolicyKind::adaptive_limit;
+  if (adaptive && group.limit.algorithm() == LimitAlgorithm::aimd && timeout_node == nullptr) {
     reader.missing(table, path, "timeout",
                    std::string(kDurationForm) +
                        ": policy aimd needs a timeout inside the limit as its drop signal");
   }
 
-  const bool adaptive = group.policy == PolicyKind::gradient2 || group.policy == PolicyKind::aimd;
-  group.limit.algorithm(group.policy == PolicyKind::aimd ? LimitAlgorithm::aimd
-                                                         : LimitAlgorithm::gradient2);
   if (limit_table == nullptr) return;
   if (!adaptive) {
-    reader.error(limit_table->source(), limit_path +
-                                            " applies to policies gradient2 and aimd only (this "
-                                            "group's policy is " +
-                                            policy + ")");
+    reader.error(limit_table->source(),
+                 limit_path + " applies to the adaptive limit's policies only (" +
+                     join(algorithm_names()) + "; this group's policy is " + policy + ")");
     return;
   }
-  bool gradient2_keys = false;
-  bool aimd_keys = false;
-  const toml::node* first_gradient2 = nullptr;
-  const toml::node* first_aimd = nullptr;
-  read_limit(reader, *limit_table, limit_path, group, gradient2_keys, aimd_keys, first_gradient2,
-             first_aimd);
-  if (group.policy == PolicyKind::aimd && gradient2_keys) {
-    reader.error(first_gradient2->source(),
-                 limit_path +
-                     ": smoothing, rtt_tolerance, long_window and queue_size apply to gradient2 "
-                     "only (this group's policy is aimd)");
-  }
-  if (group.policy == PolicyKind::gradient2 && aimd_keys) {
-    reader.error(first_aimd->source(), limit_path +
-                                           ": backoff_ratio applies to aimd only (this group's "
-                                           "policy is gradient2)");
-  }
+  read_limit(reader, *limit_table, limit_path, group, policy);
   try {
     group.limit.validate();
   } catch (const ConfigException& e) {
@@ -656,8 +585,7 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
            }},
           {"abandoned",
            [&](const toml::node& node, const std::string& key) {
-             if (auto a = reader.choice<Abandoned>(
-                     node, key, {{"serve", Abandoned::serve}, {"drop", Abandoned::drop}})) {
+             if (auto a = reader.choice<Abandoned>(node, key)) {
                server.abandoned = *a;
              }
            }},
@@ -670,11 +598,7 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
                  *service, key,
                  {{"distribution",
                    [&](const toml::node& n, const std::string& k) {
-                     if (auto d = reader.choice<Distribution>(
-                             n, k,
-                             {{"fixed", Distribution::fixed},
-                              {"exponential", Distribution::exponential},
-                              {"lognormal", Distribution::lognormal}})) {
+                     if (auto d = reader.choice<Distribution>(n, k)) {
                        server.service.distribution = *d;
                      }
                    }},
@@ -741,7 +665,7 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
                for (const ServerChange& other : server.changes) {
                  if (other.at == parsed.at) {
                    reader.error(change.source(),
-                                path + ".at is \"" + format_duration(parsed.at) +
+                                path + ".at is \"" + text::format_duration(parsed.at) +
                                     "\", the time of another server change; expected one "
                                     "change per time");
                  }

@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "r4c/adaptive_limit_config.hpp"
+#include "r4c/text.hpp"
 
 namespace r4c::sim {
 
@@ -23,12 +25,26 @@ using Nanos = std::chrono::nanoseconds;
 
 /// How the server's service time is distributed.
 enum class Distribution { fixed, exponential, lognormal };
+/// Its names in a scenario file: the enum joins the library's text vocabulary (r4c/text.hpp), so
+/// r4c::from_string reads it as it reads the library's enums.
+inline constexpr EnumName<Distribution> kDistributionNames[] = {
+    {"fixed", Distribution::fixed},
+    {"exponential", Distribution::exponential},
+    {"lognormal", Distribution::lognormal}};
+constexpr std::span<const EnumName<Distribution>> enum_names(Distribution) noexcept {
+  return kDistributionNames;
+}
 
 /// What the server does with a queued call whose client gave up (its timeout passed).
 enum class Abandoned {
   serve,  // it is served anyway, as a real server that cannot tell does
   drop,   // it leaves the queue (a server that checks the connection before starting)
 };
+inline constexpr EnumName<Abandoned> kAbandonedNames[] = {{"serve", Abandoned::serve},
+                                                          {"drop", Abandoned::drop}};
+constexpr std::span<const EnumName<Abandoned>> enum_names(Abandoned) noexcept {
+  return kAbandonedNames;
+}
 
 /// The service time of one call: `mean` times a standardized draw of mean 1 (see
 /// standard_draw), times the schedule's service_scale when the call starts.
@@ -65,11 +81,9 @@ struct ServerSpec {
   double capacity_at(Nanos t) const;
 };
 
-/// The policy a group calls through: r4c's adaptive limit (gradient2 or aimd), a fixed
-/// bulkhead, or nothing.
-enum class PolicyKind { gradient2, aimd, bulkhead, none };
-
-std::string_view to_string(PolicyKind kind) noexcept;
+/// The policy a group calls through: r4c's adaptive limit (with the algorithm the scenario
+/// names, kept in GroupSpec::limit), a fixed bulkhead, or nothing.
+enum class PolicyKind { adaptive_limit, bulkhead, none };
 
 /// A change of a group's offered load at time `at`.
 struct RateChange {
@@ -80,13 +94,16 @@ struct RateChange {
 struct GroupSpec {
   std::string name;
   double rate = 0.0;  // offered calls per second, Poisson arrivals (open loop)
-  PolicyKind policy = PolicyKind::gradient2;
+  PolicyKind policy = PolicyKind::adaptive_limit;
   std::optional<Nanos> timeout;     // a timeout inside the policy; required for aimd
   int max_concurrent = 0;           // bulkhead only
-  AdaptiveLimitConfig limit;        // gradient2 and aimd; its algorithm matches the policy
+  AdaptiveLimitConfig limit;        // adaptive_limit; its algorithm is the one the policy names
   std::vector<RateChange> changes;  // sorted by `at`
 
   double rate_at(Nanos t) const;
+  /// The policy as a scenario names it: the limit's algorithm ("gradient2", "aimd", in the
+  /// library's words), "bulkhead" or "none".
+  std::string_view policy_name() const noexcept;
   bool has_limit() const noexcept { return policy != PolicyKind::none; }
 };
 
@@ -123,12 +140,5 @@ Scenario load_scenario(const std::filesystem::path& file);
 
 /// The same, from TOML text; `source` names it in messages (as the file would).
 Scenario parse_scenario(std::string_view text, std::string_view source);
-
-/// Parses a duration such as "250ms", "1.5s", "2m" (units ns, us, ms, s, m, h). Returns nullopt
-/// for anything else, a negative value, or one beyond 24 h.
-std::optional<Nanos> parse_duration(std::string_view text);
-
-/// Formats a duration the way parse_duration reads it ("1.5s", "250ms").
-std::string format_duration(Nanos value);
 
 }  // namespace r4c::sim
