@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -18,12 +19,12 @@ namespace r4c::test {
 
 inline constexpr std::uint64_t kDefaultTestSeed = 0;
 
-/// The process's seed, read once from R4C_TEST_SEED; a value that is neither a number nor
-/// "random" stops the binary with a message rather than run with some other seed.
-inline std::uint64_t process_seed() {
-  static const std::uint64_t seed = [] {
+/// The seed R4C_TEST_SEED asks for, read once (nullopt when unset); a value that is neither a
+/// number nor "random" stops the binary with a message rather than run with some other seed.
+inline std::optional<std::uint64_t> chosen_seed() {
+  static const std::optional<std::uint64_t> seed = []() -> std::optional<std::uint64_t> {
     const char* text = std::getenv("R4C_TEST_SEED");
-    if (text == nullptr || *text == '\0') return kDefaultTestSeed;
+    if (text == nullptr || *text == '\0') return std::nullopt;
     if (std::string_view(text) == "random") {
       std::random_device device;
       return (static_cast<std::uint64_t>(device()) << 32) | device();
@@ -40,11 +41,14 @@ inline std::uint64_t process_seed() {
   return seed;
 }
 
-/// The running test's seed: printed, and recorded as the test's "seed" property.
-inline std::uint64_t test_seed() {
-  const std::uint64_t seed = process_seed();
+/// The running test's seed: R4C_TEST_SEED's, else `fixed` (a suite whose bounds were sized
+/// with another seed keeps it). Printed, and recorded as the test's "seed" property.
+inline std::uint64_t test_seed(std::uint64_t fixed = kDefaultTestSeed) {
+  const std::optional<std::uint64_t> chosen = chosen_seed();
+  const std::uint64_t seed = chosen.value_or(fixed);
   std::printf("[   SEED   ] R4C_TEST_SEED=%llu%s\n", static_cast<unsigned long long>(seed),
-              seed == kDefaultTestSeed ? " (the default)" : "");
+              chosen ? "" : " (the default)");
+  std::fflush(stdout);
   ::testing::Test::RecordProperty("seed", std::to_string(seed));
   return seed;
 }

@@ -4,6 +4,8 @@
 // gave it. Thread-safe: operations may start on any thread.
 #pragma once
 
+#include "../test_seed.hpp"
+
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/cancellation_type.hpp>
 #include <asio/error.hpp>
@@ -156,18 +158,8 @@ inline bool aborted(const std::exception_ptr& failure) {
   }
 }
 
-// The seed of a randomised test: fixed by default, so that a failure replays; R4C_TEST_SEED picks
-// another (a number, or "random" for a fresh one). Printed, so that any run can be replayed.
-inline std::uint64_t test_seed() {
-  constexpr std::uint64_t kDefaultSeed = 20261201;
-  std::uint64_t seed = kDefaultSeed;
-  if (const char* chosen = std::getenv("R4C_TEST_SEED"); chosen != nullptr && *chosen != 0) {
-    seed = std::string(chosen) == "random" ? std::random_device()()
-                                           : std::strtoull(chosen, nullptr, 10);
-  }
-  std::printf("R4C_TEST_SEED=%llu\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
+// The async suites were sized with this seed; R4C_TEST_SEED picks another (test_seed.hpp).
+inline std::uint64_t test_seed() { return r4c::test::test_seed(20261201); }
 
 // A count from the environment variable `name` (a positive number), else `fallback`: CI runs the
 // modest default, a soak run asks for more.
