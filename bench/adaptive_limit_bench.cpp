@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Benchmarks of r4c::AdaptiveLimit's hot path, each beside what it is measured against:
 //
 //   BM_Floor            the irreducible work of an admitted call, written out by hand

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The counting allocator (see alloc_counter.hpp). Blocks come from glibc's own allocator
 // (__libc_malloc and friends), so every pointer stays valid for every free(); under a sanitizer,
 // from the sanitizer's malloc, which must stay the one that hands out and checks blocks.

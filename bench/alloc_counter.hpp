@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Counts heap allocations, for the benchmarks (allocations per call) and the allocation tests
 // (none per call). The one counting allocator of r4c's test and benchmark binaries.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The adaptive limit's asynchronous face against what an async call needs anyway:
 //
 //   BM_AsyncBaseline     the synchronous AdaptiveLimit::execute of the same work, plus the bare

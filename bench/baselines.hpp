@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a user would write without r4c, to measure the adaptive limit against.
 #pragma once
 

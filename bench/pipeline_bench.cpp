@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pipeline's cost, policy by policy, against the bare AdaptiveLimit::execute it wraps:
 //
 //   BM_PipelineBareExecute    AdaptiveLimit::execute of a trivial lambda (the baseline)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Turns r4c_bench's Google Benchmark JSON into the table and ratios of docs/performance.md.
 
 Usage: report.py RESULTS.json --command "CMD" [--invocation "bench/run"] [--docs FILE]

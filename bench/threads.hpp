@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How every r4c benchmark runs: on 1, 2 and 4 threads sharing one policy, timed in real time
 // (a thread's time per call includes waiting for a shared cache line or a mutex, and, on 4
 // threads over 2 cores, for a core).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # r4c_generate_resilient(<target> HEADERS <header>... [OUTPUT_DIR <dir>])
 #
 # Runs r4c-gen over each header (a path relative to the current source folder, or absolute)

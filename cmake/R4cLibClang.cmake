@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Finds libclang's C API for r4c-gen (Debian: libclang-14-dev). Sets R4C_LIBCLANG_FOUND and,
 # when found, the imported target r4c_libclang.
 include_guard(GLOBAL)

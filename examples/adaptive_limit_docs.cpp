@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The code of docs/adaptive-limit.md. Every C++ block of that page is copied from a region
 // between `// [doc:NAME]` and `// [/doc:NAME]` below (tests/docs checks it), so the page shows
 // code that compiles and runs. Each region is followed by checks that it does what the page

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The code of docs/async.md, in // [doc:NAME] regions (tests/docs checks the page against them),
 // and a small program of its own: an Asio service calling a slow backend through a pipeline in
 // the three styles. Each region is followed by checks; the program exits non-zero if one fails.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // capacity_demo: an adaptive limit finding, then following, a dependency whose capacity changes.
 //
 // The dependency is an in-process server with a number of workers. A call that finds a free

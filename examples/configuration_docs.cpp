@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The code of docs/configuration.md, in // [doc:NAME] regions (tests/docs checks the page
 // against them). Exits non-zero if what the page says does not hold.
 #include <chrono>

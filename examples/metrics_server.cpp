@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // metrics_server: r4c's metrics served at /metrics for Prometheus, over HTTP with cpp-httplib.
 //
 // Client threads call an in-process dependency (8 workers, 10 ms per call, a queue behind)

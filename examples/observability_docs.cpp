@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The code of docs/observability.md, in // [doc:NAME] regions (tests/docs checks the page
 // against them), run as a test: each region is followed by checks of what the page says.
 #include <cstdio>

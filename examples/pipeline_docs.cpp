@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The code of docs/pipeline.md, in // [doc:NAME] regions (tests/docs checks the page against
 // them). Each region is followed by checks; the program exits non-zero if one fails.
 #include <atomic>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c quickstart: an adaptive limit around a call, both ways of calling through it, what it
 // reports, and a deterministic test of it with a ManualClock. Exits non-zero if anything is off.
 // tests/consumer builds this file against the installed package: only <r4c/r4c.hpp> and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target for the external configuration: any text either builds a registry or
 // fails with a ConfigException; nothing crashes, leaks or trips a sanitizer. Run by .ci/run.
 #include <cstddef>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by scripts/demo, scripts/test and .ci/run: makes sure the Debian packages r4c builds with
 # are installed. As root it installs what is missing, one line per step, apt's own output in a log
 # file (named if a step fails); otherwise it prints the apt-get line and stops.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The adaptive limit's cold paths: construction, the window close, snapshots.
 // The hot path is inline in include/r4c/adaptive_limit.hpp.
 #include "r4c/adaptive_limit.hpp"

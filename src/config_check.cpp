@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every policy's config shares: how values are shown in messages and reported when bad.
 #include "config_check.hpp"
 

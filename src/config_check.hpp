@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by every policy's config: how values are shown in messages, how a bad one is
 // reported, and how two configs are compared. Internal to src/.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Subscriptions and the listener error hook.
 #include "r4c/events.hpp"
 

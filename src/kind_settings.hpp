@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How src/<policy>.cpp writes its kind's table of settings: one row per setting.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled with -ffp-contract=off (see CMakeLists.txt): a fused multiply-add changes the last bit
 // of the estimate, and truncation turns that bit into a whole unit of limit.
 #include "r4c/detail/limit_algorithms.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Metrics from snapshots, and their Prometheus text.
 #include "r4c/metrics.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs under ThreadSanitizer in CI (label "concurrency").
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The adaptive limit's documented behaviour, one test per point (docs/adaptive-limit.md).
 #include "r4c/adaptive_limit.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Zero heap allocations per call, window ends included: counts every thread's operator new calls
 // over 10^5 calls, with the one counting allocator of r4c's tests and benchmarks
 // (bench/alloc_counter.hpp). (The C++ runtime's throw machinery allocates its small exception

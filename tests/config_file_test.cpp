@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The external configuration's reader: what it refuses, and how it names bad input.
 #include "r4c/detail/config_file.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Events (<r4c/events.hpp>): limit changes, breaker transitions and retries giving up; what
 // publishes nothing; listeners that throw, unsubscribe or call back.
 #include "r4c/events.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The algorithms' update rules (docs/spec/algorithms.md), and every conformance trace in
 // tests/conformance replayed exactly: straight into the algorithm, and through a real
 // AdaptiveLimit driven by a ManualClock so that the windows it forms feed the same aggregates.

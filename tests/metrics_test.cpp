@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Metrics (<r4c/metrics.hpp>): what collect() reports for every policy, and the Prometheus
 // text exposition of it.
 #include "r4c/metrics.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A randomized stress test of a pipeline with all seven policies (issue 6, reliability):
 //
 //   retry -> hedge -> circuit breaker -> rate limiter -> adaptive limit -> timeout -> bulkhead

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pipeline: its fixed order, and what resilience4cata 0.6.0's "Adaptive limit" page says of
 // the limit among its neighbours ("Con otras políticas", "Lo mismo con Pipeline").
 #include "r4c/pipeline.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The seed of r4c's randomised tests. Fixed by default, so that every run repeats the last one
 // and a failure is never a matter of luck; R4C_TEST_SEED=<n> picks another seed and
 // R4C_TEST_SEED=random draws one. A test that uses it prints its seed (and records it in the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one text vocabulary (<r4c/text.hpp>) and the one list of kinds (<r4c/detail/kinds.hpp>):
 // what the config file, r4c-gen's attributes and r4c-sim's scenarios all read values with.
 #include "r4c/text.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The clocks' timers: what timeouts and waits are built on.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every C++ block of docs/declarative.md, run: resilience4cata 0.6.0's annotated SearchClient and
 // InventoryService (shop/search_client.hpp), their wrappers generated at build time by
 // r4c_generate_resilient(), and the "Probarlo con ManualClock" scenario.

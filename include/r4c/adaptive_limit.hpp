@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The adaptive limit: a bulkhead that finds its own concurrency limit.
 //
 // It raises the limit while the dependency's latency holds and lowers it when latency grows or

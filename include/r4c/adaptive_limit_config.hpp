@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Settings of an adaptive limit: a value, built with fluent setters and validated.
 //
 //   r4c::AdaptiveLimitConfig config;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c's asynchronous face, for Asio (standalone Asio, header-only; Debian: libasio-dev).
 //
 //   auto op = [&](auto handler) { backend.async_place(order, std::move(handler)); };

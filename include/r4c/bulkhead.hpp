@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A fixed bulkhead: at most max_concurrent calls at once; a full bulkhead rejects at once.
 //
 // Use it when you know the right number (a pool of 10 connections, a licence for 4 sessions).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A circuit breaker, as resilience4j's CircuitBreaker: it stops calling a dependency that fails
 // (or is slow) too often, and lets a few trial calls through after a wait to see if it is back.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The adaptive limit's only source of time.
 //
 // A limit reads its clock twice per admitted call (when the call takes its slot and when it

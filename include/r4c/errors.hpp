@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c's exception types.
 //
 // Every r4c failure a caller can catch is one of these. Each has a public constructor taking a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Events: what a policy publishes when its state changes. Admitted calls publish nothing, a
 // window that keeps the limit publishes nothing, and rejections are counted (see
 // <r4c/metrics.hpp>), never published one by one.

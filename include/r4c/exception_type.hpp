@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every policy's config shares, whatever its kind: an exception type a failure is matched
 // against (`drop_on`, `retry_on`, `record_on`, ...), and the first setting in which two configs
 // differ (how the registry explains R4C-REG-008). A policy includes this, not the adaptive

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A bounded thread pool: the threads that hedged attempts (and other work a policy hands off)
 // run on. It never blocks the poster: try_post() refuses work when the queue is full or the
 // executor is stopping, so the caller decides what a refusal means.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A hedge: when a call is slow, starts another attempt of it, and takes the first success.
 //
 // Use it for idempotent reads whose latency has a long tail (a replica that stalls now and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Metrics: every counter and gauge of every policy of a registry, pulled on demand.
 //
 //   for (const r4c::metrics::Metric& m : r4c::metrics::collect(registry)) ...

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A pipeline: the policies around one dependency, applied in one fixed order whatever order the
 // builder is called in. Outside to inside:
 //

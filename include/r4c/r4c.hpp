@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c: resilience policies for C++ services, with an adaptive concurrency limit at the centre.
 // Umbrella header: includes every public header that needs no third-party library.
 #pragma once

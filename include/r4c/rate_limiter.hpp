@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A rate limiter: at most limit_for_period permits per refresh_period. A call without a permit
 // may wait up to timeout_duration for one (0 by default: it fails at once with
 // RequestNotPermittedException). Time comes from the clock, so a ManualClock makes it

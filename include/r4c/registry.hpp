@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The registry: where policies are declared, configured from code and from an external file,
 // shared by name, and found again by id.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Declarative policies: the runtime half of r4c-gen.
 //
 // Annotate a C++ interface with [[r4c::...]] attributes, let the CMake function

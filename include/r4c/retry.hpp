@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A retry: calls a function up to max_attempts times, waiting on the clock between attempts.
 //
 // Use it outside the other policies, for failures that a later attempt may not meet (a full

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c's text vocabulary: how a value is written wherever r4c reads one, in the external config
 // file, in an [[r4c::...]] attribute and in an r4c-sim scenario. One grammar per type, so the
 // same text means the same thing in all three.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A timeout. C++ cannot stop a thread, so a synchronous timeout is cooperative: the call runs on
 // the caller's thread, and a callable that takes a std::stop_token gets one that is stopped when
 // the deadline passes. A call that ends after its deadline, or throws after stop was requested,

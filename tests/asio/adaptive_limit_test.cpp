@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The adaptive limit's asynchronous face (<r4c/asio.hpp>): the async rules of
 // resilience4cata 0.6.0's "Adaptive limit" page, each with a test, in the three styles (callback,
 // future, coroutine).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the async tests share. AsyncBackend, a fake asynchronous backend: its operations stay
 // pending until the test completes or fails them, per key, oldest first. It records how often each
 // key started and whether a cancellation reached an operation through the slot of the handler r4c

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bulkhead's asynchronous face (<r4c/asio.hpp>): a call holds its slot until its operation
 // completes, a full bulkhead fails at once, a cancelled call frees its slot at once; callback,
 // future and coroutine styles.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The circuit breaker's asynchronous face (<r4c/asio.hpp>): permission when the operation
 // starts, its outcome recorded with its duration to completion, a refusal at once, nothing
 // recorded for a cancelled call; callback, future and coroutine styles.

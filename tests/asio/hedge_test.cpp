@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The hedge's asynchronous face (<r4c/asio.hpp>): the synchronous hedge's rules, each with a
 // test, for Asio operations; cancellation; and the three styles (callback, future, coroutine).
 // Time is a ManualClock the test thread advances; launches run on the caller's executor (an

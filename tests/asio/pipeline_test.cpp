@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pipeline's asynchronous face: the same policies, in the same order, around an Asio
 // operation; the async rules of resilience4cata 0.6.0's
 // "Adaptive limit" page hold through the whole pipeline.

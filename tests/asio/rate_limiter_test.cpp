@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rate limiter's asynchronous face (<r4c/asio.hpp>): a permit free now starts the operation
 // at once, a reserved one is waited for on a timer on the limiter's clock (no thread blocked),
 // none completes at once with RequestNotPermittedException; cancellation; the three styles.

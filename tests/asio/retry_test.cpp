@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The retry's asynchronous face (<r4c/asio.hpp>): attempts driven by a ManualClock (no thread
 // sleeps), the synchronous retry's decisions and counters, cancellation during a wait and
 // during an attempt, and the three styles.

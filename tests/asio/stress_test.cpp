@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Randomised async calls through random pipelines: operations completing inline, on a pool
 // thread through the handler's executor, or through an io_context; callers with no executor (a
 // plain callback, asio::use_future) or a strand; cancellations emitted on the callers' strands

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Destroying the caller's io_context with a call in flight, for every async policy (a typed
 // suite): at the step each policy adds (a fired timeout, a retry's wait, a rate limiter's wait, a
 // hedge's delay), before and after its timer fired. The call ends without an answer, as Asio's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Async calls whose operations complete on other threads, through the handler's associated
 // executor, with callers that have no strand (a plain callback, asio::use_future): r4c's own
 // cancellations (a hedge's losers, a timeout's deadline) and the completions they race with run

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The timeout's asynchronous face (<r4c/asio.hpp>): the deadline runs on the timeout's clock,
 // so a ManualClock's advance() fires it; callback, future and coroutine styles.
 #include <gtest/gtest.h>

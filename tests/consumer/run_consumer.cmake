@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Configures, builds and runs tests/consumer/project against r4c in MODE find_package (after
 # installing r4c into a fresh prefix), build_tree (find_package on r4c's build folder, nothing
 # installed) or add_subdirectory.

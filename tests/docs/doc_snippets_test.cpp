@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Docs are code: every ```cpp block of docs/*.md must appear inside a `// [doc:NAME]` ...
 // `// [/doc:NAME]` region of a file under examples/, which CI compiles and runs. So a page
 // cannot show code that no longer compiles, or that says something the library does not do.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A generated method's per-call code allocates nothing: counts operator new over 10^4 calls
 // through wrappers with one policy, with a limit and a timeout, and with every policy but the
 // hedge (whose attempts share allocated state by design; docs/pipeline.md).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Generated wrappers, asynchronous methods (asio::awaitable<T>): a call holds its slots until
 // its coroutine completes, a full limit fails at once, cancelling frees the slot without a
 // sample; the ManualClock scenario of resilience4cata 0.6.0's "Adaptive limit" page runs through

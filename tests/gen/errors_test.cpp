@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The r4c-gen binary on the headers of tests/gen/errors: each bad header's messages against its
 // golden file (*.expected), exit status 1 and nothing written; the headers that must pass; the
 // depfile; and docs/declarative.md's excerpt of a generated file against a real one.

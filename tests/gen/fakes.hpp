@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test delegates for the generated wrappers: each records what reached it, and lets a test act
 // from inside a call (advance the clock, call the wrapper again, throw).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Generated wrappers, synchronous methods: the policies each method's attributes name, resolved
 // once by id through the registry, applied in the pipeline's order around the delegate (or the
 // class's own method), for every shape of method.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """r4c's metrics against the real Prometheus tools (Debian package `prometheus`).
 
   prometheus_test.py promtool SERVER   promtool check metrics on SERVER --print's exposition

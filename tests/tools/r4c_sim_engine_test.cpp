@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c-sim run's engine: simulated time is exact (service times, timeouts, extra latency), the
 // server and its schedule behave as documented, the same seed gives the same bytes, every
 // shipped scenario runs, and the command line works end to end.

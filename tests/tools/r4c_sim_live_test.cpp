@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c-sim live, for real: scenarios/live-capacity-drop.toml runs 20 s in real time against an
 // HTTP server on 127.0.0.1 (8 workers of about 20 ms, 4 from 8 s on; 600 calls/s offered).
 //

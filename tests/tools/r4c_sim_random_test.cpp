@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c-sim's randomness: reproducible streams, and each service-time distribution with mean 1.
 // The draws come from test_seed(): one fixed seed by default, so the statistical bounds cannot
 // flake; R4C_TEST_SEED picks another (see tests/test_seed.hpp).

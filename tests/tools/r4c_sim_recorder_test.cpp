@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c-sim's recorder: the timeline and the summary from hand-built events, with exact numbers;
 // the output files; plots only when gnuplot is found.
 #include <gmock/gmock.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c-sim replay: the reference traces and the mistakes run through the real binary, as a user
 // runs it; the CSV parsing is also tested directly.
 #include <gmock/gmock.h>

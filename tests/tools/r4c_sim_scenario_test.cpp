@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c-sim's scenario files: every key read, the defaults, and every kind of mistake reported
 // with the file, the line, the key, the bad value and what is valid.
 #include <gmock/gmock.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The adaptive limit's targets (issue 8, reported in docs/simulator.md), each a comparison inside
 // one run of a shipped scenario, simulated whole:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What r4c-sim's scenario tests share: scratch folders, running the binary, reading CSV, and
 // simulating a scenario given as TOML text.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The [[r4c::...]] attributes: found in a declaration's tokens, checked, and turned into the
 // settings the generated constructor hands to the registry.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where r4c-gen's messages point, and how they are printed: like a compiler's,
 // `file:line:col: error: R4C-...: message`, so editors and CI logs link them to the source.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes the generated header: one wrapper class per annotated class, and the
 // r4c::ResilientWrapper specializations make_resilient finds them by.
 #pragma once

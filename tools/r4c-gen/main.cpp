@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c-gen: reads a C++ header whose classes carry [[r4c::...]] attributes and writes the
 // wrappers that run their calls through r4c's policies. Normally run by the CMake function
 // r4c_generate_resilient(); see docs/declarative.md.

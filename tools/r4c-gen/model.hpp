@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What r4c-gen learns from a header: the classes to wrap, their methods and each method's
 // policies. Filled by scan.cpp (libclang), written out by emit.cpp.
 #pragma once

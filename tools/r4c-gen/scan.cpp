@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "scan.hpp"
 
 #include <clang-c/Index.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reads a header with libclang, as the compiler would (the target's include paths and
 // definitions), and finds the classes carrying [[r4c::...]] attributes.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every r4c-sim subcommand shares: exit codes, the adaptive limit's settings as typed on the
 // command line, and strict parsing of numbers.
 //

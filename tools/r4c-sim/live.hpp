@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The live engine of `r4c-sim live`: the scenario for real, in real time, over real sockets.
 //
 // An HTTP/1.1 server (cpp-httplib) listens on 127.0.0.1 at an ephemeral port. Each copy of the

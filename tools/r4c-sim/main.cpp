@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c-sim: runs r4c's adaptive limit outside a service. This file only declares the command line
 // with CLI11; each subcommand's work lives in its own file (replay.cpp, run.cpp), where tests
 // reach it.

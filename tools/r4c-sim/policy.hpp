@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A group's policy as r4c's real pipeline: what both engines call through. The pipeline's id is
 // the group's name, so each group has its own policies in the registry.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The simulator's randomness, written out rather than taken from <random>: the standard's
 // distributions are implementation-defined, and a scenario must give the same numbers with any
 // standard library. xoshiro256** seeded through splitmix64; exponential and log-normal draws from

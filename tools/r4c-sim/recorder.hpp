@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The recorder: turns what happened to each call (offered, rejected, answered with its latency,
 // timed out) and periodic samples of each group's limit, calls in flight and server queue into
 // the timeline (one row per group per 100 ms), the summary metrics, and the output folder

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c-sim replay: feeds recorded windows, one CSV row each, to the library's own limit algorithm
 // (detail::LimitEstimator) and prints the limit after each window. For tuning settings against
 // recorded traffic and for checking the rules against the reference traces (docs/r4c-sim.md).

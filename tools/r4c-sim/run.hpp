@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // r4c-sim run and r4c-sim live: read a scenario, run it (simulated, or for real over sockets),
 // write the outputs and print the summary. The work lives here rather than in main.cpp so that
 // tests can call it without a process.

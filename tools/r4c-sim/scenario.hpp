@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A scenario: a dependency (a server with workers, a queue and a service time), the schedule of
 // changes it goes through, and the client groups calling it, each with its own offered load and
 // policy. Read from a TOML file (docs/simulator.md lists every key); both engines (`run`,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The simulated engine of `r4c-sim run`: a discrete-event simulation of a scenario on a
 // ManualClock, calling through r4c's real pipeline.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // resilience4cata 0.6.0's examples ("Ejemplo mínimo", "En una clase"), in C++: an interface and
 // a class whose methods carry [[r4c::...]] attributes. r4c_generate_resilient() turns this
 // header into search_client.resilient.hpp (see docs/declarative.md).

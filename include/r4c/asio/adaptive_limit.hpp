@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The adaptive limit's asynchronous face: async_execute (any Asio completion token) and
 // co_execute (a coroutine). Included by <r4c/asio.hpp>.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pipeline's asynchronous face: async_execute (any Asio completion token) and co_execute (a
 // coroutine), through the same policies in the same order as execute() (detail::AllKinds's).
 //

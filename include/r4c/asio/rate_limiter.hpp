@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rate limiter's asynchronous face: async_execute (any Asio completion token). Included by
 // <r4c/asio.hpp>.
 //

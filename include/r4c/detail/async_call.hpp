@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The machinery every asynchronous r4c call shares (<r4c/asio.hpp>).
 //
 // AsyncCallBase is the caller's side of one call: the caller's completion handler, completed

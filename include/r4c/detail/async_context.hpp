@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What r4c does when an execution context (an io_context, a thread pool) is destroyed while calls
 // on its executors wait on an r4c clock (<r4c/asio.hpp>).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cancellation signal r4c gives every inner operation (<r4c/asio.hpp>).
 //
 // Asio's cancellation_signal leaves ordering to its users: emit() must not run while the slot's

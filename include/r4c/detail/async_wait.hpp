@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An asynchronous call that waits on an r4c clock before it starts its (next) operation, one
 // operation at a time: the rate limiter's wait for a reserved permit and the retry's backoff.
 // Included by their async faces.

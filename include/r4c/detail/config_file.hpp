@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The external configuration's text format: one `key=value` per line, `#` and `!` comments,
 // blank lines, spaces around the key, the `=` and the value ignored. Keys are
 //   defaults.<kind>.<key>=...            every instance of a policy kind

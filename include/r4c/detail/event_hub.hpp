@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The listeners of one kind of event of one policy (<r4c/events.hpp>).
 //
 // Publishing reads one atomic flag when nobody listens. Listeners are kept in an immutable

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one list of policy kinds, in pipeline order (outside to inside):
 //
 //   retry -> hedge -> circuit breaker -> rate limiter -> adaptive limit -> timeout -> bulkhead

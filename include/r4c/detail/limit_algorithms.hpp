@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The limit algorithms, applied once per window. Their update rules are those of
 // docs/spec/algorithms.md (Netflix concurrency-limits 0.5.4), to the last bit: the source
 // file is compiled with -ffp-contract=off and keeps the specification's operation order.

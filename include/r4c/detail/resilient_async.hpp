@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The asynchronous half of a generated wrapper: a method returning asio::awaitable<T> runs each
 // attempt's coroutine through the async pipeline (<r4c/asio.hpp>). Included by the generated
 // headers of classes with such methods; see docs/declarative.md.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a policy kind's descriptor is made of: its names, and one entry per setting that text
 // can set. Each kind's descriptor lives beside its policy (AdaptiveLimitKind at the end of
 // <r4c/adaptive_limit.hpp>, ...); <r4c/detail/kinds.hpp> lists them in pipeline order.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-thread stripe indices. Each thread that records into a limit gets a slot of its own while
 // fewer than kThreadSlots threads hold one, so every limit's stripe for that slot has a single
 // writer and can be updated with a plain load and store instead of an atomic read-modify-write.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Deadlines on a clock: the one shared timer behind timeouts and waits. Tasks are intrusive
 // (the caller owns them, often on its stack), so scheduling allocates nothing once the queue has
 // grown to its working size. A SystemClock fires tasks from one timer thread per clock; a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Must not compile: a class whose methods have bodies is wrapped by derivation, built from its
 // constructor arguments, not around a delegate.
 #include <memory>

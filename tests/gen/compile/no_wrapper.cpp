@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Must not compile: make_resilient for a class whose wrapper was not generated (or whose
 // .resilient.hpp is not included) says which header to include.
 #include <memory>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installs r4c into a fresh prefix, builds tests/gen/consumer/project against it with
 # find_package(r4c), runs it, then checks that rebuilding regenerates only what changed: nothing
 # after no change, one header after touching it, and after touching a file only it includes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs both generated wrappers; exits with 1 if either is not what its attributes say.
 #include <cstdio>
 #include <memory>

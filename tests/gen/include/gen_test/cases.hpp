@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Annotated classes for r4c-gen's tests: every kind of method the wrappers must handle, every
 // policy, sharing, inheritance, class attributes and the preprocessor. tests/gen/CMakeLists.txt
 // generates cases.resilient.hpp from this header.
