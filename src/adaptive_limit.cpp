@@ -60,10 +60,6 @@ bool AdaptiveLimit::is_drop(const std::exception_ptr& failure) const noexcept {
   if (!failure) return false;
   try {
     std::rethrow_exception(failure);
-  } catch (const std::system_error& error) {
-    // An error code passed on as an exception (asio::system_error is std::system_error) by a
-    // layer between the operation and the limit is still classified by drop_on_error.
-    return is_drop_current() || is_drop(error.code());
   } catch (...) {
     return is_drop_current();
   }
@@ -82,7 +78,17 @@ bool AdaptiveLimit::is_drop_current() const noexcept {
   for (const ExceptionType& type : config_.drop_on_types()) {
     if (type.matches_current()) return true;
   }
-  return false;
+  if (!config_.drop_on_error()) return false;
+  // An error code thrown as a std::system_error (asio::system_error is one), by the call itself
+  // or by an inner layer passing an async error on, is classified as the code would be: the same
+  // failure is a drop or not whichever way it reaches the limit.
+  try {
+    throw;
+  } catch (const std::system_error& error) {
+    return is_drop(error.code());
+  } catch (...) {
+    return false;
+  }
 }
 
 void AdaptiveLimit::close_window(std::int64_t now) noexcept {

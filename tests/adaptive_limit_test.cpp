@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace {
@@ -193,6 +194,31 @@ TEST_F(AdaptiveLimitTest, DropOnNamesTheDropTypes) {
   EXPECT_THROW(limit->execute([] { throw SocketTimeout("a drop"); }), SocketTimeout);
   EXPECT_TRUE(limit->snapshot().window_dropped);
   EXPECT_EQ(limit->snapshot().samples, 1u);
+}
+
+TEST_F(AdaptiveLimitTest, AThrownErrorCodeIsClassifiedByDropOnErrorAsAnAsyncOneIs) {
+  auto limit = make(r4c::AdaptiveLimitConfig().min_window_samples(1));
+  clock_->advance(1s);
+  EXPECT_THROW(limit->execute([] {
+    throw std::system_error(std::make_error_code(std::errc::connection_refused));
+  }),
+               std::system_error);
+  EXPECT_EQ(limit->snapshot().samples, 0u);  // not a drop by default: only frees the slot
+  EXPECT_THROW(limit->execute([] {
+    throw std::system_error(std::make_error_code(std::errc::timed_out), "read");
+  }),
+               std::system_error);
+  EXPECT_TRUE(limit->snapshot().window_dropped);  // timed_out is, as for an async code
+  EXPECT_EQ(limit->snapshot().samples, 1u);
+}
+
+TEST_F(AdaptiveLimitTest, AnEmptyDropOnErrorMakesNoThrownCodeADrop) {
+  auto limit = make(r4c::AdaptiveLimitConfig().min_window_samples(1).drop_on_error({}));
+  clock_->advance(1s);
+  EXPECT_THROW(
+      limit->execute([] { throw std::system_error(std::make_error_code(std::errc::timed_out)); }),
+      std::system_error);
+  EXPECT_EQ(limit->snapshot().samples, 0u);
 }
 
 TEST_F(AdaptiveLimitTest, AnyOtherFailureOnlyFreesTheSlot) {
@@ -436,7 +462,7 @@ TEST_F(AdaptiveLimitTest, ReadsTheClockTwicePerAdmittedCallAndNeverOnARejection)
 }
 
 // "Probarlo con ManualClock" of resilience4cata 0.6.0's Adaptive limit page, synchronous form.
-TEST_F(AdaptiveLimitTest, SeedManualClockScenario) {
+TEST_F(AdaptiveLimitTest, TheAdaptiveLimitPagesManualClockScenario) {
   auto limit = make(r4c::AdaptiveLimitConfig().initial_limit(2).min_window_samples(1));
   r4c::AdaptiveLimitHandle handle = limit->handle();
 

@@ -179,7 +179,8 @@ class AdaptiveLimit {
 
   /// Whether a failure is a drop under this limit's config: its exception matches a
   /// `drop_on` type, or its error code satisfies `drop_on_error` (also the code of a
-  /// std::system_error it holds, as an inner async layer passes an error code on).
+  /// std::system_error, whether a synchronous call threw it or an inner async layer passed an
+  /// error code on as one).
   bool is_drop(const std::exception_ptr& failure) const noexcept;
   bool is_drop(const std::error_code& code) const noexcept;
   /// The LimitExceededException a full limit fails calls with (one object, shared).

@@ -94,8 +94,9 @@ class AdaptiveLimitConfig {
   }
   /// Same as `drop_on<...>()` with types known at run time (the registry uses it).
   AdaptiveLimitConfig& drop_on(std::vector<ExceptionType> types);
-  /// Which error codes are drops, for asynchronous operations that complete with an error code
-  /// (<r4c/asio.hpp>); default: `std::errc::timed_out` (asio::error::timed_out). An empty
+  /// Which error codes are drops: those asynchronous operations complete with (<r4c/asio.hpp>)
+  /// and those of a std::system_error a call throws; default: `std::errc::timed_out`
+  /// (asio::error::timed_out). An empty
   /// function makes no code a drop. Codes that are not drops (operation_aborted among them)
   /// free the slot only. Not compared by first_difference (a function has no value to compare).
   AdaptiveLimitConfig& drop_on_error(std::function<bool(const std::error_code&)> predicate);

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,9 +40,11 @@ const Simulated& run_of(const std::string& name) {
   static std::map<std::string, Simulated> runs;
   auto found = runs.find(name);
   if (found == runs.end()) {
-    found = runs.emplace(name, testing::simulate_scenario(load_scenario(
-                                   std::string(R4C_SCENARIOS_DIR) + "/" + name + ".toml")))
-                .first;
+    found =
+        runs.emplace(name,
+                     testing::simulate_scenario(load_scenario(
+                         (std::filesystem::path(R4C_SCENARIOS_DIR) / (name + ".toml")).string())))
+            .first;
   }
   return found->second;
 }
