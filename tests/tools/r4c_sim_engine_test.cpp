@@ -10,9 +10,9 @@
 #include <numeric>
 #include <string>
 
+#include "../test_seed.hpp"
 #include "scenario.hpp"
 #include "sim_test_support.hpp"
-#include "../test_seed.hpp"
 
 namespace r4c::sim {
 namespace {

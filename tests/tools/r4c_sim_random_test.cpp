@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "random.hpp"
 #include "../test_seed.hpp"
+#include "random.hpp"
 
 namespace r4c::sim {
 namespace {
