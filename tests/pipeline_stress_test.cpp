@@ -11,7 +11,8 @@
 // must be back, every call must have ended exactly once with its own result or its own failure,
 // and the interesting paths must have been taken.
 //
-// The seed is fixed unless R4C_TEST_SEED says otherwise (a number, or `random`; test_seed.hpp).
+// Its random seed is fixed unless R4C_TEST_SEED says otherwise (a number, or `random`;
+// test_seed.hpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>

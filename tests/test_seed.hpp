@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The seed of r4c's randomised tests. Fixed by default, so that every run repeats the last one
+// Random seeds for r4c's randomised tests. Fixed by default, so that every run repeats the last one
 // and a failure is never a matter of luck; R4C_TEST_SEED=<n> picks another seed and
 // R4C_TEST_SEED=random draws one. A test that uses it prints its seed (and records it in the
 // XML report), so a failure says how to replay its inputs; the thread schedule is not replayed.
@@ -20,8 +20,8 @@ namespace r4c::test {
 
 inline constexpr std::uint64_t kDefaultTestSeed = 0;
 
-/// The seed R4C_TEST_SEED asks for, read once (nullopt when unset); a value that is neither a
-/// number nor "random" stops the binary with a message rather than run with some other seed.
+/// The random seed R4C_TEST_SEED asks for, read once (nullopt when unset); a value that is neither
+/// a number nor "random" stops the binary with a message rather than run with some other seed.
 inline std::optional<std::uint64_t> chosen_seed() {
   static const std::optional<std::uint64_t> seed = []() -> std::optional<std::uint64_t> {
     const char* text = std::getenv("R4C_TEST_SEED");

@@ -5,7 +5,8 @@
 // from another thread; and rounds that end by destroying the io_context with calls in flight.
 // Every caller's handler must be called at most once and destroyed exactly once, and every slot,
 // wait and timer must be given back. Meant for TSan and ASan. The number of calls comes from
-// R4C_ASYNC_STRESS_CALLS (a modest default for CI), the seed from R4C_TEST_SEED (async_support).
+// R4C_ASYNC_STRESS_CALLS (a modest default for CI), its random seed from R4C_TEST_SEED
+// (async_support).
 #include <gtest/gtest.h>
 
 #include <algorithm>
