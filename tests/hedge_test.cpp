@@ -36,6 +36,11 @@ void wait_until(Predicate done) {
 
 // What the attempts of one call share with the test; held by the callable through a
 // shared_ptr, as late attempts may outlive the call.
+// A hedge's counters: calls, hedges launched, won by a hedge, failed.
+std::vector<std::uint64_t> counts(const r4c::HedgeSnapshot& s) {
+  return {s.calls, s.hedges_launched, s.won_by_hedge, s.failed};
+}
+
 struct Attempts {
   std::atomic<int> started{0};
   std::atomic<int> in_flight{0};
@@ -81,11 +86,7 @@ TEST_F(HedgeTest, AFastFirstAttemptLaunchesNoHedgeAndLeavesNoTimer) {
   std::atomic<bool> ran{false};
   hedge->execute([&ran] { ran = true; });
   EXPECT_TRUE(ran.load());
-  const r4c::HedgeSnapshot snapshot = hedge->snapshot();
-  EXPECT_EQ(snapshot.calls, 3u);
-  EXPECT_EQ(snapshot.hedges_launched, 0u);
-  EXPECT_EQ(snapshot.won_by_hedge, 0u);
-  EXPECT_EQ(snapshot.failed, 0u);
+  EXPECT_EQ(counts(hedge->snapshot()), (std::vector<std::uint64_t>{3, 0, 0, 0}));
 }
 
 TEST_F(HedgeTest, ASlowFirstAttemptGetsAHedgeWhoseSuccessWinsAndStopsTheFirst) {
@@ -109,11 +110,7 @@ TEST_F(HedgeTest, ASlowFirstAttemptGetsAHedgeWhoseSuccessWinsAndStopsTheFirst) {
   EXPECT_EQ(result.get(), 2);
   wait_until([&] { return attempts->in_flight.load() == 0; });
   EXPECT_TRUE(attempts->first_saw_stop.load());
-  const r4c::HedgeSnapshot snapshot = hedge->snapshot();
-  EXPECT_EQ(snapshot.calls, 1u);
-  EXPECT_EQ(snapshot.hedges_launched, 1u);
-  EXPECT_EQ(snapshot.won_by_hedge, 1u);
-  EXPECT_EQ(snapshot.failed, 0u);
+  EXPECT_EQ(counts(hedge->snapshot()), (std::vector<std::uint64_t>{1, 1, 1, 0}));
 }
 
 TEST_F(HedgeTest, WhenEveryAttemptFailsTheCallerGetsTheLastFailure) {

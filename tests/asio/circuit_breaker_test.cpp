@@ -199,28 +199,6 @@ TEST_F(AsyncCircuitBreakerTest, AFailedTrialOpensTheBreakerAgain) {
   EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::open);
 }
 
-// Cancelling: answered at once with operation_aborted, nothing recorded, the cancellation
-// forwarded, the late completion ignored.
-TEST_F(AsyncCircuitBreakerTest, CancellingCompletesAtOnceWithoutRecording) {
-  asio::cancellation_signal cancel;
-  Answer answer;
-  breaker_.async_execute<std::string>(
-      backend_.place("a"),
-      asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(io_, answer.handler())));
-  cancel.emit(asio::cancellation_type::terminal);
-  EXPECT_TRUE(backend_.cancelled("a"));
-  io_.run();
-  ASSERT_EQ(answer.calls, 1);
-  EXPECT_TRUE(aborted(answer.failure));
-
-  backend_.fail("a", std::make_exception_ptr(IoError()));  // late: ignored
-  io_.restart();
-  io_.run();
-  EXPECT_EQ(answer.calls, 1);
-  EXPECT_EQ(breaker_.snapshot().buffered_calls, 0u);
-  EXPECT_EQ(breaker_.snapshot().failed_calls, 0u);
-}
-
 // A half-open trial is given back at once when its call is cancelled, and when its operation is
 // abandoned, so the breaker can still let a trial through.
 TEST_F(AsyncCircuitBreakerTest, AHalfOpenTrialIsGivenBackOnCancellation) {
@@ -308,40 +286,6 @@ TEST_F(AsyncCircuitBreakerTest, CoroutinesAwaitTheResultOrTheRefusal) {
   EXPECT_EQ(result, "stock");
   EXPECT_TRUE(refused);
   EXPECT_FALSE(backend_.has("b"));
-}
-
-// A coroutine cancelled through awaitable_operators (an Asio timer wins the race).
-TEST_F(AsyncCircuitBreakerTest, ACoroutineCancelledByARaceRecordsNothing) {
-  using namespace asio::experimental::awaitable_operators;
-  bool timer_won = false;
-  asio::co_spawn(
-      io_,
-      [&]() -> asio::awaitable<void> {
-        asio::steady_timer timer(io_, 1ms);
-        auto outcome = co_await (
-            breaker_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable) ||
-            timer.async_wait(asio::use_awaitable));
-        timer_won = outcome.index() == 1;
-      },
-      asio::detached);
-  io_.run();
-  EXPECT_TRUE(timer_won);
-  EXPECT_TRUE(backend_.cancelled("a"));
-  backend_.fail("a", std::make_exception_ptr(IoError()));  // ignored
-  EXPECT_EQ(breaker_.snapshot().buffered_calls, 0u);
-}
-
-TEST_F(AsyncCircuitBreakerTest, VoidOperationsWork) {
-  std::exception_ptr failure;
-  int calls = 0;
-  auto op = [](auto handler) { std::move(handler)(std::error_code()); };
-  breaker_.async_execute<void>(op, [&](std::exception_ptr e) {
-    failure = e;
-    ++calls;
-  });
-  EXPECT_EQ(calls, 1);
-  EXPECT_FALSE(failure);
-  EXPECT_EQ(breaker_.snapshot().buffered_calls, 1u);
 }
 
 // Several threads, real time: random success, failure and cancellation move the breaker

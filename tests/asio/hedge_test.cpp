@@ -486,21 +486,6 @@ TEST_F(AsyncHedgeTest, ALaunchQueuedBeforeACancellationStartsNothing) {
   EXPECT_EQ(a.calls, 1);
 }
 
-TEST_F(AsyncHedgeTest, ACompletionBeforeTheCancellationWins) {
-  r4c::Hedge& hedge = make(r4c::HedgeConfig().delay(100ms));
-  asio::cancellation_signal cancel;
-  Answer a;
-  hedge.async_execute<std::string>(replicas_.read("a"),
-                                   asio::bind_cancellation_slot(cancel.slot(), into(a)));
-  replicas_.complete("a#1", "done");
-  run_ready();
-  cancel.emit(asio::cancellation_type::terminal);  // the slot was cleared: nothing happens
-  run_ready();
-  EXPECT_EQ(a.calls, 1);
-  EXPECT_EQ(a.value, "done");
-  EXPECT_EQ(hedge.snapshot().failed, 0u);
-}
-
 // An exception from a later attempt's initiation has no caller on its stack: it is that
 // attempt's failure. One from the first attempt's leaves async_execute, as with every policy.
 TEST_F(AsyncHedgeTest, AnInitiationThatThrowsFailsItsAttempt) {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
 #include <asio/bind_cancellation_slot.hpp>
@@ -25,6 +26,8 @@
 #include <asio/use_future.hpp>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <future>
@@ -38,6 +41,7 @@
 #include <vector>
 
 #include "async_support.hpp"
+#include "policy_cases.hpp"
 #include "r4c/asio.hpp"
 
 namespace {
@@ -83,12 +87,32 @@ struct PendingOp {
   }
 };
 
+// Which policy a failure says refused the call (its position in the kind list), or that the
+// call timed out (kTimedOut), or neither (kOther).
+constexpr int kTimedOut = static_cast<int>(r4c::detail::kKindCount);
+constexpr int kOther = kTimedOut + 1;
+int answered_by(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const r4c::RejectedException& e) {
+    const auto& names = r4c::detail::AllKinds::names;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (names[i].metrics == e.kind()) return static_cast<int>(i);
+    }
+  } catch (const r4c::CallTimeoutException&) {
+    return kTimedOut;
+  } catch (...) {
+  }
+  return kOther;
+}
+
 // What one call's caller saw.
 struct CallerLife {
   std::atomic<int> calls{0};
   std::atomic<int> destructions{0};
   std::atomic<bool> failed{false};
   std::atomic<bool> aborted{false};
+  std::atomic<int> failure_by{kOther};
 };
 
 struct TrackedHandler {
@@ -99,7 +123,10 @@ struct TrackedHandler {
     if (life_ != nullptr) life_->destructions.fetch_add(1);
   }
   void operator()(std::exception_ptr failure, int) {
-    if (failure) life_->failed.store(true);
+    if (failure) {
+      life_->failed.store(true);
+      life_->failure_by.store(answered_by(failure));
+    }
     if (r4c::testing::aborted(failure)) life_->aborted.store(true);
     life_->calls.fetch_add(1);
   }
@@ -222,6 +249,7 @@ class AsyncStressRig : public ::testing::Test {
             asio::bind_cancellation_slot(
                 signal->slot(), asio::bind_executor(*strand, TrackedHandler(lives.back().get()))));
         if (pick(random_) < 25) {  // cancelled from this thread, on the caller's strand
+          ++cancels_emitted_;
           asio::post(*strand, [signal] { signal->emit(asio::cancellation_type::terminal); });
         }
       }
@@ -254,7 +282,10 @@ class AsyncStressRig : public ::testing::Test {
       if (life->calls.load() == 1) {
         ++answered_;
         if (life->aborted.load()) ++cancelled_;
-        if (life->failed.load()) ++failed_;
+        if (life->failed.load()) {
+          ++failed_;
+          ++answers_by_[life->failure_by.load()];
+        }
       } else {
         ++destroyed_uncalled_;
       }
@@ -269,6 +300,7 @@ class AsyncStressRig : public ::testing::Test {
       } catch (...) {
         ++answered_;
         ++failed_;
+        ++answers_by_[answered_by(std::current_exception())];
       }
     }
     if (!teardown) {
@@ -285,21 +317,13 @@ class AsyncStressRig : public ::testing::Test {
     const auto started = std::chrono::steady_clock::now();
     std::bernoulli_distribution torn_down(teardown);
     for (long done = 0; done < total && !HasFatalFailure(); done += kPerRound) {
-      round(std::min(kPerRound, total - done), torn_down(random_));
+      const bool teardown_round = torn_down(random_);
+      torn_down_any_ = torn_down_any_ || teardown_round;
+      round(std::min(kPerRound, total - done), teardown_round);
     }
     pool_.join();
-    for (auto& pipeline : pipelines_) {
-      EXPECT_EQ(pipeline->adaptive_limit()->in_flight(), 0);
-      if (pipeline->bulkhead() != nullptr) {
-        EXPECT_EQ(pipeline->bulkhead()->in_flight(), 0);
-      }
-      if (pipeline->retry() != nullptr) {
-        EXPECT_EQ(pipeline->retry()->snapshot().waiting_calls, 0);
-      }
-      if (pipeline->rate_limiter() != nullptr) {
-        EXPECT_EQ(pipeline->rate_limiter()->snapshot().waiting_calls, 0);
-      }
-    }
+    for (auto& pipeline : pipelines_) r4c::testing::expect_released(*pipeline);
+    if (pipelines_.size() == 1) expect_every_refusal_answered_is_counted(*pipelines_.front());
     EXPECT_TRUE(wait_until([&] { return registry_.clock()->pending_tasks() == 0; }));
     EXPECT_EQ(answered_ + destroyed_uncalled_, calls_);
     const double seconds =
@@ -308,6 +332,36 @@ class AsyncStressRig : public ::testing::Test {
         "%ld calls in %.1f s: %ld answered (%ld failed, %ld of them cancelled), %ld destroyed "
         "uncalled by a teardown\n",
         calls_, seconds, answered_, failed_, cancelled_, destroyed_uncalled_);
+  }
+
+  // One pipeline without a retry or a hedge (which answer one call for several attempts), every
+  // call run to the end: each policy counted every refusal and timeout its callers were answered
+  // with, under concurrency, and no other but where the caller's cancellation answered first (an
+  // outer layer answers a cancellation at once, while an inner one may already have counted).
+  void expect_every_refusal_answered_is_counted(const r4c::Pipeline<int>& pipeline) {
+    if (torn_down_any_ || pipeline.retry() != nullptr || pipeline.hedge() != nullptr) return;
+    const auto expect_counted = [this](std::uint64_t counted, int answered_by, const char* what) {
+      EXPECT_GE(counted, answers_by_[answered_by]) << what;
+      EXPECT_LE(counted, answers_by_[answered_by] + cancels_emitted_) << what;
+    };
+    using r4c::detail::kKindIndex;
+    expect_counted(pipeline.adaptive_limit()->snapshot().rejected,
+                   kKindIndex<r4c::AdaptiveLimitKind>, "adaptive limit");
+    if (pipeline.bulkhead() != nullptr) {
+      expect_counted(pipeline.bulkhead()->snapshot().rejected, kKindIndex<r4c::BulkheadKind>,
+                     "bulkhead");
+    }
+    if (pipeline.circuit_breaker() != nullptr) {
+      expect_counted(pipeline.circuit_breaker()->snapshot().not_permitted_calls,
+                     kKindIndex<r4c::CircuitBreakerKind>, "circuit breaker");
+    }
+    if (pipeline.rate_limiter() != nullptr) {
+      expect_counted(pipeline.rate_limiter()->snapshot().rejected, kKindIndex<r4c::RateLimiterKind>,
+                     "rate limiter");
+    }
+    if (pipeline.timeout() != nullptr) {
+      expect_counted(pipeline.timeout()->snapshot().timed_out, kTimedOut, "timeout");
+    }
   }
 
   std::mt19937_64 random_{r4c::testing::test_seed()};
@@ -320,6 +374,9 @@ class AsyncStressRig : public ::testing::Test {
   long failed_ = 0;
   long cancelled_ = 0;
   long destroyed_uncalled_ = 0;
+  std::array<std::uint64_t, kOther + 1> answers_by_{};  // failures answered, by answered_by()
+  bool torn_down_any_ = false;
+  std::uint64_t cancels_emitted_ = 0;
 };
 
 long stress_calls() { return r4c::testing::count_from_env("R4C_ASYNC_STRESS_CALLS", 6000); }
@@ -333,40 +390,8 @@ TEST_F(AsyncStressTest, EveryHandlerIsAnsweredOrDestroyedOnceAndEverythingIsGive
 }
 
 // Each policy alone inside a limit (a typed suite): the same random calls, run to the end or
-// torn down.
-struct LimitOnly {
-  static void add(r4c::Pipeline<int>::Builder&) {}
-};
-struct WithBulkhead {
-  static void add(r4c::Pipeline<int>::Builder& b) {
-    b.bulkhead([](r4c::BulkheadConfig& c) { c.max_concurrent(100); });
-  }
-};
-struct WithCircuitBreaker {
-  static void add(r4c::Pipeline<int>::Builder& b) { b.circuit_breaker(); }
-};
-struct WithTimeout {
-  static void add(r4c::Pipeline<int>::Builder& b) {
-    b.timeout([](r4c::TimeoutConfig& t) { t.timeout(50us); });
-  }
-};
-struct WithRetry {
-  static void add(r4c::Pipeline<int>::Builder& b) {
-    b.retry([](r4c::RetryConfig& r) { r.max_attempts(3).wait(20us); });
-  }
-};
-struct WithRateLimiter {
-  static void add(r4c::Pipeline<int>::Builder& b) {
-    b.rate_limiter([](r4c::RateLimiterConfig& r) {
-      r.limit_for_period(10).refresh_period(1ms).timeout_duration(5ms);
-    });
-  }
-};
-struct WithHedge {
-  static void add(r4c::Pipeline<int>::Builder& b) {
-    b.hedge([](r4c::HedgeConfig& h) { h.delay(20us).max_attempts(2); });
-  }
-};
+// torn down, with real-time settings short enough for the calls to race them.
+constexpr r4c::testing::CaseSettings kRealTimeSettings{50us, 20us, 20us, 10, 1ms, 5ms, 16};
 
 template <class Policy>
 class AsyncPolicyStressTest : public AsyncStressRig {
@@ -374,14 +399,12 @@ class AsyncPolicyStressTest : public AsyncStressRig {
   void SetUp() override {
     auto builder = r4c::Pipeline<int>::builder(registry_, "policy")
                        .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(150); });
-    Policy::add(builder);
+    Policy::add(builder, kRealTimeSettings);
     pipelines_.push_back(std::make_unique<r4c::Pipeline<int>>(builder.build()));
   }
 };
 
-using Policies = ::testing::Types<LimitOnly, WithBulkhead, WithCircuitBreaker, WithTimeout,
-                                  WithRetry, WithRateLimiter, WithHedge>;
-TYPED_TEST_SUITE(AsyncPolicyStressTest, Policies);
+TYPED_TEST_SUITE(AsyncPolicyStressTest, r4c::testing::PolicyCases);
 
 TYPED_TEST(AsyncPolicyStressTest, EveryCallRunToTheEndIsAnsweredOnceAndGivesEverythingBack) {
   this->run(stress_calls() / 14, 0.0);

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "async_support.hpp"
+#include "policy_cases.hpp"
 #include "r4c/asio.hpp"
 
 namespace {
@@ -45,60 +46,12 @@ struct TrackedHandler {
   HandlerLife* life_;
 };
 
-// Each policy, alone inside an adaptive limit whose in_flight() shows a slot left behind. `add`
-// puts it in the pipeline; `first_attempt_fails` makes the operation's first completion a
-// failure (a retry then waits); `prepare` runs before the call (a rate limiter's permit taken,
-// so that the call waits for the next period); `timer` is how far the clock goes to fire the
-// policy's timer (zero: it has none).
-struct LimitOnly {
-  static void add(Builder&) {}
-  static constexpr bool first_attempt_fails = false;
-  static void prepare(r4c::Pipeline<std::string>&) {}
-  static constexpr std::chrono::nanoseconds timer{0};
-};
-struct WithBulkhead : LimitOnly {
-  static void add(Builder& b) { b.bulkhead(); }
-};
-struct WithCircuitBreaker : LimitOnly {
-  static void add(Builder& b) { b.circuit_breaker(); }
-};
-struct WithTimeout : LimitOnly {
-  static void add(Builder& b) {
-    b.timeout([](r4c::TimeoutConfig& t) { t.timeout(1ms); });
-  }
-  static constexpr std::chrono::nanoseconds timer = 2ms;
-};
-struct WithRetry : LimitOnly {
-  static void add(Builder& b) {
-    b.retry([](r4c::RetryConfig& r) { r.max_attempts(3).wait(1s); });
-  }
-  static constexpr bool first_attempt_fails = true;
-  static constexpr std::chrono::nanoseconds timer = 1s;
-};
-struct WithRateLimiter : LimitOnly {
-  static void add(Builder& b) {
-    b.rate_limiter([](r4c::RateLimiterConfig& r) {
-      r.limit_for_period(1).refresh_period(1s).timeout_duration(10s);
-    });
-  }
-  static void prepare(r4c::Pipeline<std::string>& pipeline) {
-    pipeline.rate_limiter()->acquire();  // this period's permit: the call waits for the next
-  }
-  static constexpr std::chrono::nanoseconds timer = 1s;
-};
-struct WithHedge : LimitOnly {
-  static void add(Builder& b) {
-    b.hedge([](r4c::HedgeConfig& h) { h.delay(1ms).max_attempts(2); });
-  }
-  static constexpr std::chrono::nanoseconds timer = 1ms;
-};
-
 template <class Policy>
 class AsyncTeardownTest : public ::testing::Test {
  protected:
   AsyncTeardownTest() {
     Builder builder = r4c::Pipeline<std::string>::builder(registry_, "orders").adaptive_limit();
-    Policy::add(builder);
+    Policy::add(builder, r4c::testing::kManualClockSettings);
     pipeline_ = std::make_unique<r4c::Pipeline<std::string>>(builder.build());
   }
 
@@ -126,16 +79,7 @@ class AsyncTeardownTest : public ::testing::Test {
     io_.reset();
     EXPECT_EQ(life_.calls, 0);
     EXPECT_EQ(life_.destructions, 1);
-    EXPECT_EQ(pipeline_->adaptive_limit()->in_flight(), 0);
-    if (pipeline_->bulkhead() != nullptr) {
-      EXPECT_EQ(pipeline_->bulkhead()->in_flight(), 0);
-    }
-    if (pipeline_->retry() != nullptr) {
-      EXPECT_EQ(pipeline_->retry()->snapshot().waiting_calls, 0);
-    }
-    if (pipeline_->rate_limiter() != nullptr) {
-      EXPECT_EQ(pipeline_->rate_limiter()->snapshot().waiting_calls, 0);
-    }
+    r4c::testing::expect_released(*pipeline_);
     EXPECT_EQ(clock_->pending_tasks(), 0u);  // no timer left to fire into the dead context
     clock_->advance(1h);
     EXPECT_EQ(life_.calls, 0);
@@ -150,9 +94,11 @@ class AsyncTeardownTest : public ::testing::Test {
   int attempts_ = 0;
 };
 
-using Policies = ::testing::Types<LimitOnly, WithBulkhead, WithCircuitBreaker, WithTimeout,
-                                  WithRetry, WithRateLimiter, WithHedge>;
-TYPED_TEST_SUITE(AsyncTeardownTest, Policies);
+TYPED_TEST_SUITE(AsyncTeardownTest, r4c::testing::PolicyCases);
+
+// How far the clock goes to fire the case's timer.
+template <class Case>
+constexpr std::chrono::nanoseconds kTimer = Case::timer(r4c::testing::kManualClockSettings);
 
 // The policy's timer (a deadline, a wait, a delay) is still on the clock when the context goes.
 TYPED_TEST(AsyncTeardownTest, DestroyingTheContextBeforeTheTimerFiresEndsTheCallWithoutAnAnswer) {
@@ -164,7 +110,7 @@ TYPED_TEST(AsyncTeardownTest, DestroyingTheContextBeforeTheTimerFiresEndsTheCall
 // hedge's launch) to the context, which is destroyed before it runs.
 TYPED_TEST(AsyncTeardownTest, DestroyingTheContextAfterTheTimerFiredEndsTheCallWithoutAnAnswer) {
   this->start_call();
-  if (TypeParam::timer > 0ns) this->clock_->advance(TypeParam::timer);
+  if (kTimer < TypeParam >> 0ns) this->clock_->advance(kTimer<TypeParam>);
   EXPECT_EQ(this->life_.calls, 0);
   this->destroy_context_and_expect_nothing_left();
 }
@@ -172,7 +118,7 @@ TYPED_TEST(AsyncTeardownTest, DestroyingTheContextAfterTheTimerFiredEndsTheCallW
 // The context is run to the end instead: the same call is answered once (the test's own check).
 TYPED_TEST(AsyncTeardownTest, RunningTheContextAnswersTheCallOnce) {
   this->start_call();
-  if (TypeParam::timer > 0ns) this->clock_->advance(TypeParam::timer);
+  if (kTimer < TypeParam >> 0ns) this->clock_->advance(kTimer<TypeParam>);
   this->io_->run();
   EXPECT_EQ(this->life_.calls, 1);
   EXPECT_EQ(this->life_.destructions, 1);
