@@ -30,6 +30,8 @@
 
 namespace {
 
+using r4c::testing::spawn;
+
 using namespace std::chrono_literals;
 
 class AsyncLimitTest : public ::testing::Test {
@@ -163,22 +165,18 @@ TEST_F(AsyncLimitTest, CoroutinesAwaitTheResultOrTheRejection) {
   asio::io_context io;
   std::string first;
   bool rejected = false;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        auto a = limit_.async_execute<std::string>(backend_.place("a"), asio::use_future);
-        auto b = limit_.async_execute<std::string>(backend_.place("b"), asio::use_future);
-        try {
-          co_await limit_.async_execute<std::string>(backend_.place("c"), asio::use_awaitable);
-        } catch (const r4c::LimitExceededException&) {
-          rejected = true;
-        }
-        backend_.complete("a", "a");
-        backend_.complete("b", "b");
-        first =
-            co_await limit_.async_execute<std::string>(backend_.place("d"), asio::use_awaitable);
-      },
-      asio::detached);
+  spawn(io, [&]() -> asio::awaitable<void> {
+    auto a = limit_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+    auto b = limit_.async_execute<std::string>(backend_.place("b"), asio::use_future);
+    try {
+      co_await limit_.async_execute<std::string>(backend_.place("c"), asio::use_awaitable);
+    } catch (const r4c::LimitExceededException&) {
+      rejected = true;
+    }
+    backend_.complete("a", "a");
+    backend_.complete("b", "b");
+    first = co_await limit_.async_execute<std::string>(backend_.place("d"), asio::use_awaitable);
+  });
   io.run_one();  // runs until the coroutine waits for "d"
   while (!backend_.has("d")) io.run_one();
   EXPECT_TRUE(rejected);
@@ -192,25 +190,22 @@ TEST_F(AsyncLimitTest, CoExecuteRunsACoroutineUnderTheLimit) {
   asio::io_context io;
   std::string result;
   bool rejected = false;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        auto a = limit_.async_execute<std::string>(backend_.place("a"), asio::use_future);
-        auto b = limit_.async_execute<std::string>(backend_.place("b"), asio::use_future);
-        try {
-          co_await limit_.co_execute([]() -> asio::awaitable<std::string> { co_return "x"; });
-        } catch (const r4c::LimitExceededException&) {
-          rejected = true;
-        }
-        backend_.complete("a", "a");
-        backend_.complete("b", "b");
-        result = co_await limit_.co_execute([&]() -> asio::awaitable<std::string> {
-          EXPECT_EQ(limit_.in_flight(), 1);
-          clock_->advance(2s);
-          co_return "placed";
-        });
-      },
-      asio::detached);
+  spawn(io, [&]() -> asio::awaitable<void> {
+    auto a = limit_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+    auto b = limit_.async_execute<std::string>(backend_.place("b"), asio::use_future);
+    try {
+      co_await limit_.co_execute([]() -> asio::awaitable<std::string> { co_return "x"; });
+    } catch (const r4c::LimitExceededException&) {
+      rejected = true;
+    }
+    backend_.complete("a", "a");
+    backend_.complete("b", "b");
+    result = co_await limit_.co_execute([&]() -> asio::awaitable<std::string> {
+      EXPECT_EQ(limit_.in_flight(), 1);
+      clock_->advance(2s);
+      co_return "placed";
+    });
+  });
   io.run();
   EXPECT_TRUE(rejected);
   EXPECT_EQ(result, "placed");

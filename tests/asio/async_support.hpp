@@ -9,6 +9,8 @@
 
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/cancellation_type.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/error.hpp>
 #include <asio/system_error.hpp>
 #include <atomic>
@@ -157,6 +159,13 @@ inline bool aborted(const std::exception_ptr& failure) {
   } catch (...) {
     return false;
   }
+}
+
+// Starts the coroutine `body` on `io`, detached: the test then runs `io` and checks what the
+// coroutine left in its captures.
+template <class Executor, class Body>
+void spawn(Executor&& io, Body body) {
+  asio::co_spawn(std::forward<Executor>(io), std::move(body), asio::detached);
 }
 
 // The async suites were sized with this seed; R4C_TEST_SEED picks another (test_seed.hpp).

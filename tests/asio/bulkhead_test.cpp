@@ -32,6 +32,8 @@
 
 namespace {
 
+using r4c::testing::spawn;
+
 using namespace std::chrono_literals;
 using r4c::testing::aborted;
 using r4c::testing::Answer;
@@ -147,22 +149,19 @@ TEST_F(AsyncBulkheadTest, CancellingCompletesAtOnceFreesTheSlotAndForwardsTheCan
 TEST_F(AsyncBulkheadTest, CoroutinesAwaitTheResultOrTheRejection) {
   std::string result;
   bool rejected = false;
-  asio::co_spawn(
-      io_,
-      [&]() -> asio::awaitable<void> {
-        auto a = bulkhead_.async_execute<std::string>(backend_.place("a"), asio::use_future);
-        auto b = bulkhead_.async_execute<std::string>(backend_.place("b"), asio::use_future);
-        try {
-          co_await bulkhead_.async_execute<std::string>(backend_.place("c"), asio::use_awaitable);
-        } catch (const r4c::BulkheadFullException&) {
-          rejected = true;
-        }
-        backend_.complete("a", "a");
-        backend_.complete("b", "b");
-        result =
-            co_await bulkhead_.async_execute<std::string>(backend_.place("d"), asio::use_awaitable);
-      },
-      asio::detached);
+  spawn(io_, [&]() -> asio::awaitable<void> {
+    auto a = bulkhead_.async_execute<std::string>(backend_.place("a"), asio::use_future);
+    auto b = bulkhead_.async_execute<std::string>(backend_.place("b"), asio::use_future);
+    try {
+      co_await bulkhead_.async_execute<std::string>(backend_.place("c"), asio::use_awaitable);
+    } catch (const r4c::BulkheadFullException&) {
+      rejected = true;
+    }
+    backend_.complete("a", "a");
+    backend_.complete("b", "b");
+    result =
+        co_await bulkhead_.async_execute<std::string>(backend_.place("d"), asio::use_awaitable);
+  });
   while (!backend_.has("d")) io_.run_one();
   EXPECT_TRUE(rejected);
   EXPECT_FALSE(backend_.has("c"));

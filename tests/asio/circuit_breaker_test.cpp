@@ -31,6 +31,8 @@
 
 namespace {
 
+using r4c::testing::spawn;
+
 using namespace std::chrono_literals;
 using r4c::testing::aborted;
 using r4c::testing::Answer;
@@ -266,19 +268,15 @@ TEST_F(AsyncCircuitBreakerTest, AnOperationThatThrowsGivesThePermissionBack) {
 TEST_F(AsyncCircuitBreakerTest, CoroutinesAwaitTheResultOrTheRefusal) {
   std::string result;
   bool refused = false;
-  asio::co_spawn(
-      io_,
-      [&]() -> asio::awaitable<void> {
-        result =
-            co_await breaker_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
-        breaker_.transition_to_open();
-        try {
-          co_await breaker_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
-        } catch (const r4c::CallNotPermittedException&) {
-          refused = true;
-        }
-      },
-      asio::detached);
+  spawn(io_, [&]() -> asio::awaitable<void> {
+    result = co_await breaker_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
+    breaker_.transition_to_open();
+    try {
+      co_await breaker_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
+    } catch (const r4c::CallNotPermittedException&) {
+      refused = true;
+    }
+  });
   while (!backend_.has("a")) io_.run_one();
   clock_->advance(1s);
   backend_.complete("a", "stock");

@@ -33,6 +33,8 @@
 
 namespace {
 
+using r4c::testing::spawn;
+
 using namespace std::chrono_literals;
 using r4c::testing::aborted;
 using r4c::testing::Answer;
@@ -110,13 +112,10 @@ TYPED_TEST(AsyncContractTest, ACompletionBeforeTheCancellationWins) {
 
 TYPED_TEST(AsyncContractTest, ACoroutineAwaitsTheResult) {
   std::string result;
-  asio::co_spawn(
-      this->io_,
-      [&]() -> asio::awaitable<void> {
-        result =
-            co_await this->pipeline_->async_execute(this->backend_.place("a"), asio::use_awaitable);
-      },
-      asio::detached);
+  spawn(this->io_, [&]() -> asio::awaitable<void> {
+    result =
+        co_await this->pipeline_->async_execute(this->backend_.place("a"), asio::use_awaitable);
+  });
   while (!this->backend_.has("a")) this->io_.run_one();
   EXPECT_EQ(this->pipeline_->adaptive_limit()->in_flight(), 1);
   this->backend_.complete("a", "placed");
@@ -130,16 +129,13 @@ TYPED_TEST(AsyncContractTest, ACoroutineAwaitsTheResult) {
 TYPED_TEST(AsyncContractTest, ACoroutineCancelledByARaceLeavesNothingBehind) {
   using namespace asio::experimental::awaitable_operators;
   bool timer_won = false;
-  asio::co_spawn(
-      this->io_,
-      [&]() -> asio::awaitable<void> {
-        asio::steady_timer timer(this->io_, 1ms);
-        auto outcome = co_await (
-            this->pipeline_->async_execute(this->backend_.place("a"), asio::use_awaitable) ||
-            timer.async_wait(asio::use_awaitable));
-        timer_won = outcome.index() == 1;
-      },
-      asio::detached);
+  spawn(this->io_, [&]() -> asio::awaitable<void> {
+    asio::steady_timer timer(this->io_, 1ms);
+    auto outcome =
+        co_await (this->pipeline_->async_execute(this->backend_.place("a"), asio::use_awaitable) ||
+                  timer.async_wait(asio::use_awaitable));
+    timer_won = outcome.index() == 1;
+  });
   this->io_.run();
   EXPECT_TRUE(timer_won);
   EXPECT_TRUE(this->backend_.cancelled("a"));

@@ -38,6 +38,8 @@
 
 namespace {
 
+using r4c::testing::spawn;
+
 using namespace std::chrono_literals;
 
 struct SlowReplica : std::runtime_error {
@@ -568,18 +570,14 @@ TEST_F(AsyncHedgeTest, ACoroutineAwaitsTheFirstSuccess) {
   r4c::Hedge& hedge = make(r4c::HedgeConfig().delay(100ms));
   std::string result;
   bool failed = false;
-  asio::co_spawn(
-      io_,
-      [&]() -> asio::awaitable<void> {
-        result =
-            co_await hedge.async_execute<std::string>(replicas_.read("c"), asio::use_awaitable);
-        try {
-          co_await hedge.async_execute<std::string>(replicas_.read("d"), asio::use_awaitable);
-        } catch (const SlowReplica&) {
-          failed = true;
-        }
-      },
-      asio::detached);
+  spawn(io_, [&]() -> asio::awaitable<void> {
+    result = co_await hedge.async_execute<std::string>(replicas_.read("c"), asio::use_awaitable);
+    try {
+      co_await hedge.async_execute<std::string>(replicas_.read("d"), asio::use_awaitable);
+    } catch (const SlowReplica&) {
+      failed = true;
+    }
+  });
   run_ready();
   ASSERT_EQ(replicas_.started("c"), 1);
   advance(100ms);
@@ -601,16 +599,13 @@ TEST_F(AsyncHedgeTest, ACoroutineCancelledByARaceCancelsItsAttempts) {
   using namespace asio::experimental::awaitable_operators;
   r4c::Hedge& hedge = make(r4c::HedgeConfig().delay(100ms));
   bool timer_won = false;
-  asio::co_spawn(
-      io_,
-      [&]() -> asio::awaitable<void> {
-        asio::steady_timer timer(io_, 100ms);  // after the hedge is launched
-        auto outcome =
-            co_await (hedge.async_execute<std::string>(replicas_.read("r"), asio::use_awaitable) ||
-                      timer.async_wait(asio::use_awaitable));
-        timer_won = outcome.index() == 1;
-      },
-      asio::detached);
+  spawn(io_, [&]() -> asio::awaitable<void> {
+    asio::steady_timer timer(io_, 100ms);  // after the hedge is launched
+    auto outcome =
+        co_await (hedge.async_execute<std::string>(replicas_.read("r"), asio::use_awaitable) ||
+                  timer.async_wait(asio::use_awaitable));
+    timer_won = outcome.index() == 1;
+  });
   run_ready();
   advance(100ms);
   ASSERT_EQ(replicas_.started("r"), 2);

@@ -32,6 +32,8 @@
 
 namespace {
 
+using r4c::testing::spawn;
+
 using namespace std::chrono_literals;
 
 class AsyncPipelineTest : public ::testing::Test {
@@ -206,15 +208,12 @@ TEST_F(AsyncPipelineTest, CoExecuteRunsACoroutineThroughThePipeline) {
   asio::io_context io;
   int attempts = 0;
   std::string result;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        result = co_await orders.co_execute([&]() -> asio::awaitable<std::string> {
-          if (++attempts == 1) throw std::runtime_error("first attempt fails");
-          co_return "placed";
-        });
-      },
-      asio::detached);
+  spawn(io, [&]() -> asio::awaitable<void> {
+    result = co_await orders.co_execute([&]() -> asio::awaitable<std::string> {
+      if (++attempts == 1) throw std::runtime_error("first attempt fails");
+      co_return "placed";
+    });
+  });
   io.run_for(10ms);  // the first attempt fails; the retry waits on the ManualClock
   EXPECT_EQ(attempts, 1);
   clock_->advance(10ms);

@@ -32,6 +32,8 @@
 
 namespace {
 
+using r4c::testing::spawn;
+
 using namespace std::chrono_literals;
 using r4c::testing::aborted;
 
@@ -248,22 +250,18 @@ TEST_F(AsyncRateLimiterTest, ACoroutineAwaitsItsPermitAndItsResult) {
   std::string first;
   std::string second;
   bool refused = false;
-  asio::co_spawn(
-      io_,
-      [&]() -> asio::awaitable<void> {
-        first =
-            co_await limiter_->async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
-        second =
-            co_await limiter_->async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
-        make(r4c::RateLimiterConfig().limit_for_period(1));  // no waiting: refusals
-        co_await limiter_->async_execute<std::string>(backend_.place("x"), asio::use_awaitable);
-        try {
-          co_await limiter_->async_execute<std::string>(backend_.place("y"), asio::use_awaitable);
-        } catch (const r4c::RequestNotPermittedException&) {
-          refused = true;
-        }
-      },
-      asio::detached);
+  spawn(io_, [&]() -> asio::awaitable<void> {
+    first = co_await limiter_->async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
+    second =
+        co_await limiter_->async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
+    make(r4c::RateLimiterConfig().limit_for_period(1));  // no waiting: refusals
+    co_await limiter_->async_execute<std::string>(backend_.place("x"), asio::use_awaitable);
+    try {
+      co_await limiter_->async_execute<std::string>(backend_.place("y"), asio::use_awaitable);
+    } catch (const r4c::RequestNotPermittedException&) {
+      refused = true;
+    }
+  });
   poll();
   backend_.complete("a", "first");
   poll();
@@ -287,16 +285,13 @@ TEST_F(AsyncRateLimiterTest, ACoroutineCancelledWhileWaitingNeverStartsItsOperat
   using namespace asio::experimental::awaitable_operators;
   ASSERT_TRUE(limiter_->try_acquire());
   bool timer_won = false;
-  asio::co_spawn(
-      io_,
-      [&]() -> asio::awaitable<void> {
-        asio::steady_timer timer(io_, 1ms);
-        auto outcome = co_await (
-            limiter_->async_execute<std::string>(backend_.place("b"), asio::use_awaitable) ||
-            timer.async_wait(asio::use_awaitable));
-        timer_won = outcome.index() == 1;
-      },
-      asio::detached);
+  spawn(io_, [&]() -> asio::awaitable<void> {
+    asio::steady_timer timer(io_, 1ms);
+    auto outcome =
+        co_await (limiter_->async_execute<std::string>(backend_.place("b"), asio::use_awaitable) ||
+                  timer.async_wait(asio::use_awaitable));
+    timer_won = outcome.index() == 1;
+  });
   io_.run();  // returns: the cancelled wait no longer keeps io_ running
   EXPECT_TRUE(timer_won);
   EXPECT_EQ(clock_->pending_tasks(), 0u);

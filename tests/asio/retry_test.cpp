@@ -33,6 +33,8 @@
 
 namespace {
 
+using r4c::testing::spawn;
+
 using namespace std::chrono_literals;
 using r4c::testing::aborted;
 using r4c::testing::NotFound;
@@ -341,13 +343,9 @@ TEST_F(AsyncRetryTest, CancellingDuringAnAttemptForwardsItAndIgnoresTheLateCompl
 
 TEST_F(AsyncRetryTest, ACoroutineAwaitsTheRetriedResult) {
   std::string result;
-  asio::co_spawn(
-      io_,
-      [&]() -> asio::awaitable<void> {
-        result =
-            co_await retry_->async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
-      },
-      asio::detached);
+  spawn(io_, [&]() -> asio::awaitable<void> {
+    result = co_await retry_->async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
+  });
   poll();
   backend_.fail("a", asio::error::make_error_code(asio::error::timed_out));
   poll();
@@ -363,20 +361,17 @@ TEST_F(AsyncRetryTest, ACoroutineAwaitsTheRetriedResult) {
 TEST_F(AsyncRetryTest, ACoroutineCancelledByARaceDuringAWaitStopsRetrying) {
   using namespace asio::experimental::awaitable_operators;
   bool timer_won = false;
-  asio::co_spawn(
-      io_,
-      [&]() -> asio::awaitable<void> {
-        asio::steady_timer timer(io_, 5ms);
-        auto outcome =
-            co_await (retry_->async_execute<std::string>(
-                          [&](auto handler) {
-                            std::move(handler)(std::make_exception_ptr(Busy()), std::string());
-                          },
-                          asio::use_awaitable) ||
-                      timer.async_wait(asio::use_awaitable));
-        timer_won = outcome.index() == 1;
-      },
-      asio::detached);
+  spawn(io_, [&]() -> asio::awaitable<void> {
+    asio::steady_timer timer(io_, 5ms);
+    auto outcome =
+        co_await (retry_->async_execute<std::string>(
+                      [&](auto handler) {
+                        std::move(handler)(std::make_exception_ptr(Busy()), std::string());
+                      },
+                      asio::use_awaitable) ||
+                  timer.async_wait(asio::use_awaitable));
+    timer_won = outcome.index() == 1;
+  });
   io_.run();  // returns: the cancelled wait no longer keeps io_ running
   EXPECT_TRUE(timer_won);
   EXPECT_EQ(clock_->pending_tasks(), 0u);

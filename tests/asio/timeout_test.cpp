@@ -31,6 +31,8 @@
 
 namespace {
 
+using r4c::testing::spawn;
+
 using namespace std::chrono_literals;
 using r4c::testing::aborted;
 using r4c::testing::Answer;
@@ -171,18 +173,14 @@ TEST_F(AsyncTimeoutTest, ACancellationAfterTheDeadlineFiredDoesNothing) {
 TEST_F(AsyncTimeoutTest, CoroutinesAwaitTheResultOrTheTimeout) {
   std::string first;
   bool timed_out = false;
-  asio::co_spawn(
-      io_,
-      [&]() -> asio::awaitable<void> {
-        first =
-            co_await timeout_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
-        try {
-          co_await timeout_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
-        } catch (const r4c::CallTimeoutException&) {
-          timed_out = true;
-        }
-      },
-      asio::detached);
+  spawn(io_, [&]() -> asio::awaitable<void> {
+    first = co_await timeout_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
+    try {
+      co_await timeout_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
+    } catch (const r4c::CallTimeoutException&) {
+      timed_out = true;
+    }
+  });
   while (!backend_.has("a")) io_.run_one();
   clock_->advance(1s);
   backend_.complete("a", "a");
