@@ -33,11 +33,9 @@
 
 namespace {
 
-using r4c::testing::spawn;
+using namespace r4c::testing;  // the async suites' shared backend and answers
 
 using namespace std::chrono_literals;
-using r4c::testing::aborted;
-using r4c::testing::NotFound;
 
 struct Busy : std::runtime_error {
   Busy() : std::runtime_error("busy") {}

@@ -31,13 +31,9 @@
 
 namespace {
 
-using r4c::testing::spawn;
+using namespace r4c::testing;  // the async suites' shared backend and answers
 
 using namespace std::chrono_literals;
-using r4c::testing::aborted;
-using r4c::testing::Answer;
-using r4c::testing::holds;
-using r4c::testing::NotFound;
 
 class AsyncTimeoutTest : public ::testing::Test {
  protected:
