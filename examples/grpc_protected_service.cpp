@@ -13,11 +13,10 @@
 #include <asio/use_future.hpp>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <functional>
 #include <memory>
-#include <mutex>
+#include <semaphore>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,24 +35,7 @@ using r4c::testing::EchoReply;
 using r4c::testing::EchoRequest;
 
 // The service's real capacity: 4 workers; a call beyond them waits for one.
-class Workers {
- public:
-  void work() {
-    std::unique_lock lock(mutex_);
-    free_.wait(lock, [&] { return busy_ < 4; });
-    ++busy_;
-    lock.unlock();
-    std::this_thread::sleep_for(5ms);
-    lock.lock();
-    --busy_;
-    free_.notify_one();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable free_;
-  int busy_ = 0;
-};
+using Workers = std::counting_semaphore<4>;
 
 // [doc:grpc-server]
 class EchoService final : public Echo::Service {
@@ -64,7 +46,9 @@ class EchoService final : public Echo::Service {
                     EchoReply* reply) override {
     r4c::grpc::ServerPermit permit = r4c::grpc::admit(context, limit_);
     if (!permit) return r4c::grpc::rejected(context, limit_);  // UNAVAILABLE + r4c-limit trailer
-    workers_.work();
+    workers_.acquire();                                        // the service's own work
+    std::this_thread::sleep_for(5ms);
+    workers_.release();
     reply->set_message(request->message());
     return grpc::Status::OK;
   }
@@ -83,7 +67,7 @@ int main() {
       "echo-server", "", "", {}, [](r4c::AdaptiveLimitConfig& a) {
         a.initial_limit(8).max_limit(32).window(std::chrono::milliseconds(50));
       });
-  Workers workers;
+  Workers workers(4);
   EchoService service(server_limit, workers);
   int port = 0;
   // [doc:grpc-server-interceptor]

@@ -11,10 +11,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <exception>
-#include <mutex>
+#include <semaphore>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,32 +27,20 @@ namespace {
 using namespace std::chrono_literals;
 
 // The service's real capacity: 4 workers; a request beyond them waits for one.
-class Workers {
- public:
-  std::string work() {
-    std::unique_lock lock(mutex_);
-    free_.wait(lock, [&] { return busy_ < 4; });
-    ++busy_;
-    lock.unlock();
-    std::this_thread::sleep_for(5ms);
-    lock.lock();
-    --busy_;
-    free_.notify_one();
-    return "done";
-  }
+std::counting_semaphore<4> workers(4);
 
- private:
-  std::mutex mutex_;
-  std::condition_variable free_;
-  int busy_ = 0;
-};
+std::string work() {
+  workers.acquire();
+  std::this_thread::sleep_for(5ms);
+  workers.release();
+  return "done";
+}
 
 }  // namespace
 
 int main() {
   // The server's side: its own registry, so /metrics shows the server's limit.
   r4c::ResilienceRegistry server_registry = r4c::ResilienceRegistry::builder().build();
-  Workers workers;
 
   // [doc:http-server]
   r4c::AdaptiveLimit& limit =
@@ -67,7 +54,7 @@ int main() {
   httplib::Server server;
   guard.install(server);  // 503 + Retry-After when full; 5xx and slow handlers are drops
   server.Get("/work", [&](const httplib::Request&, httplib::Response& response) {
-    response.set_content(workers.work(), "text/plain");
+    response.set_content(work(), "text/plain");
   });
   server.Get("/metrics", [&](const httplib::Request&, httplib::Response& response) {
     response.set_content(r4c::metrics::prometheus_text(server_registry),

@@ -17,8 +17,10 @@
 #include <thread>
 #include <vector>
 
+#include "../loopback_support.hpp"
 #include "r4c/asio.hpp"
 #include "r4c/grpc.hpp"
+#include "r4c/metrics.hpp"
 #include "r4c/pipeline.hpp"
 #include "r4c/registry.hpp"
 #include "r4c/testing/echo.grpc.pb.h"
@@ -146,16 +148,6 @@ EchoRequest request_of(const std::string& message, std::int64_t work_us = 0) {
   return request;
 }
 
-r4c::AdaptiveLimitConfig fixed_limit(int limit) {
-  r4c::AdaptiveLimitConfig config;
-  config.algorithm(r4c::LimitAlgorithm::aimd)
-      .initial_limit(limit)
-      .min_limit(limit)
-      .max_limit(limit)
-      .min_window_samples(1);
-  return config;
-}
-
 ::grpc::Status call(Echo::Stub& stub, const EchoRequest& request,
                     std::chrono::milliseconds deadline = 5s) {
   ::grpc::ClientContext context;
@@ -176,6 +168,15 @@ struct PendingCall {
   }
 };
 
+// A call that holds a slot on both sides: started, and waiting at the server's gate.
+std::unique_ptr<PendingCall> hold_one(Echo::Stub& stub, EchoService& service) {
+  auto held = std::make_unique<PendingCall>();
+  held->request = request_of("hold");
+  held->start(stub);
+  service.wait_for_holders(1);
+  return held;
+}
+
 // The window of the calls since the last one: advances past it and closes it with an OK call.
 struct WindowProbe {
   r4c::ManualClock& clock;
@@ -191,15 +192,14 @@ struct WindowProbe {
 TEST(GrpcClientTest, AFullLimitAnswersResourceExhaustedAtOnceWithoutCallingTheServer) {
   TestServer server;
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("echo", fixed_limit(1), clock);
+  auto registry = r4c::testing::registry(clock).build();
+  r4c::AdaptiveLimit& limit = registry.adaptive_limit_policy(
+      "echo", "", "", {}, [](r4c::AdaptiveLimitConfig& a) { a = r4c::test::fixed_limit(1); });
   auto factory = r4c::grpc::ClientInterceptorFactory::per_channel(limit);
   r4c::grpc::ClientInterceptorFactory& counts = *factory;
   auto stub = Echo::NewStub(channel_with(server.target(), std::move(factory)));
 
-  PendingCall holder;
-  holder.request = request_of("hold");
-  holder.start(*stub);
-  server.service().wait_for_holders(1);
+  const std::unique_ptr<PendingCall> holder = hold_one(*stub, server.service());
   EXPECT_EQ(limit.in_flight(), 1);
 
   const auto start = std::chrono::steady_clock::now();
@@ -210,14 +210,23 @@ TEST(GrpcClientTest, AFullLimitAnswersResourceExhaustedAtOnceWithoutCallingTheSe
   EXPECT_EQ(counts.refused(), 1u);
 
   server.service().open_gate();
-  EXPECT_TRUE(holder.done.get_future().get().ok());
+  EXPECT_TRUE(holder->done.get_future().get().ok());
   EXPECT_EQ(limit.in_flight(), 0);
+  // What a scrape of the client's registry shows.
+  const std::string metrics = r4c::metrics::prometheus_text(registry);
+  EXPECT_NE(metrics.find("r4c_calls_rejected_total{kind=\"adaptivelimit\",name=\"echo\"} 1"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(
+      metrics.find("r4c_adaptivelimit_concurrent_calls{kind=\"adaptivelimit\",name=\"echo\"} 0"),
+      std::string::npos)
+      << metrics;
 }
 
 TEST(GrpcClientTest, UnavailableIsADropOtherErrorsAreNoSampleAndOkIsASample) {
   TestServer server;
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("echo", fixed_limit(4), clock);
+  r4c::AdaptiveLimit limit("echo", r4c::test::fixed_limit(4), clock);
   auto stub = Echo::NewStub(
       channel_with(server.target(), r4c::grpc::ClientInterceptorFactory::per_channel(limit)));
   WindowProbe probe{*clock, limit, *stub};
@@ -238,7 +247,7 @@ TEST(GrpcClientTest, UnavailableIsADropOtherErrorsAreNoSampleAndOkIsASample) {
 TEST(GrpcClientTest, ADeadlineIsADropAndACancelledCallFreesItsSlotWithoutASample) {
   TestServer server;
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("echo", fixed_limit(4), clock);
+  r4c::AdaptiveLimit limit("echo", r4c::test::fixed_limit(4), clock);
   auto stub = Echo::NewStub(
       channel_with(server.target(), r4c::grpc::ClientInterceptorFactory::per_channel(limit)));
   WindowProbe probe{*clock, limit, *stub};
@@ -248,12 +257,9 @@ TEST(GrpcClientTest, ADeadlineIsADropAndACancelledCallFreesItsSlotWithoutASample
   EXPECT_EQ(limit.in_flight(), 0);
   EXPECT_TRUE(probe.close().window_dropped);
 
-  PendingCall cancelled;
-  cancelled.request = request_of("hold");
-  cancelled.start(*stub);
-  server.service().wait_for_holders(1);
-  cancelled.context.TryCancel();
-  EXPECT_EQ(cancelled.done.get_future().get().error_code(), ::grpc::StatusCode::CANCELLED);
+  const std::unique_ptr<PendingCall> cancelled = hold_one(*stub, server.service());
+  cancelled->context.TryCancel();
+  EXPECT_EQ(cancelled->done.get_future().get().error_code(), ::grpc::StatusCode::CANCELLED);
   EXPECT_EQ(limit.in_flight(), 0);
   const r4c::AdaptiveLimitSnapshot window = probe.close();
   EXPECT_EQ(window.window_samples, 1u);  // only the probe's call
@@ -263,20 +269,17 @@ TEST(GrpcClientTest, ADeadlineIsADropAndACancelledCallFreesItsSlotWithoutASample
 TEST(GrpcClientTest, ABypassedMethodIsCalledWhileTheLimitIsFull) {
   TestServer server;
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("echo", fixed_limit(1), clock);
+  r4c::AdaptiveLimit limit("echo", r4c::test::fixed_limit(1), clock);
   auto stub = Echo::NewStub(channel_with(
       server.target(), r4c::grpc::ClientInterceptorFactory::per_channel(
                            limit, r4c::grpc::ClientOptions().bypass("/r4c.testing.Echo/Health"))));
-  PendingCall holder;
-  holder.request = request_of("hold");
-  holder.start(*stub);
-  server.service().wait_for_holders(1);
+  const std::unique_ptr<PendingCall> holder = hold_one(*stub, server.service());
 
   ::grpc::ClientContext context;
   EchoReply reply;
   EXPECT_TRUE(stub->Health(&context, request_of("health"), &reply).ok());
   server.service().open_gate();
-  EXPECT_TRUE(holder.done.get_future().get().ok());
+  EXPECT_TRUE(holder->done.get_future().get().ok());
   EXPECT_EQ(limit.in_flight(), 0);
 }
 
@@ -295,63 +298,22 @@ TEST(GrpcClientTest, PerMethodLimitsComeFromTheRegistry) {
 
 TEST(GrpcClientTest, TheLimitFollowsTheServersCapacityDownAndUp) {
   TestServer server;
-  r4c::AdaptiveLimitConfig config;
-  config.algorithm(r4c::LimitAlgorithm::aimd)
-      .initial_limit(8)
-      .min_limit(1)
-      .max_limit(16)
-      .window(10ms)
-      .min_window_samples(1);
-  r4c::AdaptiveLimit limit("echo", config);
+  r4c::AdaptiveLimit limit("echo", r4c::test::capacity_run_limit());
   auto stub = Echo::NewStub(
       channel_with(server.target(), r4c::grpc::ClientInterceptorFactory::per_channel(limit)));
-  std::atomic<bool> done{false};
-  std::atomic<int> failures{0};
-  std::vector<std::thread> callers;
-  for (int i = 0; i < 12; ++i) {
-    callers.emplace_back([&] {
-      while (!done.load()) {
-        const ::grpc::Status status = call(*stub, request_of("capacity", 2000));
-        if (!status.ok()) {
-          failures.fetch_add(1);
-          std::this_thread::sleep_for(1ms);
-        }
-      }
-    });
-  }
-  std::this_thread::sleep_for(400ms);
-  const int high = limit.limit();
-  server.service().capacity(2);
-  std::this_thread::sleep_for(400ms);
-  const int low = limit.limit();
-  server.service().capacity(1000);
-  std::this_thread::sleep_for(600ms);
-  const int recovered = limit.limit();
-  done.store(true);
-  for (std::thread& caller : callers) caller.join();
-
-  SCOPED_TRACE("limits: " + std::to_string(high) + " at full capacity, " + std::to_string(low) +
-               " at low capacity, " + std::to_string(recovered) + " recovered; " +
-               std::to_string(failures.load()) + " calls failed");
-  // AIMD around a capacity of 2 swings between about 2 and 6; at full capacity it climbs to its
-  // maximum of 16.
-  EXPECT_GE(high, 12);
-  EXPECT_LE(low, high / 2);
-  EXPECT_GE(recovered, low + 4);
-  EXPECT_EQ(limit.in_flight(), 0);
+  r4c::test::expect_limit_follows_capacity(
+      limit, [&](int capacity) { server.service().capacity(capacity); }, 1000,
+      [&] { return call(*stub, request_of("capacity", 2000)).ok(); });
 }
 
 TEST(GrpcServerTest, AFullLimitAnswersUnavailableWithATrailerAndTheHandlerDoesNotRun) {
   TestServer server;
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("echo-server", fixed_limit(1), clock);
+  r4c::AdaptiveLimit limit("echo-server", r4c::test::fixed_limit(1), clock);
   server.service().guard(limit);
   auto stub =
       Echo::NewStub(::grpc::CreateChannel(server.target(), ::grpc::InsecureChannelCredentials()));
-  PendingCall holder;
-  holder.request = request_of("hold");
-  holder.start(*stub);
-  server.service().wait_for_holders(1);
+  const std::unique_ptr<PendingCall> holder = hold_one(*stub, server.service());
 
   ::grpc::ClientContext context;
   EchoReply reply;
@@ -364,25 +326,22 @@ TEST(GrpcServerTest, AFullLimitAnswersUnavailableWithATrailerAndTheHandlerDoesNo
   EXPECT_EQ(server.service().served(), 1);
 
   server.service().open_gate();
-  EXPECT_TRUE(holder.done.get_future().get().ok());
+  EXPECT_TRUE(holder->done.get_future().get().ok());
   EXPECT_EQ(limit.in_flight(), 0);
 }
 
 TEST(GrpcServerTest, TheRejectionCodeCanBeResourceExhaustedAndNothingElse) {
   TestServer server;
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("echo-server", fixed_limit(1), clock);
+  r4c::AdaptiveLimit limit("echo-server", r4c::test::fixed_limit(1), clock);
   server.service().guard(
       limit, r4c::grpc::ServerOptions().rejection_code(::grpc::StatusCode::RESOURCE_EXHAUSTED));
   auto stub =
       Echo::NewStub(::grpc::CreateChannel(server.target(), ::grpc::InsecureChannelCredentials()));
-  PendingCall holder;
-  holder.request = request_of("hold");
-  holder.start(*stub);
-  server.service().wait_for_holders(1);
+  const std::unique_ptr<PendingCall> holder = hold_one(*stub, server.service());
   EXPECT_EQ(call(*stub, request_of("ok")).error_code(), ::grpc::StatusCode::RESOURCE_EXHAUSTED);
   server.service().open_gate();
-  EXPECT_TRUE(holder.done.get_future().get().ok());
+  EXPECT_TRUE(holder->done.get_future().get().ok());
   EXPECT_THROW(r4c::grpc::ServerOptions().rejection_code(::grpc::StatusCode::INTERNAL),
                std::invalid_argument);
 }
@@ -392,7 +351,7 @@ TEST(GrpcServerTest, ACallWhoseDeadlinePassedOrThatTheClientCancelledIsADrop) {
     SCOPED_TRACE(interceptor ? "with the interceptor" : "without it: the permit ends the slot");
     TestServer server(interceptor);
     auto clock = std::make_shared<r4c::ManualClock>();
-    r4c::AdaptiveLimit limit("echo-server", fixed_limit(4), clock);
+    r4c::AdaptiveLimit limit("echo-server", r4c::test::fixed_limit(4), clock);
     server.service().guard(limit);
     auto stub =
         Echo::NewStub(::grpc::CreateChannel(server.target(), ::grpc::InsecureChannelCredentials()));
@@ -405,12 +364,9 @@ TEST(GrpcServerTest, ACallWhoseDeadlinePassedOrThatTheClientCancelledIsADrop) {
     EXPECT_EQ(limit.in_flight(), 0);
     EXPECT_TRUE(probe.close().window_dropped);
 
-    PendingCall cancelled;
-    cancelled.request = request_of("hold");
-    cancelled.start(*stub);
-    server.service().wait_for_holders(1);
-    cancelled.context.TryCancel();
-    EXPECT_EQ(cancelled.done.get_future().get().error_code(), ::grpc::StatusCode::CANCELLED);
+    const std::unique_ptr<PendingCall> cancelled = hold_one(*stub, server.service());
+    cancelled->context.TryCancel();
+    EXPECT_EQ(cancelled->done.get_future().get().error_code(), ::grpc::StatusCode::CANCELLED);
     for (int i = 0; i < 200 && limit.in_flight() != 0; ++i) std::this_thread::sleep_for(5ms);
     EXPECT_EQ(limit.in_flight(), 0);
     EXPECT_TRUE(probe.close().window_dropped);

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../loopback_support.hpp"
 #include "r4c/http.hpp"
 #include "r4c/registry.hpp"
 
@@ -76,19 +77,9 @@ class TestServer {
   int port_ = 0;
 };
 
-r4c::AdaptiveLimitConfig fixed_limit(int limit) {
-  r4c::AdaptiveLimitConfig config;
-  config.algorithm(r4c::LimitAlgorithm::aimd)
-      .initial_limit(limit)
-      .min_limit(limit)
-      .max_limit(limit)
-      .min_window_samples(1);
-  return config;
-}
-
 TEST(HttpServerGuardTest, AFullLimitAnswers503WithRetryAfterAndTheHandlerDoesNotRun) {
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("server", fixed_limit(1), clock);
+  r4c::AdaptiveLimit limit("server", r4c::test::fixed_limit(1), clock);
   r4c::http::ServerGuard guard(limit, r4c::http::ServerGuardOptions().retry_after(3s));
   TestServer server;
   Gate gate;
@@ -126,7 +117,7 @@ TEST(HttpServerGuardTest, AFullLimitAnswers503WithRetryAfterAndTheHandlerDoesNot
 
 TEST(HttpServerGuardTest, ABypassedPathIsServedWhileTheLimitIsFull) {
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("server", fixed_limit(1), clock);
+  r4c::AdaptiveLimit limit("server", r4c::test::fixed_limit(1), clock);
   r4c::http::ServerGuard guard(limit, r4c::http::ServerGuardOptions().bypass("/health"));
   TestServer server;
   Gate gate;
@@ -151,7 +142,7 @@ TEST(HttpServerGuardTest, ABypassedPathIsServedWhileTheLimitIsFull) {
 
 TEST(HttpServerGuardTest, FiveHundredsThrownHandlersAndSlowHandlersAreDrops) {
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("server", fixed_limit(4), clock);
+  r4c::AdaptiveLimit limit("server", r4c::test::fixed_limit(4), clock);
   r4c::http::ServerGuard guard(limit, r4c::http::ServerGuardOptions().handler_timeout(30ms));
   TestServer server;
   server.server().Get(
@@ -217,52 +208,21 @@ TEST(HttpClientTest, TheLimitFollowsTheServersCapacityDownAndUp) {
   auto registry = r4c::ResilienceRegistry::builder().build();
   auto pipeline = r4c::Pipeline<httplib::Response>::builder(registry, "backend")
                       .adaptive_limit([](r4c::AdaptiveLimitConfig& a) {
-                        a.algorithm(r4c::LimitAlgorithm::aimd)
-                            .initial_limit(8)
-                            .min_limit(1)
-                            .max_limit(16)
-                            .window(10ms)
-                            .min_window_samples(1);
+                        a = r4c::test::capacity_run_limit();
                         r4c::http::count_overload_as_drop(a);
                       })
                       .build();
   r4c::http::Client client("127.0.0.1", backend.port(), pipeline);
-  r4c::AdaptiveLimit& limit = *pipeline.adaptive_limit();
-
-  // 12 callers, more than the limit may grow to under the low capacity.
-  std::atomic<bool> done{false};
-  std::vector<std::thread> callers;
-  for (int i = 0; i < 12; ++i) {
-    callers.emplace_back([&] {
-      while (!done.load()) {
+  r4c::test::expect_limit_follows_capacity(
+      *pipeline.adaptive_limit(), [&](int capacity) { backend.capacity(capacity); }, 32,
+      [&] {
         try {
           (void)client.get("/work");
+          return true;
         } catch (const std::exception&) {
-          std::this_thread::sleep_for(1ms);  // refused at once: do not spin
+          return false;  // refused at once, here or there
         }
-      }
-    });
-  }
-  const auto run_for = [](std::chrono::milliseconds span) { std::this_thread::sleep_for(span); };
-  run_for(400ms);
-  const int high = limit.limit();
-  backend.capacity(2);
-  run_for(400ms);
-  const int low = limit.limit();
-  backend.capacity(32);
-  run_for(600ms);
-  const int recovered = limit.limit();
-  done.store(true);
-  for (std::thread& caller : callers) caller.join();
-
-  SCOPED_TRACE("limits: " + std::to_string(high) + " at full capacity, " + std::to_string(low) +
-               " at low capacity, " + std::to_string(recovered) + " recovered");
-  // AIMD around a capacity of 2 swings between about 2 and 6; at full capacity it climbs to its
-  // maximum of 16.
-  EXPECT_GE(high, 12);
-  EXPECT_LE(low, high / 2);
-  EXPECT_GE(recovered, low + 4);
-  EXPECT_EQ(limit.in_flight(), 0);
+      });
 }
 
 TEST(HttpClientTest, TheTimeoutStopsARequestInFlight) {
