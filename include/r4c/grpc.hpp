@@ -235,7 +235,9 @@ void drop_on_status(AdaptiveLimitConfig& config, const ClientOptions& options = 
 /// Each time it is started (once per attempt) it copies `request`, makes a ClientContext
 /// (`setup`, if given, sets its deadline or metadata) and ties the handler's cancellation slot
 /// to ClientContext::TryCancel, so the pipeline's timeout and the caller's cancellation stop
-/// the call. It completes with the reply, or with a StatusException.
+/// the call. It completes with the reply, or with a StatusException. A call the pipeline gave up
+/// on (its timeout) completes in gRPC later than for the caller: the stub's channel must outlive
+/// that completion too, as gRPC requires of any callback call.
 template <class Response, class Start, class Request>
 auto unary_call(Start start, Request request,
                 std::function<void(::grpc::ClientContext&)> setup = {}) {

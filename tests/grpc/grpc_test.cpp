@@ -383,11 +383,20 @@ TEST(GrpcPipelineTest, ACallbackStubCallRunsThroughAsyncExecuteAndTheTimeoutCanc
           .build();
   auto stub =
       Echo::NewStub(::grpc::CreateChannel(server.target(), ::grpc::InsecureChannelCredentials()));
-  const auto echo = [&stub](const std::string& message) {
+  // gRPC's own completion of a call the timeout gave up on comes later than the caller's: the
+  // channel must outlive it, so the test counts them and waits for all before it ends.
+  std::atomic<int> started{0};
+  std::atomic<int> completed{0};
+  const auto echo = [&](const std::string& message) {
     return r4c::grpc::unary_call<EchoReply>(
-        [&stub](::grpc::ClientContext* context, const EchoRequest* request, EchoReply* reply,
-                std::function<void(::grpc::Status)> done) {
-          stub->async()->Echo(context, request, reply, std::move(done));
+        [&](::grpc::ClientContext* context, const EchoRequest* request, EchoReply* reply,
+            std::function<void(::grpc::Status)> done) {
+          started.fetch_add(1);
+          stub->async()->Echo(context, request, reply,
+                              [done = std::move(done), &completed](::grpc::Status status) {
+                                done(std::move(status));
+                                completed.fetch_add(1);
+                              });
         },
         request_of(message));
   };
@@ -410,6 +419,9 @@ TEST(GrpcPipelineTest, ACallbackStubCallRunsThroughAsyncExecuteAndTheTimeoutCanc
     EXPECT_TRUE(pipeline.adaptive_limit()->is_drop(std::current_exception()));
   }
   EXPECT_EQ(pipeline.adaptive_limit()->in_flight(), 0);
+  for (int i = 0; i < 400 && completed.load() < started.load(); ++i)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(completed.load(), started.load());
 }
 
 }  // namespace

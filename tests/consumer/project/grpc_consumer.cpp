@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <future>
+#include <string>
 #include <utility>
 
 #include <r4c/grpc.hpp>
@@ -19,7 +20,8 @@ int main() {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  grpc::ByteBuffer request;
+  grpc::Slice payload(std::string("ping"));  // an empty ByteBuffer is no message
+  grpc::ByteBuffer request(&payload, 1);
   grpc::ByteBuffer reply;
   std::promise<grpc::Status> done;
   stub.UnaryCall(&context, "/consumer.Service/Method", grpc::StubOptions(), &request, &reply,
