@@ -223,14 +223,18 @@ TEST(GrpcClientTest, AFullLimitAnswersResourceExhaustedAtOnceWithoutCallingTheSe
       << metrics;
 }
 
-TEST(GrpcClientTest, UnavailableIsADropOtherErrorsAreNoSampleAndOkIsASample) {
+// A server and a channel under a limit of 4 on a ManualClock, with a probe for its windows.
+class GrpcClassificationTest : public ::testing::Test {
+ protected:
   TestServer server;
-  auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("echo", r4c::test::fixed_limit(4), clock);
-  auto stub = Echo::NewStub(
+  std::shared_ptr<r4c::ManualClock> clock = std::make_shared<r4c::ManualClock>();
+  r4c::AdaptiveLimit limit{"echo", r4c::test::fixed_limit(4), clock};
+  std::unique_ptr<Echo::Stub> stub = Echo::NewStub(
       channel_with(server.target(), r4c::grpc::ClientInterceptorFactory::per_channel(limit)));
   WindowProbe probe{*clock, limit, *stub};
+};
 
+TEST_F(GrpcClassificationTest, UnavailableIsADropOtherErrorsAreNoSampleAndOkIsASample) {
   EXPECT_EQ(call(*stub, request_of("unavailable")).error_code(), ::grpc::StatusCode::UNAVAILABLE);
   r4c::AdaptiveLimitSnapshot window = probe.close();
   EXPECT_TRUE(window.window_dropped);
@@ -244,14 +248,7 @@ TEST(GrpcClientTest, UnavailableIsADropOtherErrorsAreNoSampleAndOkIsASample) {
   EXPECT_EQ(limit.in_flight(), 0);
 }
 
-TEST(GrpcClientTest, ADeadlineIsADropAndACancelledCallFreesItsSlotWithoutASample) {
-  TestServer server;
-  auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("echo", r4c::test::fixed_limit(4), clock);
-  auto stub = Echo::NewStub(
-      channel_with(server.target(), r4c::grpc::ClientInterceptorFactory::per_channel(limit)));
-  WindowProbe probe{*clock, limit, *stub};
-
+TEST_F(GrpcClassificationTest, ADeadlineIsADropAndACancelledCallFreesItsSlotWithoutASample) {
   EXPECT_EQ(call(*stub, request_of("hold"), 50ms).error_code(),
             ::grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_EQ(limit.in_flight(), 0);
