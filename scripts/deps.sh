@@ -2,8 +2,11 @@
 # Sourced by scripts/demo, scripts/test and .ci/run: makes sure the Debian packages r4c builds with
 # are installed. As root it installs what is missing, one line per step, apt's own output in a log
 # file (named if a step fails); otherwise it prints the apt-get line and stops.
+# libgrpc++-dev and protobuf-compiler-grpc: r4c::grpc, its tests, example and benchmark (a build
+# without them skips those, saying so; the test and CI commands install them so that CI tests it).
 r4c_packages=(g++ cmake make python3 googletest libgtest-dev libgmock-dev libbenchmark-dev libasio-dev
-              libcli11-dev pkgconf libcpp-httplib-dev libtomlplusplus-dev libclang-14-dev)
+              libcli11-dev pkgconf libcpp-httplib-dev libtomlplusplus-dev libclang-14-dev
+              libgrpc++-dev protobuf-compiler-grpc)
 
 # r4c_apt_quietly <what> <command...>: runs an apt command with its output in the log; on failure
 # says which step failed and where its output is, and returns non-zero.

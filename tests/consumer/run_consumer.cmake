@@ -4,7 +4,7 @@
 # installed) or add_subdirectory.
 file(REMOVE_RECURSE ${WORK_DIR})
 set(args -DR4C_SOURCE_DIR=${R4C_SOURCE_DIR} -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
-         "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}")
+         "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DR4C_COMPONENTS=${COMPONENTS}")
 if(MODE STREQUAL "find_package")
   execute_process(COMMAND ${CMAKE_COMMAND} --install ${R4C_BINARY_DIR} --prefix ${WORK_DIR}/prefix
                   RESULT_VARIABLE failed)
@@ -31,3 +31,11 @@ execute_process(COMMAND ${WORK_DIR}/build/consumer_quickstart RESULT_VARIABLE fa
 if(failed)
   message(FATAL_ERROR "the consumer's quickstart failed: ${failed}")
 endif()
+# The components' programs, when the consumer built them.
+string(REPLACE "," ";" components "${COMPONENTS}")
+foreach(component ${components})
+  execute_process(COMMAND ${WORK_DIR}/build/consumer_${component} RESULT_VARIABLE failed)
+  if(failed)
+    message(FATAL_ERROR "the consumer's ${component} program failed: ${failed}")
+  endif()
+endforeach()

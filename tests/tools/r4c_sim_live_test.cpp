@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // r4c-sim live, for real: scenarios/live-capacity-drop.toml runs 20 s in real time against an
-// HTTP server on 127.0.0.1 (8 workers of about 20 ms, 4 from 8 s on; 600 calls/s offered).
+// HTTP server on 127.0.0.1 (8 workers of about 20 ms, 4 from 8 s on; 600 calls/s offered), and
+// the same over gRPC (--transport grpc) when r4c-sim was built with it.
 //
 // The band: over the last 5 s the limit's mean must lie within [W, 3 W] of the server's W = 4
 // workers. Gradient2 lets latency reach rtt_tolerance (1.5) times its long-term average before it
@@ -9,8 +10,8 @@
 // for the noise of a loaded machine: a sleep that overshoots by a few milliseconds reads as a
 // little queueing. The limit must also have come down from where it was before the drop.
 //
-// Real time: this test takes about 22 s whatever the machine. Service times of tens of
-// milliseconds keep the CPU each call costs (HTTP on both ends, under sanitizers too) small
+// Real time: this test takes about 22 s per transport whatever the machine. Service times of tens
+// of milliseconds keep the CPU each call costs (HTTP on both ends, under sanitizers too) small
 // beside them.
 #include <gtest/gtest.h>
 
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "live.hpp"
+#include "live_grpc.hpp"
 #include "scenario.hpp"
 #include "sim_test_support.hpp"
 
@@ -40,12 +42,16 @@ double mean_limit(const std::vector<TimelineRow>& rows, double from_s, double to
   return count > 0 ? sum / count : 0.0;
 }
 
-TEST(LiveTest, TheLimitFollowsARealServerDownToItsWorkers) {
+class LiveTransportTest : public ::testing::TestWithParam<LiveTransport> {};
+
+TEST_P(LiveTransportTest, TheLimitFollowsARealServerDownToItsWorkers) {
+  if (GetParam() == LiveTransport::grpc && !live_grpc_available())
+    GTEST_SKIP() << "r4c-sim was built without gRPC";
   const Scenario scenario =
       load_scenario(std::string(R4C_SCENARIOS_DIR) + "/live-capacity-drop.toml");
   ASSERT_EQ(scenario.server.state_at(scenario.duration).workers, 4);
   Recorder recorder(scenario);
-  const LiveStats stats = run_live_scenario(scenario, recorder);
+  const LiveStats stats = run_live_scenario(scenario, recorder, GetParam());
   const Results results = recorder.finish();
 
   EXPECT_GT(stats.port, 0);
@@ -68,7 +74,8 @@ TEST(LiveTest, TheLimitFollowsARealServerDownToItsWorkers) {
   EXPECT_LT(after, before) << "the limit did not come down with the capacity";
 }
 
-TEST(LiveTest, TheCommandWritesTheSameOutputsAsRun) {
+TEST_P(LiveTransportTest, TheCommandWritesTheSameOutputsAsRun) {
+  const bool grpc = GetParam() == LiveTransport::grpc;
   const testing::ScratchDir scratch;
   const auto file = scratch.write("short.toml", R"(duration = "2s"
 [server]
@@ -85,9 +92,16 @@ drain = "1s"
 )");
   const auto out = scratch.path() / "out";
   const testing::ToolRun run =
-      testing::run_binary({"live", file.string(), "--out", out.string(), "--no-plots"});
+      testing::run_binary({"live", file.string(), "--out", out.string(), "--no-plots",
+                           "--transport", grpc ? "grpc" : "http"});
+  if (grpc && !live_grpc_available()) {
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_NE(run.err.find("built without gRPC"), std::string::npos) << run.err;
+    return;
+  }
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("s live against 127.0.0.1:"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(grpc ? "(gRPC)" : "(HTTP)"), std::string::npos) << run.out;
   for (const char* name : {"timeline.csv", "summary.csv", "settle.csv", "plots.gp"}) {
     EXPECT_TRUE(testing::fs::exists(out / name)) << name;
   }
@@ -122,6 +136,18 @@ drain = "1s"
   }
   ASSERT_EQ(limit_at.size(), 20u);
   for (const auto& row : timeline) EXPECT_EQ(row.at("limit"), limit_at.at(row.at("t_s")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, LiveTransportTest,
+                         ::testing::Values(LiveTransport::http, LiveTransport::grpc),
+                         [](const ::testing::TestParamInfo<LiveTransport>& info) {
+                           return std::string(info.param == LiveTransport::grpc ? "grpc" : "http");
+                         });
+
+TEST(LiveTest, TheCommandRefusesAnUnknownTransport) {
+  const testing::ToolRun run = testing::run_binary({"live", "none.toml", "--transport", "smtp"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("smtp"), std::string::npos) << run.err;
 }
 
 TEST(LiveTest, StopsAtMaxCalls) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "live_grpc.hpp"
 #include "policy.hpp"
 #include "r4c/adaptive_limit.hpp"
 #include "r4c/errors.hpp"
@@ -131,14 +132,19 @@ struct ClientThread {
   std::optional<Task> task;
   bool quit = false;
   bool busy = false;  // guarded by the group's idle mutex
-  std::unique_ptr<httplib::Client> client;
+  Nanos read_timeout{0};
+  std::unique_ptr<httplib::Client> client;  // the HTTP transport's
+  std::unique_ptr<LiveGrpcClient> grpc;     // the gRPC transport's
   std::thread thread;
 };
 
 class LiveRun {
  public:
-  LiveRun(const Scenario& scenario, Recorder& recorder)
-      : scenario_(scenario), recorder_(recorder), registry_(ResilienceRegistry::builder().build()) {
+  LiveRun(const Scenario& scenario, Recorder& recorder, LiveTransport transport)
+      : scenario_(scenario),
+        recorder_(recorder),
+        transport_(transport),
+        registry_(ResilienceRegistry::builder().build()) {
     for (int s = 0; s < scenario.server_count(); ++s) {
       gates_.push_back(std::make_unique<WorkerGate>(scenario.server.workers));
     }
@@ -181,6 +187,13 @@ class LiveRun {
   Nanos elapsed() const { return std::chrono::duration_cast<Nanos>(Steady::now() - start_); }
 
   void start_server() {
+    if (transport_ == LiveTransport::grpc) {
+      grpc_server_ = start_live_grpc_server([this](int copy, double size) {
+        return copy >= 0 && copy < static_cast<int>(gates_.size()) && serve_call(copy, size);
+      });
+      port_ = grpc_server_->port();
+      return;
+    }
     const int threads = static_cast<int>(scenario_.groups.size()) * scenario_.live.clients + 4;
     server_.new_task_queue = [threads] {
       return new httplib::ThreadPool(static_cast<std::size_t>(threads));
@@ -207,18 +220,24 @@ class LiveRun {
       response.status = 400;
       return;
     }
-    WorkerGate& gate = *gates_[static_cast<std::size_t>(copy)];
-    if (!gate.acquire(scenario_.server.queue_limit)) {
+    if (!serve_call(copy, size)) {
       response.status = 503;
       return;
     }
+    response.set_content("ok", "text/plain");
+  }
+
+  // One call on server copy `copy`, whichever the transport: false when its queue is full.
+  bool serve_call(int copy, double size) {
+    WorkerGate& gate = *gates_[static_cast<std::size_t>(copy)];
+    if (!gate.acquire(scenario_.server.queue_limit)) return false;
     const ServerState state = scenario_.server.state_at(elapsed());
     const double ns =
         size * static_cast<double>(scenario_.server.service.mean.count()) * state.service_scale;
     std::this_thread::sleep_for(Nanos(static_cast<std::int64_t>(ns)));
     gate.release();
     if (state.extra_latency > Nanos(0)) std::this_thread::sleep_for(state.extra_latency);
-    response.set_content("ok", "text/plain");
+    return true;
   }
 
   void start_clients(int g) {
@@ -229,6 +248,15 @@ class LiveRun {
         spec.timeout ? *spec.timeout + std::chrono::seconds(1) : Nanos(std::chrono::seconds(10));
     for (int i = 0; i < scenario_.live.clients; ++i) {
       auto client = std::make_unique<ClientThread>();
+      client->read_timeout = read_timeout;
+      if (transport_ == LiveTransport::grpc) {
+        client->grpc = grpc_server_->client();
+        ClientThread* raw = client.get();
+        group.idle.push_back(raw);
+        group.clients.push_back(std::move(client));
+        raw->thread = std::thread([this, g, raw] { client_loop(g, *raw); });
+        continue;
+      }
       client->client = std::make_unique<httplib::Client>("127.0.0.1", port_);
       client->client->set_keep_alive(true);
       client->client->set_tcp_nodelay(true);
@@ -262,7 +290,8 @@ class LiveRun {
   }
 
   // One call through the group's pipeline: the policy first, then a GET over the thread's
-  // connection. The timeout's token closes the connection when the deadline passes.
+  // connection (or a unary gRPC call). The timeout's token closes the connection (cancels the
+  // gRPC call) when the deadline passes.
   void call(int g, ClientThread& self, const Task& task) {
     Group& group = *groups_[static_cast<std::size_t>(g)];
     const std::string path =
@@ -273,6 +302,10 @@ class LiveRun {
       group.pipeline.execute([&](std::stop_token stop) {
         admitted = true;
         group.in_flight.fetch_add(1, std::memory_order_relaxed);
+        if (self.grpc) {
+          self.grpc->call(scenario_.server_of(g), task.size, stop, self.read_timeout);
+          return;
+        }
         std::stop_callback on_deadline(stop, [&self] { self.client->stop(); });
         httplib::Result result = self.client->Get(path);
         if (!result) throw std::runtime_error("transport: " + httplib::to_string(result.error()));
@@ -441,23 +474,33 @@ class LiveRun {
           client->quit = true;
         }
         client->wake.notify_one();
-        client->client->stop();
+        if (client->grpc) {
+          client->grpc->cancel();
+        } else {
+          client->client->stop();
+        }
       }
     }
     for (auto& group : groups_) {
       for (auto& client : group->clients) client->thread.join();
     }
-    server_.stop();
-    listener_.join();
+    if (grpc_server_) {
+      grpc_server_->stop();
+    } else {
+      server_.stop();
+      listener_.join();
+    }
   }
 
   const Scenario& scenario_;
   Recorder& recorder_;
+  const LiveTransport transport_;
   ResilienceRegistry registry_;
   std::vector<std::unique_ptr<WorkerGate>> gates_;
   std::vector<std::unique_ptr<Group>> groups_;
   httplib::Server server_;
   std::thread listener_;
+  std::unique_ptr<LiveGrpcServer> grpc_server_;
   int port_ = 0;
   Steady::time_point start_;
   std::mutex recorder_mutex_;
@@ -469,8 +512,8 @@ class LiveRun {
 
 }  // namespace
 
-LiveStats run_live_scenario(const Scenario& scenario, Recorder& recorder) {
-  LiveRun run(scenario, recorder);
+LiveStats run_live_scenario(const Scenario& scenario, Recorder& recorder, LiveTransport transport) {
+  LiveRun run(scenario, recorder, transport);
   return run.run();
 }
 

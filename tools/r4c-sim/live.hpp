@@ -11,6 +11,10 @@
 // (Pipeline::execute, SystemClock). A timeout inside the pipeline closes the call's connection
 // when its deadline passes.
 //
+// With `--transport grpc` the same calls go over gRPC instead (live_grpc.hpp): r4c's echo service,
+// one unary call per offered call, a full queue answered UNAVAILABLE (HTTP's 503), the timeout's
+// token cancelling the call (ClientContext::TryCancel).
+//
 // It stops by itself: arrivals end at the scenario's duration (or after live.max_calls calls),
 // calls still running get live.drain to finish, and then every connection is closed. Every
 // client read has a timeout, so a misbehaving server cannot hang it.
@@ -31,8 +35,13 @@ struct LiveStats {
                                      // busy; recorded as rejected
 };
 
+/// How the live engine's calls travel.
+enum class LiveTransport { http, grpc };
+
 /// Runs `scenario` live for its duration (plus at most live.drain), feeding `recorder`.
-/// Throws OutputError when the server cannot listen.
-LiveStats run_live_scenario(const Scenario& scenario, Recorder& recorder);
+/// Throws OutputError when the server cannot listen, std::runtime_error for the gRPC transport
+/// when r4c-sim was built without gRPC.
+LiveStats run_live_scenario(const Scenario& scenario, Recorder& recorder,
+                            LiveTransport transport = LiveTransport::http);
 
 }  // namespace r4c::sim

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "common.hpp"
@@ -94,6 +95,16 @@ void add_scenario_command(CLI::App& app, Action& action, const std::string& name
   command->add_option("--seed", options->seed, "Replaces the scenario's seed")->type_name("INT");
   command->add_flag("!--no-plots", options->plots,
                     "Write the CSV files and plots.gp only; do not run gnuplot");
+  if (name == "live") {
+    const std::map<std::string, r4c::sim::LiveTransport> transports{
+        {"http", r4c::sim::LiveTransport::http}, {"grpc", r4c::sim::LiveTransport::grpc}};
+    command
+        ->add_option("--transport", options->transport,
+                     "How the calls travel: http (cpp-httplib) or grpc (r4c's echo service)")
+        ->transform(CLI::CheckedTransformer(transports))
+        ->type_name("http|grpc")
+        ->default_str("http");
+  }
   command->callback([options, &action, work] {
     action = [options, work] { return work(*options, std::cout, std::cerr); };
   });
@@ -111,10 +122,11 @@ int main(int argc, char** argv) {
                        "Simulate a scenario (deterministic, on a manual clock): clients calling a "
                        "server through r4c; writes the timeline, the summary and plots",
                        r4c::sim::run_simulated);
-  add_scenario_command(app, action, "live",
-                       "Run a scenario for real: an HTTP server on 127.0.0.1 and client threads "
-                       "calling it through r4c in real time; same outputs as run",
-                       r4c::sim::run_live);
+  add_scenario_command(
+      app, action, "live",
+      "Run a scenario for real: an HTTP (or gRPC) server on 127.0.0.1 and client threads "
+      "calling it through r4c in real time; same outputs as run",
+      r4c::sim::run_live);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "live.hpp"
+#include "live_grpc.hpp"
 #include "r4c/errors.hpp"
 #include "recorder.hpp"
 #include "scenario.hpp"
@@ -103,12 +104,18 @@ int run_simulated(const RunOptions& options, std::ostream& out, std::ostream& er
 }
 
 int run_live(const RunOptions& options, std::ostream& out, std::ostream& err) {
-  return run_scenario("live", options, out, err, [](const Scenario& scenario, Recorder& recorder) {
-    const LiveStats stats = run_live_scenario(scenario, recorder);
-    return seconds(stats.wall_s) + " live against 127.0.0.1:" + std::to_string(stats.port) + " (" +
-           std::to_string(stats.calls) + " calls offered, " +
-           std::to_string(stats.client_overflow) + " found no free client thread)";
-  });
+  return run_scenario(
+      "live", options, out, err, [&options](const Scenario& scenario, Recorder& recorder) {
+        if (options.transport == LiveTransport::grpc && !live_grpc_available())
+          throw InputError(
+              "--transport grpc: this r4c-sim was built without gRPC (Debian: "
+              "libgrpc++-dev protobuf-compiler-grpc)");
+        const LiveStats stats = run_live_scenario(scenario, recorder, options.transport);
+        const char* over = options.transport == LiveTransport::grpc ? " (gRPC)" : " (HTTP)";
+        return seconds(stats.wall_s) + " live against 127.0.0.1:" + std::to_string(stats.port) +
+               over + " (" + std::to_string(stats.calls) + " calls offered, " +
+               std::to_string(stats.client_overflow) + " found no free client thread)";
+      });
 }
 
 }  // namespace r4c::sim

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common.hpp"
+#include "live.hpp"
 
 namespace r4c::sim {
 
@@ -17,6 +18,7 @@ struct RunOptions {
   std::string out;       // the output folder; empty: r4c-sim-out/<scenario name>
   bool plots = true;     // run gnuplot when it is on PATH
   std::string seed;      // replaces the scenario's seed when not empty
+  LiveTransport transport = LiveTransport::http;  // live only: how the calls travel
 };
 
 /// Simulates the scenario (`r4c-sim run`). Prints the summary table and where the outputs are
@@ -24,8 +26,9 @@ struct RunOptions {
 /// kExitBadInput; kExitOutputFailed when the outputs cannot be written.
 int run_simulated(const RunOptions& options, std::ostream& out, std::ostream& err);
 
-/// Runs the scenario for real (`r4c-sim live`): an HTTP server on 127.0.0.1 and client threads
-/// calling it through r4c with the SystemClock. Same outputs and exit codes as run_simulated.
+/// Runs the scenario for real (`r4c-sim live`): an HTTP (or gRPC: options.transport) server on
+/// 127.0.0.1 and client threads calling it through r4c with the SystemClock. Same outputs and exit
+/// codes as run_simulated.
 int run_live(const RunOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace r4c::sim

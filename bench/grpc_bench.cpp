@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+// What r4c::grpc adds to a unary RPC on loopback (r4c's echo service, an empty request, a
+// synchronous stub on one thread), each beside the same RPC without it:
+//
+//   BM_GrpcPlain             no interceptor anywhere (the baseline)
+//   BM_GrpcNoopInterceptor   a client interceptor that only calls Proceed(): the cost of gRPC's
+//                            interception machinery itself, which any interceptor pays
+//   BM_GrpcClientLimit       r4c's client interceptor (an adaptive limit that never fills)
+//   BM_GrpcServerLimit       r4c's server guard (admit() in the handler) and server interceptor
+//   BM_GrpcBothSides         both
+//
+// Every benchmark has its own server and channel, built before its timing starts.
+#include <benchmark/benchmark.h>
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "r4c/grpc.hpp"
+#include "r4c/testing/echo.grpc.pb.h"
+
+namespace {
+
+using r4c::testing::Echo;
+using r4c::testing::EchoReply;
+using r4c::testing::EchoRequest;
+
+class EchoService final : public Echo::Service {
+ public:
+  explicit EchoService(r4c::AdaptiveLimit* limit) : limit_(limit) {}
+  ::grpc::Status Echo(::grpc::ServerContext* context, const EchoRequest* request,
+                      EchoReply* reply) override {
+    if (limit_ == nullptr) {
+      reply->set_message(request->message());
+      return ::grpc::Status::OK;
+    }
+    r4c::grpc::ServerPermit permit = r4c::grpc::admit(context, *limit_);
+    if (!permit) return r4c::grpc::rejected(context, *limit_);
+    reply->set_message(request->message());
+    return ::grpc::Status::OK;
+  }
+
+ private:
+  r4c::AdaptiveLimit* limit_;
+};
+
+class NoopInterceptor final : public ::grpc::experimental::Interceptor {
+ public:
+  void Intercept(::grpc::experimental::InterceptorBatchMethods* methods) override {
+    methods->Proceed();
+  }
+};
+class NoopFactory final : public ::grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  ::grpc::experimental::Interceptor* CreateClientInterceptor(
+      ::grpc::experimental::ClientRpcInfo*) override {
+    return new NoopInterceptor();
+  }
+};
+
+r4c::AdaptiveLimitConfig roomy() {
+  r4c::AdaptiveLimitConfig config;
+  config.initial_limit(100).max_limit(1000);
+  return config;
+}
+
+enum class Client { plain, noop, limited };
+
+void run_echo(benchmark::State& state, Client client_side, bool server_side) {
+  r4c::AdaptiveLimit server_limit("bench-server", roomy());
+  r4c::AdaptiveLimit client_limit("bench-client", roomy());
+  EchoService service(server_side ? &server_limit : nullptr);
+  int port = 0;
+  ::grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", ::grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  if (server_side) builder.experimental().SetInterceptorCreators(r4c::grpc::server_interceptors());
+  std::unique_ptr<::grpc::Server> server = builder.BuildAndStart();
+  const std::string target = "127.0.0.1:" + std::to_string(port);
+
+  std::vector<std::unique_ptr<::grpc::experimental::ClientInterceptorFactoryInterface>> chain;
+  if (client_side == Client::noop) chain.push_back(std::make_unique<NoopFactory>());
+  if (client_side == Client::limited)
+    chain = r4c::grpc::client_interceptors(
+        r4c::grpc::ClientInterceptorFactory::per_channel(client_limit));
+  auto channel = chain.empty() ? ::grpc::CreateChannel(target, ::grpc::InsecureChannelCredentials())
+                               : ::grpc::experimental::CreateCustomChannelWithInterceptors(
+                                     target, ::grpc::InsecureChannelCredentials(),
+                                     ::grpc::ChannelArguments(), std::move(chain));
+  auto stub = Echo::NewStub(channel);
+  EchoRequest request;
+  request.set_message("ping");
+  {
+    ::grpc::ClientContext warm;
+    EchoReply reply;
+    if (!stub->Echo(&warm, request, &reply).ok()) state.SkipWithError("the echo server failed");
+  }
+  for (auto _ : state) {
+    ::grpc::ClientContext context;
+    EchoReply reply;
+    const ::grpc::Status status = stub->Echo(&context, request, &reply);
+    if (!status.ok()) {
+      state.SkipWithError("an echo call failed");
+      break;
+    }
+    benchmark::DoNotOptimize(reply);
+  }
+  server->Shutdown();
+}
+
+void BM_GrpcPlain(benchmark::State& state) { run_echo(state, Client::plain, false); }
+void BM_GrpcNoopInterceptor(benchmark::State& state) { run_echo(state, Client::noop, false); }
+void BM_GrpcClientLimit(benchmark::State& state) { run_echo(state, Client::limited, false); }
+void BM_GrpcServerLimit(benchmark::State& state) { run_echo(state, Client::plain, true); }
+void BM_GrpcBothSides(benchmark::State& state) { run_echo(state, Client::limited, true); }
+
+BENCHMARK(BM_GrpcPlain)->UseRealTime();
+BENCHMARK(BM_GrpcNoopInterceptor)->UseRealTime();
+BENCHMARK(BM_GrpcClientLimit)->UseRealTime();
+BENCHMARK(BM_GrpcServerLimit)->UseRealTime();
+BENCHMARK(BM_GrpcBothSides)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
