@@ -5,6 +5,12 @@
 file(REMOVE_RECURSE ${WORK_DIR})
 set(args -DR4C_SOURCE_DIR=${R4C_SOURCE_DIR} -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
          "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DR4C_COMPONENTS=${COMPONENTS}")
+# The add_subdirectory mode compiles r4c (and its components) again: through the same ccache as
+# the build under test, on every core, so that packaging does not dominate the test time.
+if(LAUNCHER)
+  list(APPEND args -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
+endif()
+cmake_host_system_information(RESULT cores QUERY NUMBER_OF_LOGICAL_CORES)
 if(MODE STREQUAL "find_package")
   execute_process(COMMAND ${CMAKE_COMMAND} --install ${R4C_BINARY_DIR} --prefix ${WORK_DIR}/prefix
                   RESULT_VARIABLE failed)
@@ -23,7 +29,8 @@ execute_process(COMMAND ${CMAKE_COMMAND} -S ${R4C_SOURCE_DIR}/tests/consumer/pro
 if(failed)
   message(FATAL_ERROR "configuring the consumer project failed")
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIABLE failed)
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build --parallel ${cores}
+                RESULT_VARIABLE failed)
 if(failed)
   message(FATAL_ERROR "building the consumer project failed")
 endif()
