@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "config_check.hpp"
@@ -78,6 +79,15 @@ RetryConfig& RetryConfig::randomized_wait(double jitter) {
     detail::fail(detail::kInvalidValue, "randomized_wait", detail::show(jitter), "[0, 1)");
   }
   jitter_ = jitter;
+  return *this;
+}
+
+RetryConfig& RetryConfig::random_source(std::function<double()> uniform) {
+  if (!uniform) {
+    detail::fail(detail::kInvalidValue, "random_source", "an empty function",
+                 "a callable returning numbers in [0, 1)");
+  }
+  random_source_ = std::make_shared<const std::function<double()>>(std::move(uniform));
   return *this;
 }
 
@@ -188,20 +198,36 @@ bool Retry::retryable(const std::exception_ptr& failure) const noexcept {
   }
 }
 
+double Retry::backoff_wait(int failed_attempt) const {
+  double wait = static_cast<double>(config_.wait().count());
+  if (wait <= 0.0) return 0.0;  // 0 * inf would be NaN
+  if (config_.exponential_backoff()) {
+    // In double: multiplier^n may overflow any integer long before the cap matters. Not capped
+    // yet: resilience4j randomises the uncapped wait and caps the draw.
+    wait *= std::pow(config_.backoff_multiplier(), failed_attempt - 1);
+  }
+  // Without the backoff there is no max_wait: the band is the whole range, as before.
+  const double cap = config_.exponential_backoff() ? static_cast<double>(config_.max_wait().count())
+                                                   : std::numeric_limits<double>::infinity();
+  if (const double jitter = config_.randomized_wait(); jitter > 0.0) {
+    const double low = wait * (1.0 - jitter);
+    if (low >= cap) return cap;  // also an infinite wait: inf - inf would be NaN below
+    double u = 0.0;
+    if (const std::function<double()>* source = config_.random_source()) [[unlikely]] {
+      u = std::clamp((*source)(), 0.0, std::nextafter(1.0, 0.0));
+    } else {
+      // One engine per thread, seeded once: no lock, and threads do not share a sequence.
+      thread_local std::mt19937 engine{std::random_device{}()};
+      u = std::uniform_real_distribution<double>(0.0, 1.0)(engine);
+    }
+    wait = low + u * (2.0 * jitter * wait);
+  }
+  return std::min(wait, cap);
+}
+
 std::chrono::nanoseconds Retry::begin_wait(int failed_attempt) {
   retries_.increment();
-  double wait = static_cast<double>(config_.wait().count());
-  if (config_.exponential_backoff() && wait > 0.0) {  // 0 * inf would be NaN
-    // Capped in double: multiplier^n may overflow any integer long before the cap matters.
-    wait *= std::pow(config_.backoff_multiplier(), failed_attempt - 1);
-    wait = std::min(wait, static_cast<double>(config_.max_wait().count()));
-  }
-  if (const double jitter = config_.randomized_wait(); jitter > 0.0 && wait > 0.0) {
-    // One engine per thread, seeded once: no lock, and threads do not share a sequence.
-    thread_local std::mt19937 engine{std::random_device{}()};
-    wait = std::uniform_real_distribution<double>(wait * (1.0 - jitter),
-                                                  wait * (1.0 + jitter))(engine);
-  }
+  const double wait = backoff_wait(failed_attempt);
   waiting_.fetch_add(1, std::memory_order_relaxed);
   return std::chrono::nanoseconds(static_cast<std::int64_t>(wait));
 }

@@ -219,6 +219,73 @@ TEST_F(RetryTest, RandomizedWaitKeepsEachWaitWithinItsBand) {
       << "every wait was the same";
 }
 
+// A random source that returns `draws` in turn, from the first again after the last.
+std::function<double()> draws_of(std::vector<double> draws) {
+  auto next = std::make_shared<std::size_t>(0);
+  return [draws = std::move(draws), next] { return draws[(*next)++ % draws.size()]; };
+}
+
+class RetryJitterTest : public RetryTest {
+ protected:
+  // The waits of a call that fails 6 times with wait 100 ms, x2 up to 400 ms, jitter 0.5.
+  std::vector<std::chrono::nanoseconds> waits_drawing(std::vector<double> draws) {
+    r4c::Retry retry("orders",
+                     r4c::RetryConfig()
+                         .max_attempts(6)
+                         .wait(100ms)
+                         .exponential_backoff(2.0, 400ms)
+                         .randomized_wait(0.5)
+                         .random_source(draws_of(std::move(draws))),
+                     clock_);
+    EXPECT_THROW(
+        drive([&] { retry.execute(attempts_that([](int) -> int { throw Busy("busy"); })); }), Busy);
+    std::vector<std::chrono::nanoseconds> waits;
+    for (std::size_t i = 1; i < attempt_times_.size(); ++i) {
+      waits.push_back(attempt_times_[i] - attempt_times_[i - 1]);
+    }
+    return waits;
+  }
+};
+
+// Uncapped waits 100, 200, 400, 800, 1600 ms; each band [w/2, 3w/2) is drawn in, then capped.
+TEST_F(RetryJitterTest, TheLowestDrawIsHalfTheUncappedWaitThenCapped) {
+  EXPECT_THAT(waits_drawing({0.0}), ElementsAre(50ms, 100ms, 200ms, 400ms, 400ms));
+}
+
+TEST_F(RetryJitterTest, TheMiddleDrawIsTheUncappedWaitThenCapped) {
+  EXPECT_THAT(waits_drawing({0.5}), ElementsAre(100ms, 200ms, 400ms, 400ms, 400ms));
+}
+
+TEST_F(RetryJitterTest, AHighDrawIsCappedAtMaxWaitNeverAbove) {
+  EXPECT_THAT(waits_drawing({0.75}), ElementsAre(125ms, 250ms, 400ms, 400ms, 400ms));
+  attempt_times_.clear();
+  // A source outside [0, 1) is clamped into it: the top of the band, just under 3w/2.
+  for (std::chrono::nanoseconds wait : waits_drawing({7.0})) EXPECT_LE(wait, 400ms);
+}
+
+TEST_F(RetryJitterTest, NoDefaultDrawExceedsMaxWait) {
+  // The case of the issue: a cap of 100 s with jitter 0.5 used to exceed it about half the time.
+  constexpr int kAttempts = 60;
+  r4c::Retry retry("orders",
+                   r4c::RetryConfig()
+                       .max_attempts(kAttempts)
+                       .wait(100us)
+                       .exponential_backoff(1.5, 1ms)
+                       .randomized_wait(0.5),
+                   clock_);
+  EXPECT_THROW(
+      drive([&] { retry.execute(attempts_that([](int) -> int { throw Busy("busy"); })); }, 1us),
+      Busy);
+  ASSERT_EQ(attempt_times_.size(), static_cast<std::size_t>(kAttempts));
+  for (int i = 1; i < kAttempts; ++i) {
+    EXPECT_LE(attempt_times_[i] - attempt_times_[i - 1], 1ms) << "wait " << i;
+  }
+}
+
+TEST(RetryConfigTest, AnEmptyRandomSourceIsRefused) {
+  EXPECT_THROW(r4c::RetryConfig().random_source(nullptr), r4c::ConfigException);
+}
+
 TEST_F(RetryTest, AResultPredicateRetriesAResultAndReturnsTheLastOneWhenAttemptsRunOut) {
   r4c::Retry retry("orders",
                    r4c::RetryConfig().wait(10ms).retry_on_result<int>(

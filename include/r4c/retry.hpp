@@ -62,9 +62,18 @@ class RetryConfig {
   /// default). Throws R4C-REG-001 for a multiplier that is not a finite number >= 1 or a
   /// max_wait outside 0 .. 1 h; validate() throws R4C-ATR-009 when max_wait < wait.
   RetryConfig& exponential_backoff(double multiplier, std::chrono::nanoseconds max_wait);
-  /// Draws each wait w uniformly from [w * (1 - jitter), w * (1 + jitter)], after the backoff
-  /// cap as in resilience4j (0: off, the default). Throws R4C-REG-001 outside [0, 1).
+  /// Draws each wait w uniformly from [w * (1 - jitter), w * (1 + jitter)) and then caps it at
+  /// max_wait when the backoff is on, as resilience4j's ofExponentialRandomBackoff(wait,
+  /// multiplier, jitter, max_wait) does: w is the uncapped wait * multiplier^(n-1), so no wait
+  /// exceeds max_wait, and a wait whose lower bound is past the cap is max_wait exactly (0: off,
+  /// the default). resilience4j draws in milliseconds over a band 1 ms wider; r4c draws in
+  /// nanoseconds over the band itself. Throws R4C-REG-001 outside [0, 1).
   RetryConfig& randomized_wait(double jitter);
+  /// Where the jitter's draws come from: each call of `uniform` returns a number in [0, 1)
+  /// (clamped into it otherwise). By default a per-thread std::mt19937 seeded from
+  /// std::random_device; tests give a fixed sequence. Throws R4C-REG-001 when empty.
+  /// Thread safety: called from every thread that waits, without a lock.
+  RetryConfig& random_source(std::function<double()> uniform);
   /// The failures that are retried, matched by dynamic type (derived classes included).
   /// Replaces the list; an empty list (the default) retries every failure.
   template <class Exception, class... More>
@@ -102,6 +111,10 @@ class RetryConfig {
   std::chrono::nanoseconds max_wait() const noexcept { return max_wait_; }
   /// The jitter (0 when off).
   double randomized_wait() const noexcept { return jitter_; }
+  /// The jitter's source set by random_source(), or nullptr for the default.
+  const std::function<double()>* random_source() const noexcept {
+    return random_source_ ? random_source_.get() : nullptr;
+  }
   /// The retried failure types (empty: every failure).
   const std::vector<ExceptionType>& retry_on_types() const noexcept { return retry_on_; }
   /// The failure types that reach the caller at once.
@@ -128,6 +141,7 @@ class RetryConfig {
   double backoff_multiplier_ = 1.0;
   std::chrono::nanoseconds max_wait_{0};
   double jitter_ = 0.0;
+  std::shared_ptr<const std::function<double()>> random_source_;
   std::vector<ExceptionType> retry_on_;
   std::vector<ExceptionType> abort_on_;
   // Type-erased std::function<bool(const T&)>, shared by copies (it is never modified).
@@ -226,6 +240,8 @@ class Retry {
   // Counts a retry and begins the wait before the attempt after `failed_attempt`, counted in
   // waiting_calls until end_wait(); returns how long it lasts. Never blocks.
   std::chrono::nanoseconds begin_wait(int failed_attempt);
+  // The wait before the attempt after `failed_attempt`: backoff, jitter, then the cap.
+  double backoff_wait(int failed_attempt) const;
   void end_wait() noexcept { waiting_.fetch_sub(1, std::memory_order_relaxed); }
   // Whether `failure` is retried at all by type (retryable_current() outside a catch).
   bool retryable(const std::exception_ptr& failure) const noexcept;
