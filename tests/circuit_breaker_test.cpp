@@ -343,6 +343,81 @@ TEST_F(CircuitBreakerTest, OperatorsCanCloseAndOpenItByHand) {
   EXPECT_EQ(breaker->handle().instance_id(), "inventory");
 }
 
+// Snapshot figures: per state (the state's own calls) or since creation; see
+// CircuitBreakerSnapshot.
+class CircuitBreakerSnapshotTest : public CircuitBreakerTest {
+ protected:
+  // Opens, waits, and lets four trials end: slow success, quick failure, two slow failures.
+  std::unique_ptr<r4c::CircuitBreaker> reopened_by_trials() {
+    auto breaker = make(r4c::CircuitBreakerConfig()
+                            .sliding_window_size(10)
+                            .minimum_number_of_calls(4)
+                            .permitted_calls_in_half_open(4)
+                            .slow_call_duration(1s)
+                            .wait_in_open(10s));
+    for (int i = 0; i < 4; ++i) fail(*breaker);  // the closed window: 4 of 4 failed
+    EXPECT_EQ(breaker->state(), State::open);
+    clock_->advance(10s);
+    std::vector<r4c::CircuitBreakerPermit> trials;
+    for (int i = 0; i < 4; ++i) trials.push_back(breaker->try_acquire());
+    trials[0].on_success(2s);
+    trials[1].on_error(1ms);
+    trials[2].on_error(2s);
+    trials[3].on_error(2s);
+    return breaker;
+  }
+};
+
+TEST_F(CircuitBreakerSnapshotTest, AReopenedBreakerShowsTheTrialsThatReopenedIt) {
+  auto breaker = reopened_by_trials();
+  const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.state, State::open);
+  EXPECT_EQ(snap.buffered_calls, 4u);
+  EXPECT_EQ(snap.failed_calls, 3u);
+  EXPECT_EQ(snap.slow_calls, 3u);
+  EXPECT_EQ(snap.failure_rate, 75);
+  EXPECT_EQ(snap.slow_call_rate, 75);
+}
+
+TEST_F(CircuitBreakerSnapshotTest, ABreakerOpenedFromClosedShowsTheWindowThatOpenedIt) {
+  auto breaker = make_small();
+  succeed(*breaker);
+  for (int i = 0; i < 3; ++i) fail(*breaker);
+  const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.state, State::open);
+  EXPECT_EQ(snap.buffered_calls, 4u);
+  EXPECT_EQ(snap.failed_calls, 3u);
+  EXPECT_EQ(snap.failure_rate, 75);
+}
+
+TEST_F(CircuitBreakerSnapshotTest, ALateOutcomeCountsInTheFiguresThatOpenedIt) {
+  auto breaker = make_small();
+  r4c::CircuitBreakerPermit straggler = breaker->try_acquire();
+  for (int i = 0; i < 4; ++i) fail(*breaker);
+  straggler.on_success(1ms);
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 5u);
+  EXPECT_EQ(breaker->snapshot().failure_rate, 80);
+}
+
+TEST_F(CircuitBreakerSnapshotTest, EachStateStartsWithEmptyFiguresButTheCountersSinceCreationStay) {
+  auto breaker = reopened_by_trials();
+  EXPECT_FALSE(breaker->try_acquire());
+  clock_->advance(10s);
+  std::vector<r4c::CircuitBreakerPermit> trials;
+  for (int i = 0; i < 4; ++i) trials.push_back(breaker->try_acquire());
+  EXPECT_FALSE(breaker->try_acquire());  // half-open with its trials taken
+  r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.state, State::half_open);
+  EXPECT_EQ(snap.buffered_calls, 0u);
+  EXPECT_EQ(snap.failure_rate, -1);
+  for (auto& trial : trials) trial.on_success(1ms);
+  snap = breaker->snapshot();
+  EXPECT_EQ(snap.state, State::closed);
+  EXPECT_EQ(snap.buffered_calls, 0u);
+  EXPECT_EQ(snap.not_permitted_calls, 2u);  // since creation, over every state
+  EXPECT_EQ(snap.transitions, 5u);          // open, half-open, open, half-open, closed
+}
+
 TEST_F(CircuitBreakerTest, StatesAndWindowTypesHaveNames) {
   EXPECT_EQ(r4c::to_string(State::closed), "closed");
   EXPECT_EQ(r4c::to_string(State::open), "open");
