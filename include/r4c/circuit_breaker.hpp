@@ -429,8 +429,9 @@ class CircuitBreaker {
   CircuitBreaker(const CircuitBreaker&) = delete;
   CircuitBreaker& operator=(const CircuitBreaker&) = delete;
 
-  /// Takes permission for a call, or returns an empty permit when open or when half-open has no
-  /// trial left (counted in `not_permitted_calls`). Never throws, never allocates.
+  /// Takes permission for a call, or returns an empty permit when open, forced open, or
+  /// half-open with no trial left (counted in `not_permitted_calls`). Closed, disabled and
+  /// metrics_only permit without the lock. Never throws, never allocates.
   CircuitBreakerPermit try_acquire() noexcept {
     const std::uint64_t word = word_.load(std::memory_order_acquire);
     if (state_of(word) == CircuitBreakerState::closed) [[likely]]
