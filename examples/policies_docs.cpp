@@ -18,13 +18,11 @@
 
 namespace {
 
-int failures = 0;
+// The checks that failed, printed by main().
+std::vector<const char*> failed_checks;
 
 void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "policies_docs: FAILED: %s\n", what);
-    ++failures;
-  }
+  if (!ok) failed_checks.push_back(what);
 }
 
 // A failure of an HTTP client, with its status.
@@ -162,6 +160,7 @@ int main() {
     ClockDriver driver(clock);
     retry_features(clock);
   }
-  if (failures == 0) std::puts("policies_docs: all checks passed");
-  return failures == 0 ? 0 : 1;
+  for (const char* what : failed_checks) std::fprintf(stderr, "policies_docs: FAILED: %s\n", what);
+  if (failed_checks.empty()) std::puts("policies_docs: all checks passed");
+  return failed_checks.empty() ? 0 : 1;
 }

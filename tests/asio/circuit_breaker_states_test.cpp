@@ -6,10 +6,12 @@
 
 #include <asio/use_future.hpp>
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "async_support.hpp"
 #include "r4c/asio.hpp"
@@ -38,20 +40,20 @@ class AsyncCircuitBreakerStatesTest : public ::testing::Test {
         .wait_in_open(10s)
         .permitted_calls_in_half_open(2);
   }
-  // One call on `key` that fails with `failure`; returns what the caller got.
-  std::exception_ptr fail(r4c::CircuitBreaker& breaker, std::exception_ptr failure) {
+  // One call, failed with `failure` or else completed with `value`; returns what the caller got.
+  Answer call(r4c::CircuitBreaker& breaker, std::exception_ptr failure, std::string value = {}) {
     const std::string key = "k" + std::to_string(keys_++);
     Answer answer;
     breaker.async_execute<std::string>(backend_.place(key), answer.handler());
-    if (backend_.has(key)) backend_.fail(key, std::move(failure));
-    return answer.failure;
+    if (!backend_.has(key)) return answer;  // rejected at once
+    failure ? backend_.fail(key, std::move(failure)) : backend_.complete(key, std::move(value));
+    return answer;
+  }
+  std::exception_ptr fail(r4c::CircuitBreaker& breaker, std::exception_ptr failure) {
+    return call(breaker, std::move(failure)).failure;
   }
   std::string succeed(r4c::CircuitBreaker& breaker, std::string value) {
-    const std::string key = "k" + std::to_string(keys_++);
-    Answer answer;
-    breaker.async_execute<std::string>(backend_.place(key), answer.handler());
-    backend_.complete(key, std::move(value));
-    return answer.value;
+    return call(breaker, nullptr, std::move(value)).value;
   }
 
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
@@ -67,22 +69,17 @@ TEST_F(AsyncCircuitBreakerStatesTest, ForcedOpenRejectsAtOnceWithoutStartingTheO
   EXPECT_EQ(breaker->snapshot().not_permitted_calls, 1u);
 }
 
-TEST_F(AsyncCircuitBreakerStatesTest, DisabledPermitsAndRecordsNothing) {
-  auto breaker = make(small());
-  breaker->transition_to_disabled();
-  for (int i = 0; i < 8; ++i) fail(*breaker, std::make_exception_ptr(IoError()));
-  EXPECT_EQ(breaker->state(), State::disabled);
-  EXPECT_EQ(breaker->snapshot().buffered_calls, 0u);
-  EXPECT_EQ(backend_.started(), 8);
-}
-
-TEST_F(AsyncCircuitBreakerStatesTest, MetricsOnlyRecordsAndNeverOpens) {
-  auto breaker = make(small());
-  breaker->transition_to_metrics_only();
-  for (int i = 0; i < 8; ++i) fail(*breaker, std::make_exception_ptr(IoError()));
-  EXPECT_EQ(breaker->state(), State::metrics_only);
-  EXPECT_EQ(breaker->snapshot().buffered_calls, 4u);
-  EXPECT_EQ(breaker->snapshot().failure_rate, 100);
+// Both permit every call: disabled records nothing, metrics_only records and never opens.
+TEST_F(AsyncCircuitBreakerStatesTest, DisabledAndMetricsOnlyPermitEveryCall) {
+  for (State state : {State::disabled, State::metrics_only}) {
+    auto breaker = make(small().initial_state(state));
+    for (int i = 0; i < 8; ++i) fail(*breaker, std::make_exception_ptr(IoError()));
+    const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+    EXPECT_EQ(std::tuple(snap.state, snap.buffered_calls, snap.failure_rate),
+              state == State::disabled ? std::tuple(state, std::uint64_t{0}, -1.0)
+                                       : std::tuple(state, std::uint64_t{4}, 100.0));
+  }
+  EXPECT_EQ(backend_.started(), 16);
 }
 
 TEST_F(AsyncCircuitBreakerStatesTest, AReopenedBreakerShowsTheTrialsThatReopenedIt) {
@@ -92,10 +89,8 @@ TEST_F(AsyncCircuitBreakerStatesTest, AReopenedBreakerShowsTheTrialsThatReopened
   succeed(*breaker, "ok");
   fail(*breaker, std::make_exception_ptr(IoError()));  // 1 of 2 trials failed: 50 %
   const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
-  EXPECT_EQ(snap.state, State::open);
-  EXPECT_EQ(snap.buffered_calls, 2u);
-  EXPECT_EQ(snap.failed_calls, 1u);
-  EXPECT_EQ(snap.failure_rate, 50);
+  EXPECT_EQ(std::tuple(snap.state, snap.buffered_calls, snap.failed_calls, snap.failure_rate),
+            std::tuple(State::open, std::uint64_t{2}, std::uint64_t{1}, 50.0));
 }
 
 TEST_F(AsyncCircuitBreakerStatesTest, MaxWaitInHalfOpenResolvesWhileATrialHangs) {
