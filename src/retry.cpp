@@ -198,6 +198,7 @@ Retry::Retry(std::string instance_id, RetryConfig config, std::shared_ptr<Clock>
           std::make_shared<detail::EventHub<RetryAttemptEvent>>(RetryKind::kNames.metrics)) {}
 
 Subscription Retry::on_attempt(std::function<void(const RetryAttemptEvent&)> listener) const {
+  attempt_listened_.store(true, std::memory_order_relaxed);
   return attempt_listeners_->subscribe(std::move(listener));
 }
 
@@ -219,14 +220,17 @@ bool Retry::retryable_current() const noexcept {
 
 void Retry::publish_attempt(int attempt, bool failed, bool retrying, std::chrono::nanoseconds wait,
                             const std::exception_ptr& failure) const noexcept {
-  if (!attempt_listeners_->has_listeners()) [[likely]]
+  if (!attempt_listened_.load(std::memory_order_relaxed) || !attempt_listeners_->has_listeners())
+      [[likely]] {
     return;
+  }
   attempt_listeners_->publish(
       RetryAttemptEvent{instance_id_, attempt, failed, retrying, wait, failure});
 }
 
 bool Retry::wants_failure() const noexcept {
-  return static_cast<bool>(config_.interval_by_outcome()) || attempt_listeners_->has_listeners();
+  return static_cast<bool>(config_.interval_by_outcome()) ||
+         (attempt_listened_.load(std::memory_order_relaxed) && attempt_listeners_->has_listeners());
 }
 
 void Retry::succeeded(int attempt) noexcept {
@@ -240,7 +244,8 @@ void Retry::failed(int attempt, const std::exception_ptr& failure) noexcept {
 }
 
 void Retry::failed_current(int attempt) noexcept {
-  failed(attempt, attempt_listeners_->has_listeners() ? std::current_exception() : nullptr);
+  failed(attempt,
+         attempt_listened_.load(std::memory_order_relaxed) ? std::current_exception() : nullptr);
 }
 
 bool Retry::gave_up_on_result(int attempt) noexcept {

@@ -381,6 +381,10 @@ class Retry {
   detail::StripedCounter retries_;
   const std::shared_ptr<detail::EventHub<RetryGiveUpEvent>> give_up_listeners_;
   const std::shared_ptr<detail::EventHub<RetryAttemptEvent>> attempt_listeners_;
+  // Whether on_attempt was ever called: a plain member read, where the hub's own flag is one
+  // more pointer away, keeps the call that nobody listens to as it was. Never cleared (the hub
+  // still checks for listeners).
+  mutable std::atomic<bool> attempt_listened_{false};
 };
 
 template <class T>
