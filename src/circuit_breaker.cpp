@@ -58,6 +58,14 @@ void check_count(const char* setting, int value) {
     detail::fail(detail::kLimitBelowOne, setting, detail::show(value), "an integer >= 1");
 }
 
+// R4C-REG-001 unless low <= value <= 24 h; `valid` says so in words.
+void check_duration(const char* setting, std::chrono::nanoseconds value,
+                    std::chrono::nanoseconds low, const char* valid) {
+  if (value < low || value > CircuitBreakerConfig::kMaxWaitInOpen) {
+    detail::fail(detail::kInvalidValue, setting, detail::show(value), valid);
+  }
+}
+
 const CircuitBreakerConfig& validated(const CircuitBreakerConfig& config) {
   config.validate();
   return config;
@@ -126,9 +134,7 @@ CircuitBreakerConfig& CircuitBreakerConfig::minimum_number_of_calls(int value) {
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::wait_in_open(std::chrono::nanoseconds value) {
-  if (value <= std::chrono::nanoseconds::zero() || value > kMaxWaitInOpen) {
-    detail::fail(detail::kInvalidValue, "wait_in_open", detail::show(value), "1 ns .. 24 h");
-  }
+  check_duration("wait_in_open", value, std::chrono::nanoseconds(1), "1 ns .. 24 h");
   wait_in_open_ = value;
   return *this;
 }
@@ -146,9 +152,7 @@ CircuitBreakerConfig& CircuitBreakerConfig::exponential_wait_in_open(
     detail::fail(detail::kInvalidValue, "wait_in_open_multiplier", detail::show(multiplier),
                  "a finite number >= 1");
   }
-  if (max_wait <= std::chrono::nanoseconds::zero() || max_wait > kMaxWaitInOpen) {
-    detail::fail(detail::kInvalidValue, "max_wait_in_open", detail::show(max_wait), "1 ns .. 24 h");
-  }
+  check_duration("max_wait_in_open", max_wait, std::chrono::nanoseconds(1), "1 ns .. 24 h");
   wait_in_open_multiplier_ = multiplier;
   max_wait_in_open_ = max_wait;
   max_wait_in_open_set_ = true;
@@ -177,10 +181,8 @@ std::chrono::nanoseconds CircuitBreakerConfig::wait_in_open_for(int opening) con
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::max_wait_in_half_open(std::chrono::nanoseconds value) {
-  if (value < std::chrono::nanoseconds::zero() || value > kMaxWaitInOpen) {
-    detail::fail(detail::kInvalidValue, "max_wait_in_half_open", detail::show(value),
+  check_duration("max_wait_in_half_open", value, std::chrono::nanoseconds::zero(),
                  "0 (no limit) .. 24 h");
-  }
   max_wait_in_half_open_ = value;
   return *this;
 }
@@ -659,9 +661,7 @@ void CircuitBreaker::open_for_ticks(std::int64_t wait_ticks) {
 }
 
 void CircuitBreaker::transition_to_open_for(std::chrono::nanoseconds wait) {
-  if (wait < std::chrono::nanoseconds::zero() || wait > CircuitBreakerConfig::kMaxWaitInOpen) {
-    detail::fail(detail::kInvalidValue, "transition_to_open_for", detail::show(wait), "0 .. 24 h");
-  }
+  check_duration("transition_to_open_for", wait, std::chrono::nanoseconds::zero(), "0 .. 24 h");
   open_for_ticks(clock_.to_ticks(wait.count()));
 }
 

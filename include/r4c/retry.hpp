@@ -336,6 +336,14 @@ class Retry {
   void count_failure(int attempts) noexcept;
   // A call ends at `attempt`: counted and published.
   void succeeded(int attempt) noexcept;
+  // succeeded(), with the common case inline: a first attempt that nobody listens to.
+  void succeeded_at(int attempt) noexcept {
+    if (attempt == 1 && !attempt_listened_.load(std::memory_order_relaxed)) [[likely]] {
+      successful_without_retry_.increment();
+      return;
+    }
+    succeeded(attempt);
+  }
   void failed(int attempt, const std::exception_ptr& failure) noexcept;
   // Inside a catch: failed() with the exception being handled (taken only for listeners).
   void failed_current(int attempt) noexcept;
@@ -406,7 +414,7 @@ decltype(auto) Retry::execute(F&& f) {
         stage = Stage::decision;
         const std::function<bool()>* retry_void = config_.void_result_predicate();
         if (retry_void == nullptr || !(*retry_void)()) [[likely]] {
-          succeeded(attempt);
+          succeeded_at(attempt);
           return;
         }
         if (attempt >= max_attempts_) {
@@ -424,7 +432,7 @@ decltype(auto) Retry::execute(F&& f) {
             retry_result == nullptr || !(*retry_result)(static_cast<const Value&>(result));
         if (wanted || attempt >= max_attempts_) [[likely]] {
           if (wanted) {
-            succeeded(attempt);
+            succeeded_at(attempt);
           } else {
             stage = Stage::counted;
             // Out of attempts: the last result is returned, or the call fails.
