@@ -175,19 +175,6 @@ class CircuitBreakerConfig {
   }
   /// Same as `record_on<...>()` with types known at run time.
   CircuitBreakerConfig& record_on(std::vector<ExceptionType> types);
-  /// Also records the failures for which `predicate` is true (resilience4j's
-  /// recordException(Predicate)): a failure is recorded when it is of a record_on type or the
-  /// predicate says so; with neither set, every failure is. Replaces an earlier predicate.
-  /// A predicate that throws answers false. R4C-REG-001 when empty.
-  /// Thread safety: called from every thread whose call fails, without a lock.
-  CircuitBreakerConfig& record_on(std::function<bool(const std::exception_ptr&)> predicate);
-  /// `record_on(predicate)` for failures of dynamic type Exception; others answer false:
-  /// `record_on<HttpError>([](const HttpError& e) { return e.status() >= 500; })`.
-  template <class Exception, class Predicate>
-  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> CircuitBreakerConfig&
-  record_on(Predicate predicate) {
-    return record_on(detail::exception_predicate<Exception>(std::move(predicate)));
-  }
   /// The failures that are neither successes nor failures (they only free their permit). Ignore
   /// wins over record. Replaces the list; empty by default.
   template <class Exception, class... More>
@@ -197,16 +184,7 @@ class CircuitBreakerConfig {
   }
   /// Same as `ignore_on<...>()` with types known at run time.
   CircuitBreakerConfig& ignore_on(std::vector<ExceptionType> types);
-  /// Also ignores the failures for which `predicate` is true (resilience4j's
-  /// ignoreException(Predicate)); ignore wins over record, by type or by predicate. Replaces
-  /// an earlier predicate. A predicate that throws answers false. R4C-REG-001 when empty.
-  CircuitBreakerConfig& ignore_on(std::function<bool(const std::exception_ptr&)> predicate);
-  /// `ignore_on(predicate)` for failures of dynamic type Exception; others answer false.
-  template <class Exception, class Predicate>
-  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> CircuitBreakerConfig&
-  ignore_on(Predicate predicate) {
-    return ignore_on(detail::exception_predicate<Exception>(std::move(predicate)));
-  }
+
   /// Records a result for which `predicate` is true as a failure (resilience4j's
   /// recordResult); the result is still returned. Applies to execute() and async_execute()
   /// calls whose result type, without reference and const, is T. Replaces an earlier
@@ -217,6 +195,30 @@ class CircuitBreakerConfig {
     check_predicate("record_result", static_cast<bool>(predicate));
     result_predicate_.set<T>(std::move(predicate));
     return *this;
+  }
+  // Predicates on the failure, beside the types.
+  /// Also records the failures for which `predicate` is true (resilience4j's
+  /// recordException(Predicate)): a failure is recorded when it is of a record_on type or the
+  /// predicate says so; with neither set, every failure is. Replaces an earlier predicate.
+  /// A predicate that throws answers false. R4C-REG-001 when empty.
+  /// Thread safety: called from every thread whose call fails, without a lock.
+  CircuitBreakerConfig& record_on(std::function<bool(const std::exception_ptr&)> predicate);
+  /// Also ignores the failures for which `predicate` is true (resilience4j's
+  /// ignoreException(Predicate)); ignore wins over record, by type or by predicate. Replaces
+  /// an earlier predicate. A predicate that throws answers false. R4C-REG-001 when empty.
+  CircuitBreakerConfig& ignore_on(std::function<bool(const std::exception_ptr&)> predicate);
+  /// `record_on(predicate)` and `ignore_on(predicate)` for failures of dynamic type Exception
+  /// (others answer false), e.g. `record_on<HttpError>([](const HttpError& e) { return e.status()
+  /// >= 500; })`.
+  template <class Exception, class Predicate>
+  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> CircuitBreakerConfig&
+  record_on(Predicate predicate) {
+    return record_on(detail::exception_predicate<Exception>(std::move(predicate)));
+  }
+  template <class Exception, class Predicate>
+  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> CircuitBreakerConfig&
+  ignore_on(Predicate predicate) {
+    return ignore_on(detail::exception_predicate<Exception>(std::move(predicate)));
   }
 
   double failure_rate_threshold() const noexcept { return failure_rate_threshold_; }

@@ -106,18 +106,6 @@ class RetryConfig {
   }
   /// Same as `retry_on<...>()` with types known at run time.
   RetryConfig& retry_on(std::vector<ExceptionType> types);
-  /// Also retries the failures for which `predicate` is true (resilience4j's
-  /// retryOnException): a failure is retried when it is of a retry_on type or the predicate
-  /// says so (every failure when neither is set), and is not aborted. Replaces an earlier
-  /// predicate; one that throws answers false. Throws R4C-REG-001 when empty.
-  /// Thread safety: called from every thread that executes the retry, without a lock.
-  RetryConfig& retry_on(std::function<bool(const std::exception_ptr&)> predicate);
-  /// `retry_on(predicate)` for failures of dynamic type Exception; others answer false.
-  template <class Exception, class Predicate>
-  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> RetryConfig& retry_on(
-      Predicate predicate) {
-    return retry_on(detail::exception_predicate<Exception>(std::move(predicate)));
-  }
   /// The failures that reach the caller at once, even when retry_on lists them (abort wins).
   /// Matched by dynamic type; replaces the list (empty by default).
   template <class Exception, class... More>
@@ -127,22 +115,37 @@ class RetryConfig {
   }
   /// Same as `abort_on<...>()` with types known at run time.
   RetryConfig& abort_on(std::vector<ExceptionType> types);
-  /// Also aborts the failures for which `predicate` is true; abort wins over retry, by type or
-  /// by predicate. Replaces an earlier predicate; one that throws answers false. Throws
-  /// R4C-REG-001 when empty.
-  RetryConfig& abort_on(std::function<bool(const std::exception_ptr&)> predicate);
-  /// `abort_on(predicate)` for failures of dynamic type Exception; others answer false.
-  template <class Exception, class Predicate>
-  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> RetryConfig& abort_on(
-      Predicate predicate) {
-    return abort_on(detail::exception_predicate<Exception>(std::move(predicate)));
-  }
+
   /// Retries a result for which `predicate` returns true while attempts remain; when they run
   /// out the last result is returned. Applies only to callables whose result type, without
   /// reference and const, is T. Replaces any earlier predicate. Throws R4C-REG-001 when empty.
   /// Thread safety: the predicate is called from every thread that executes the retry.
   template <class T>
   RetryConfig& retry_on_result(std::function<bool(const T&)> predicate);
+  // Predicates on the failure, beside the types.
+  /// Also retries the failures for which `predicate` is true (resilience4j's
+  /// retryOnException): a failure is retried when it is of a retry_on type or the predicate
+  /// says so (every failure when neither is set), and is not aborted. Replaces an earlier
+  /// predicate; one that throws answers false. Throws R4C-REG-001 when empty.
+  /// Thread safety: called from every thread that executes the retry, without a lock.
+  RetryConfig& retry_on(std::function<bool(const std::exception_ptr&)> predicate);
+  /// Also aborts the failures for which `predicate` is true; abort wins over retry, by type or
+  /// by predicate. Replaces an earlier predicate; one that throws answers false. Throws
+  /// R4C-REG-001 when empty.
+  RetryConfig& abort_on(std::function<bool(const std::exception_ptr&)> predicate);
+  /// `retry_on(predicate)` and `abort_on(predicate)` for failures of dynamic type Exception (others
+  /// answer false), e.g. `retry_on<HttpError>([](const HttpError& e) { return e.status() >= 500;
+  /// })`.
+  template <class Exception, class Predicate>
+  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> RetryConfig& retry_on(
+      Predicate predicate) {
+    return retry_on(detail::exception_predicate<Exception>(std::move(predicate)));
+  }
+  template <class Exception, class Predicate>
+  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> RetryConfig& abort_on(
+      Predicate predicate) {
+    return abort_on(detail::exception_predicate<Exception>(std::move(predicate)));
+  }
   /// The result predicate of calls returning void: after an attempt that returned, retries
   /// while `predicate()` is true and attempts remain (it judges the outcome by what the call
   /// left behind: a status, a flag). Applies only to callables returning void. Throws
