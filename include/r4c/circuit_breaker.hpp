@@ -184,7 +184,6 @@ class CircuitBreakerConfig {
   }
   /// Same as `ignore_on<...>()` with types known at run time.
   CircuitBreakerConfig& ignore_on(std::vector<ExceptionType> types);
-
   /// Records a result for which `predicate` is true as a failure (resilience4j's
   /// recordResult); the result is still returned. Applies to execute() and async_execute()
   /// calls whose result type, without reference and const, is T. Replaces an earlier
@@ -196,7 +195,7 @@ class CircuitBreakerConfig {
     result_predicate_.set<T>(std::move(predicate));
     return *this;
   }
-  // Predicates on the failure, beside the types.
+  // Predicates on the failure, besides the types above.
   /// Also records the failures for which `predicate` is true (resilience4j's
   /// recordException(Predicate)): a failure is recorded when it is of a record_on type or the
   /// predicate says so; with neither set, every failure is. Replaces an earlier predicate.

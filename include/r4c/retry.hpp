@@ -115,14 +115,13 @@ class RetryConfig {
   }
   /// Same as `abort_on<...>()` with types known at run time.
   RetryConfig& abort_on(std::vector<ExceptionType> types);
-
   /// Retries a result for which `predicate` returns true while attempts remain; when they run
   /// out the last result is returned. Applies only to callables whose result type, without
   /// reference and const, is T. Replaces any earlier predicate. Throws R4C-REG-001 when empty.
   /// Thread safety: the predicate is called from every thread that executes the retry.
   template <class T>
   RetryConfig& retry_on_result(std::function<bool(const T&)> predicate);
-  // Predicates on the failure, beside the types.
+  // Predicates on the failure, besides the types above.
   /// Also retries the failures for which `predicate` is true (resilience4j's
   /// retryOnException): a failure is retried when it is of a retry_on type or the predicate
   /// says so (every failure when neither is set), and is not aborted. Replaces an earlier
