@@ -2,6 +2,7 @@
 #include "r4c/circuit_breaker.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "config_check.hpp"
 #include "kind_settings.hpp"
@@ -18,6 +19,12 @@ std::string_view to_string(CircuitBreakerState state) noexcept {
       return "open";
     case CircuitBreakerState::half_open:
       return "half_open";
+    case CircuitBreakerState::disabled:
+      return "disabled";
+    case CircuitBreakerState::metrics_only:
+      return "metrics_only";
+    case CircuitBreakerState::forced_open:
+      return "forced_open";
   }
   return "unknown";
 }
@@ -35,6 +42,7 @@ std::string_view to_string(SlidingWindowType type) noexcept {
 // Found by DifferenceFinder through argument-dependent lookup (config_check.hpp knows only the
 // types it was written for).
 static std::string show(SlidingWindowType value) { return std::string(to_string(value)); }
+static std::string show(CircuitBreakerState value) { return std::string(to_string(value)); }
 
 namespace {
 
@@ -48,6 +56,14 @@ void check_rate(const char* setting, double value) {
 void check_count(const char* setting, int value) {
   if (value < 1)
     detail::fail(detail::kLimitBelowOne, setting, detail::show(value), "an integer >= 1");
+}
+
+// R4C-REG-001 unless low <= value <= 24 h; `valid` says so in words.
+void check_duration(const char* setting, std::chrono::nanoseconds value,
+                    std::chrono::nanoseconds low, const char* valid) {
+  if (value < low || value > CircuitBreakerConfig::kMaxWaitInOpen) {
+    detail::fail(detail::kInvalidValue, setting, detail::show(value), valid);
+  }
 }
 
 const CircuitBreakerConfig& validated(const CircuitBreakerConfig& config) {
@@ -118,9 +134,7 @@ CircuitBreakerConfig& CircuitBreakerConfig::minimum_number_of_calls(int value) {
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::wait_in_open(std::chrono::nanoseconds value) {
-  if (value <= std::chrono::nanoseconds::zero() || value > kMaxWaitInOpen) {
-    detail::fail(detail::kInvalidValue, "wait_in_open", detail::show(value), "1 ns .. 24 h");
-  }
+  check_duration("wait_in_open", value, std::chrono::nanoseconds(1), "1 ns .. 24 h");
   wait_in_open_ = value;
   return *this;
 }
@@ -128,6 +142,85 @@ CircuitBreakerConfig& CircuitBreakerConfig::wait_in_open(std::chrono::nanosecond
 CircuitBreakerConfig& CircuitBreakerConfig::permitted_calls_in_half_open(int value) {
   check_count("permitted_calls_in_half_open", value);
   permitted_calls_in_half_open_ = value;
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::exponential_wait_in_open(
+    double multiplier, std::chrono::nanoseconds max_wait) {
+  // Written so that NaN fails too.
+  if (!(multiplier >= 1.0 && std::isfinite(multiplier))) {
+    detail::fail(detail::kInvalidValue, "wait_in_open_multiplier", detail::show(multiplier),
+                 "a finite number >= 1");
+  }
+  check_duration("max_wait_in_open", max_wait, std::chrono::nanoseconds(1), "1 ns .. 24 h");
+  wait_in_open_multiplier_ = multiplier;
+  max_wait_in_open_ = max_wait;
+  max_wait_in_open_set_ = true;
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::wait_interval_in_open(
+    std::function<std::chrono::nanoseconds(int)> interval) {
+  check_predicate("wait_interval_in_open", static_cast<bool>(interval));
+  wait_interval_ =
+      std::make_shared<const std::function<std::chrono::nanoseconds(int)>>(std::move(interval));
+  return *this;
+}
+
+std::chrono::nanoseconds CircuitBreakerConfig::wait_in_open_for(int opening) const {
+  opening = std::max(opening, 1);
+  if (wait_interval_) {
+    return std::clamp((*wait_interval_)(opening), std::chrono::nanoseconds(1), kMaxWaitInOpen);
+  }
+  if (wait_in_open_multiplier_ == 1.0) return std::min(wait_in_open_, max_wait_in_open());
+  // In double: multiplier^n overflows any integer long before the cap matters.
+  const double wait =
+      static_cast<double>(wait_in_open_.count()) * std::pow(wait_in_open_multiplier_, opening - 1);
+  const double cap = static_cast<double>(max_wait_in_open().count());
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(std::min(wait, cap)));
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::max_wait_in_half_open(std::chrono::nanoseconds value) {
+  check_duration("max_wait_in_half_open", value, std::chrono::nanoseconds::zero(),
+                 "0 (no limit) .. 24 h");
+  max_wait_in_half_open_ = value;
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::state_after_max_wait_in_half_open(
+    CircuitBreakerState value) {
+  if (value != CircuitBreakerState::open && value != CircuitBreakerState::closed) {
+    detail::fail(detail::kInvalidValue, "state_after_max_wait_in_half_open",
+                 detail::show(static_cast<int>(value)), "open or closed");
+  }
+  state_after_max_wait_in_half_open_ = value;
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::initial_state(CircuitBreakerState value) {
+  if (static_cast<int>(value) > static_cast<int>(CircuitBreakerState::forced_open)) {
+    detail::fail(detail::kInvalidValue, "initial_state", detail::show(static_cast<int>(value)),
+                 text::choices<CircuitBreakerState>());
+  }
+  initial_state_ = value;
+  return *this;
+}
+
+void CircuitBreakerConfig::check_predicate(const char* setting, bool present) {
+  if (!present) detail::fail(detail::kInvalidValue, setting, "an empty function", "a callable");
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::record_on(
+    std::function<bool(const std::exception_ptr&)> predicate) {
+  check_predicate("record_on", static_cast<bool>(predicate));
+  record_if_ = std::move(predicate);
+  return *this;
+}
+
+CircuitBreakerConfig& CircuitBreakerConfig::ignore_on(
+    std::function<bool(const std::exception_ptr&)> predicate) {
+  check_predicate("ignore_on", static_cast<bool>(predicate));
+  ignore_if_ = std::move(predicate);
   return *this;
 }
 
@@ -150,7 +243,19 @@ void CircuitBreakerConfig::validate() const {
       .sliding_window_size(sliding_window_size_)
       .minimum_number_of_calls(minimum_number_of_calls_)
       .wait_in_open(wait_in_open_)
-      .permitted_calls_in_half_open(permitted_calls_in_half_open_);
+      .permitted_calls_in_half_open(permitted_calls_in_half_open_)
+      .max_wait_in_half_open(max_wait_in_half_open_)
+      .state_after_max_wait_in_half_open(state_after_max_wait_in_half_open_)
+      .initial_state(initial_state_);
+  if (max_wait_in_open_set_) {
+    CircuitBreakerConfig().exponential_wait_in_open(wait_in_open_multiplier_, max_wait_in_open_);
+    if (max_wait_in_open_ < wait_in_open_) {
+      throw ConfigException(detail::kBoundsOrRange,
+                            "max_wait_in_open (" + detail::show(max_wait_in_open_) +
+                                ") is less than wait_in_open (" + detail::show(wait_in_open_) +
+                                "); valid: max_wait_in_open >= wait_in_open");
+    }
+  }
 }
 
 std::optional<SettingDifference> first_difference(const CircuitBreakerConfig& first,
@@ -170,6 +275,22 @@ std::optional<SettingDifference> first_difference(const CircuitBreakerConfig& fi
                second.permitted_calls_in_half_open())
       .compare("record_on", first.record_on_types(), second.record_on_types())
       .compare("ignore_on", first.ignore_on_types(), second.ignore_on_types())
+      .compare("wait_in_open_multiplier", first.wait_in_open_multiplier(),
+               second.wait_in_open_multiplier())
+      .compare("max_wait_in_open", first.max_wait_in_open(), second.max_wait_in_open())
+      .compare("wait_interval_in_open", first.has_wait_interval_in_open(),
+               second.has_wait_interval_in_open())
+      .compare("max_wait_in_half_open", first.max_wait_in_half_open(),
+               second.max_wait_in_half_open())
+      .compare("state_after_max_wait_in_half_open", first.state_after_max_wait_in_half_open(),
+               second.state_after_max_wait_in_half_open())
+      .compare("initial_state", first.initial_state(), second.initial_state())
+      .compare("record_on_predicate", static_cast<bool>(first.record_on_predicate()),
+               static_cast<bool>(second.record_on_predicate()))
+      .compare("ignore_on_predicate", static_cast<bool>(first.ignore_on_predicate()),
+               static_cast<bool>(second.ignore_on_predicate()))
+      .compare("record_result", first.record_result_type().has_value(),
+               second.record_result_type().has_value())
       .result();
 }
 
@@ -242,7 +363,9 @@ CircuitBreaker::CircuitBreaker(std::string instance_id, CircuitBreakerConfig con
                                std::shared_ptr<Clock> clock)
     : clock_(or_system_clock(clock)),
       window_(validated(config).sliding_window_type(), config.sliding_window_size()),
-      wait_in_open_ticks_(clock_.to_ticks(config.wait_in_open().count())),
+      max_half_open_ticks_(clock_.to_ticks(config.max_wait_in_half_open().count())),
+      classifies_(!config.ignore_on_types().empty() || !config.record_on_types().empty() ||
+                  config.ignore_on_predicate() || config.record_on_predicate()),
       // As resilience4j: a count-based window never needs more calls than it holds.
       minimum_calls_(static_cast<std::uint64_t>(
           config.sliding_window_type() == SlidingWindowType::count_based
@@ -253,11 +376,25 @@ CircuitBreaker::CircuitBreaker(std::string instance_id, CircuitBreakerConfig con
       clock_owner_(std::move(clock)),
       not_permitted_(std::make_exception_ptr(CallNotPermittedException(
           instance_id_, "circuit breaker '" + instance_id_ +
-                            "' does not permit the call (open, or half-open with its " +
+                            "' does not permit the call (open, forced open, or half-open with "
+                            "its " +
                             std::to_string(config_.permitted_calls_in_half_open()) +
                             " trial calls taken): the call was rejected without running"))),
       transition_listeners_(std::make_shared<detail::EventHub<CircuitBreakerTransitionEvent>>(
-          CircuitBreakerKind::kNames.metrics)) {}
+          CircuitBreakerKind::kNames.metrics)) {
+  const CircuitBreakerState initial = config_.initial_state();
+  if (initial == CircuitBreakerState::closed) return;
+  // The initial state is where the breaker starts, not a transition: no count, no event.
+  const std::int64_t now = clock_.ticks();
+  if (initial == CircuitBreakerState::open) {
+    openings_ = 1;
+    open_until_.store(now + clock_.to_ticks(config_.wait_in_open_for(1).count()),
+                      std::memory_order_relaxed);
+  } else if (initial == CircuitBreakerState::half_open) {
+    half_open_until_ = now + max_half_open_ticks_;
+  }
+  word_.store(static_cast<std::uint64_t>(initial), std::memory_order_release);
+}
 
 void CircuitBreaker::throw_not_permitted() const { std::rethrow_exception(not_permitted_); }
 
@@ -266,9 +403,20 @@ std::int64_t CircuitBreaker::second_of(std::int64_t ticks) const noexcept {
 }
 
 CircuitBreakerPermit CircuitBreaker::acquire_slow(std::uint64_t word) noexcept {
+  switch (state_of(word)) {
+    case CircuitBreakerState::disabled:
+    case CircuitBreakerState::metrics_only:  // permitted as when closed, without the lock
+      return CircuitBreakerPermit(this, word >> kStateBits);
+    case CircuitBreakerState::forced_open:
+      not_permitted_count_.increment();
+      return CircuitBreakerPermit();
+    default:
+      break;
+  }
   const std::int64_t now = clock_.ticks();
-  // An open breaker rejects without the lock. open_until_ only grows (the clock is monotonic),
-  // so a stale reading is earlier and merely sends the call to the locked check.
+  // An open breaker rejects without the lock. A stale open_until_ is earlier (the next opening
+  // is later), which merely sends the call to the locked check, or, just after an operator
+  // shortened the wait, later, which rejects the call as it would have been a moment before.
   if (state_of(word) == CircuitBreakerState::open &&
       now < open_until_.load(std::memory_order_relaxed)) {
     not_permitted_count_.increment();
@@ -277,10 +425,16 @@ CircuitBreakerPermit CircuitBreaker::acquire_slow(std::uint64_t word) noexcept {
   bool permitted = false;
   {
     std::lock_guard lock(mutex_);
+    resolve_half_open_locked(now);
     word = word_.load(std::memory_order_relaxed);
     switch (state_of(word)) {
       case CircuitBreakerState::closed:
-        return CircuitBreakerPermit(this, word >> kStateBits);
+      case CircuitBreakerState::disabled:
+      case CircuitBreakerState::metrics_only:
+        permitted = true;
+        break;
+      case CircuitBreakerState::forced_open:
+        break;
       case CircuitBreakerState::open:
         if (now < open_until_.load(std::memory_order_relaxed)) break;
         move_to(CircuitBreakerState::half_open, now);  // lazily: the first call after the wait
@@ -300,8 +454,21 @@ CircuitBreakerPermit CircuitBreaker::acquire_slow(std::uint64_t word) noexcept {
   return CircuitBreakerPermit();
 }
 
+void CircuitBreaker::resolve_half_open_locked(std::int64_t now) {
+  if (max_half_open_ticks_ == 0 ||
+      state_of(word_.load(std::memory_order_relaxed)) != CircuitBreakerState::half_open ||
+      now < half_open_until_) {
+    return;
+  }
+  move_to(config_.state_after_max_wait_in_half_open(), now);
+}
+
 void CircuitBreaker::record(std::uint64_t epoch, bool failed,
                             std::chrono::nanoseconds duration) noexcept {
+  // Disabled and forced open record nothing: no lock for them. A transition racing with this
+  // reading sees the outcome as one of the state it leaves, as any late outcome.
+  const CircuitBreakerState state = state_of(word_.load(std::memory_order_relaxed));
+  if (state == CircuitBreakerState::disabled || state == CircuitBreakerState::forced_open) return;
   const bool slow = duration >= config_.slow_call_duration();
   const std::int64_t now = clock_.ticks();
   {
@@ -313,6 +480,7 @@ void CircuitBreaker::record(std::uint64_t epoch, bool failed,
 
 void CircuitBreaker::record_locked(std::uint64_t epoch, bool failed, bool slow,
                                    std::int64_t now) noexcept {
+  resolve_half_open_locked(now);
   const std::uint64_t word = word_.load(std::memory_order_relaxed);
   switch (state_of(word)) {
     case CircuitBreakerState::closed:
@@ -322,9 +490,19 @@ void CircuitBreaker::record_locked(std::uint64_t epoch, bool failed, bool slow,
         move_to(CircuitBreakerState::open, now, &totals);
       }
       break;
+    case CircuitBreakerState::metrics_only:
+      window_.record(second_of(now), failed, slow);  // rated by whoever reads it, never opens
+      break;
     case CircuitBreakerState::open:
-      // A call admitted before the breaker opened: kept in the window, as resilience4j does.
-      window_.record(second_of(now), failed, slow);
+      // A call admitted before the breaker opened counts in the figures that opened it, as
+      // resilience4j's open state records into the metrics it took over.
+      if (open_shows_trials_) {
+        ++trials_.calls;
+        if (failed) ++trials_.failed;
+        if (slow) ++trials_.slow;
+      } else {
+        window_.record(second_of(now), failed, slow);
+      }
       break;
     case CircuitBreakerState::half_open:
       // Only the trial calls of this half-open period rate it.
@@ -337,6 +515,9 @@ void CircuitBreaker::record_locked(std::uint64_t epoch, bool failed, bool slow,
         move_to(rates_exceeded(totals) ? CircuitBreakerState::open : CircuitBreakerState::closed,
                 now, &totals);
       }
+      break;
+    case CircuitBreakerState::disabled:
+    case CircuitBreakerState::forced_open:
       break;
   }
 }
@@ -361,12 +542,14 @@ void CircuitBreaker::release_permission() noexcept { release(kCurrentEpoch); }
 
 void CircuitBreaker::record_current_exception(CircuitBreakerPermit& permit,
                                               std::chrono::nanoseconds duration) noexcept {
-  for (const ExceptionType& type : config_.ignore_on_types()) {
-    if (type.matches_current()) return permit.release();
+  // resilience4j's precedence: ignored (by type or predicate), else recorded (by type or
+  // predicate; everything when neither is set), else a success.
+  if (detail::matches_current(config_.ignore_on_types(), config_.ignore_on_predicate())) {
+    return permit.release();
   }
-  const std::vector<ExceptionType>& recorded = config_.record_on_types();
-  if (!recorded.empty() && std::none_of(recorded.begin(), recorded.end(),
-                                        [](const auto& type) { return type.matches_current(); })) {
+  const bool records_some = !config_.record_on_types().empty() || config_.record_on_predicate();
+  if (records_some &&
+      !detail::matches_current(config_.record_on_types(), config_.record_on_predicate())) {
     return permit.on_success(duration);  // as resilience4j: a failure not recorded is a success
   }
   permit.on_error(duration);
@@ -379,12 +562,12 @@ bool CircuitBreaker::rates_exceeded(const detail::CallWindow::Totals& totals) co
 }
 
 void CircuitBreaker::move_to(CircuitBreakerState state, std::int64_t now,
-                             const detail::CallWindow::Totals* decided_by) {
+                             const detail::CallWindow::Totals* decided_by, std::int64_t open_wait) {
+  const CircuitBreakerState from = this->state();
   if (transition_listeners_->has_listeners()) [[unlikely]] {
     CircuitBreakerTransitionEvent event{
-        instance_id_, this->state(),
-        state,        -1,
-        -1,           (word_.load(std::memory_order_relaxed) >> kStateBits) + 1};
+        instance_id_, from, state,
+        -1,           -1,   (word_.load(std::memory_order_relaxed) >> kStateBits) + 1};
     if (decided_by != nullptr && decided_by->calls > 0) {
       const double calls = static_cast<double>(decided_by->calls);
       event.failure_rate = static_cast<double>(decided_by->failed) * 100.0 / calls;
@@ -398,16 +581,30 @@ void CircuitBreaker::move_to(CircuitBreakerState state, std::int64_t now,
     ++unpublished_count_;
     has_unpublished_.store(true, std::memory_order_seq_cst);
   }
+  // Each state's figures start empty, except open's, which are those of the calls that opened
+  // it (see CircuitBreakerSnapshot).
   switch (state) {
     case CircuitBreakerState::open:
-      open_until_.store(now + wait_in_open_ticks_, std::memory_order_relaxed);
+      if (open_wait < 0) {
+        ++openings_;
+        open_wait = clock_.to_ticks(config_.wait_in_open_for(openings_).count());
+      }
+      open_shows_trials_ = from == CircuitBreakerState::half_open;
+      open_until_.store(now + open_wait, std::memory_order_relaxed);
       break;
     case CircuitBreakerState::half_open:
       trials_permitted_ = 0;
       trials_ = detail::CallWindow::Totals{};
+      half_open_until_ = now + max_half_open_ticks_;
       break;
     case CircuitBreakerState::closed:
+    case CircuitBreakerState::disabled:
+    case CircuitBreakerState::metrics_only:
+      openings_ = 0;
+      [[fallthrough]];
+    case CircuitBreakerState::forced_open:
       window_.reset();
+      trials_ = detail::CallWindow::Totals{};
       break;
   }
   const std::uint64_t transitions = (word_.load(std::memory_order_relaxed) >> kStateBits) + 1;
@@ -416,22 +613,63 @@ void CircuitBreaker::move_to(CircuitBreakerState state, std::int64_t now,
               std::memory_order_release);
 }
 
-void CircuitBreaker::transition_to_closed() {
+void CircuitBreaker::transition_by_hand(CircuitBreakerState state) {
+  {
+    std::lock_guard lock(mutex_);
+    if (this->state() != state) move_to(state, clock_.ticks());
+  }
+  publish_transitions();
+}
+
+void CircuitBreaker::transition_to_closed() { transition_by_hand(CircuitBreakerState::closed); }
+void CircuitBreaker::transition_to_open() { transition_by_hand(CircuitBreakerState::open); }
+void CircuitBreaker::transition_to_half_open() {
+  transition_by_hand(CircuitBreakerState::half_open);
+}
+void CircuitBreaker::transition_to_forced_open() {
+  transition_by_hand(CircuitBreakerState::forced_open);
+}
+void CircuitBreaker::transition_to_disabled() { transition_by_hand(CircuitBreakerState::disabled); }
+void CircuitBreaker::transition_to_metrics_only() {
+  transition_by_hand(CircuitBreakerState::metrics_only);
+}
+
+void CircuitBreaker::reset() {
   {
     std::lock_guard lock(mutex_);
     if (state() != CircuitBreakerState::closed) {
       move_to(CircuitBreakerState::closed, clock_.ticks());
+    } else {
+      window_.reset();
+      openings_ = 0;
     }
   }
   publish_transitions();
 }
 
-void CircuitBreaker::transition_to_open() {
+void CircuitBreaker::open_for_ticks(std::int64_t wait_ticks) {
   {
     std::lock_guard lock(mutex_);
-    if (state() != CircuitBreakerState::open) move_to(CircuitBreakerState::open, clock_.ticks());
+    const std::int64_t now = clock_.ticks();
+    if (state() == CircuitBreakerState::open) {
+      open_until_.store(now + wait_ticks, std::memory_order_relaxed);
+    } else {
+      move_to(CircuitBreakerState::open, now, nullptr, wait_ticks);
+    }
   }
   publish_transitions();
+}
+
+void CircuitBreaker::transition_to_open_for(std::chrono::nanoseconds wait) {
+  check_duration("transition_to_open_for", wait, std::chrono::nanoseconds::zero(), "0 .. 24 h");
+  open_for_ticks(clock_.to_ticks(wait.count()));
+}
+
+void CircuitBreaker::transition_to_open_until(std::chrono::nanoseconds deadline) {
+  const std::chrono::nanoseconds wait =
+      std::clamp(deadline - clock_owner_->now(), std::chrono::nanoseconds::zero(),
+                 CircuitBreakerConfig::kMaxWaitInOpen);
+  open_for_ticks(clock_.to_ticks(wait.count()));
 }
 
 void CircuitBreaker::publish_transitions() noexcept {
@@ -472,12 +710,13 @@ CircuitBreakerSnapshot CircuitBreaker::snapshot() const {
   snap.transitions = word >> kStateBits;
   detail::CallWindow::Totals totals;
   std::uint64_t minimum = minimum_calls_;
-  if (snap.state == CircuitBreakerState::half_open) {
+  if (snap.state == CircuitBreakerState::half_open ||
+      (snap.state == CircuitBreakerState::open && open_shows_trials_)) {
     totals = trials_;
     minimum = static_cast<std::uint64_t>(config_.permitted_calls_in_half_open());
   } else {
     window_.advance_to(second_of(now));
-    totals = window_.totals();
+    totals = window_.totals();  // empty while disabled or forced open
   }
   snap.buffered_calls = totals.calls;
   snap.failed_calls = totals.failed;
@@ -497,30 +736,52 @@ CircuitBreakerKind::settings() noexcept {
   using Config = CircuitBreakerKind::Config;
   using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
-  static constexpr detail::Setting<Config> kSettings[] = {
-      R::row("failureRateThreshold", "failure_rate_threshold", number,
-             [](auto& c, auto& v) { c.failure_rate_threshold(v.number); }),
-      R::row("slowCallRateThreshold", "slow_call_rate_threshold", number,
-             [](auto& c, auto& v) { c.slow_call_rate_threshold(v.number); }),
-      R::row("slowCallDuration", "slow_call_duration", duration,
-             [](auto& c, auto& v) { c.slow_call_duration(v.duration); }),
-      R::choice<SlidingWindowType>("slidingWindowType", "sliding_window_type",
-                                   [](auto& c, auto& v) {
-                                     c.sliding_window_type(
-                                         static_cast<SlidingWindowType>(v.choice));
-                                   }),
-      R::row("slidingWindowSize", "sliding_window_size", integer,
-             [](auto& c, auto& v) { c.sliding_window_size(v.integer); }),
-      R::row("minimumNumberOfCalls", "minimum_number_of_calls", integer,
-             [](auto& c, auto& v) { c.minimum_number_of_calls(v.integer); }),
-      R::row("waitInOpen", "wait_in_open", duration,
-             [](auto& c, auto& v) { c.wait_in_open(v.duration); }),
-      R::row("permittedCallsInHalfOpen", "permitted_calls_in_half_open", integer,
-             [](auto& c, auto& v) { c.permitted_calls_in_half_open(v.integer); }),
-      R::row("recordOn", "record_on", exception_types,
-             [](auto& c, auto& v) { c.record_on(v.types); }),
-      R::row("ignoreOn", "ignore_on", exception_types,
-             [](auto& c, auto& v) { c.ignore_on(v.types); })};
+  static constexpr detail::Setting<Config> kSettings[] =
+      {R::row("failureRateThreshold", "failure_rate_threshold", number,
+              [](auto& c, auto& v) { c.failure_rate_threshold(v.number); }),
+       R::row("slowCallRateThreshold", "slow_call_rate_threshold", number,
+              [](auto& c, auto& v) { c.slow_call_rate_threshold(v.number); }),
+       R::row("slowCallDuration", "slow_call_duration", duration,
+              [](auto& c, auto& v) { c.slow_call_duration(v.duration); }),
+       R::choice<SlidingWindowType>("slidingWindowType", "sliding_window_type",
+                                    [](auto& c, auto& v) {
+                                      c.sliding_window_type(
+                                          static_cast<SlidingWindowType>(v.choice));
+                                    }),
+       R::row("slidingWindowSize", "sliding_window_size", integer,
+              [](auto& c, auto& v) { c.sliding_window_size(v.integer); }),
+       R::row("minimumNumberOfCalls", "minimum_number_of_calls", integer,
+              [](auto& c, auto& v) { c.minimum_number_of_calls(v.integer); }),
+       R::row("waitInOpen", "wait_in_open", duration,
+              [](auto& c, auto& v) { c.wait_in_open(v.duration); }),
+       R::row("permittedCallsInHalfOpen", "permitted_calls_in_half_open", integer,
+              [](auto& c, auto& v) { c.permitted_calls_in_half_open(v.integer); }),
+       // As the retry's backoff pair: a multiplier alone is capped only by the longest wait
+       // (24 h); a maxWaitInOpen alone keeps the multiplier (1 when none was set).
+       R::row("waitInOpenMultiplier", "wait_in_open_multiplier", number,
+              [](auto& c, auto& v) {
+                c.exponential_wait_in_open(v.number, c.exponential_wait_in_open()
+                                                         ? c.max_wait_in_open()
+                                                         : CircuitBreakerConfig::kMaxWaitInOpen);
+              }),
+       R::row("maxWaitInOpen", "max_wait_in_open", duration,
+              [](auto& c, auto& v) {
+                c.exponential_wait_in_open(c.wait_in_open_multiplier(), v.duration);
+              }),
+       R::row("maxWaitInHalfOpen", "max_wait_in_half_open", duration,
+              [](auto& c, auto& v) { c.max_wait_in_half_open(v.duration); }),
+       R::choice<CircuitBreakerState>(
+           "stateAfterMaxWaitInHalfOpen", "state_after_max_wait_in_half_open",
+           [](auto& c, auto& v) {
+             c.state_after_max_wait_in_half_open(static_cast<CircuitBreakerState>(v.choice));
+           }),
+       R::choice<CircuitBreakerState>(
+           "initialState", "initial_state",
+           [](auto& c, auto& v) { c.initial_state(static_cast<CircuitBreakerState>(v.choice)); }),
+       R::row("recordOn", "record_on", exception_types,
+              [](auto& c, auto& v) { c.record_on(v.types); }),
+       R::row("ignoreOn", "ignore_on", exception_types,
+              [](auto& c, auto& v) { c.ignore_on(v.types); })};
   return kSettings;
 }
 
@@ -530,7 +791,9 @@ void CircuitBreakerKind::metrics(const Snapshot& s, metrics::Emitter& out) {
       "1 for the circuit breaker's current state, 0 for the others.";
   out.rejected(s.not_permitted_calls);
   for (CircuitBreakerState state :
-       {CircuitBreakerState::closed, CircuitBreakerState::half_open, CircuitBreakerState::open}) {
+       {CircuitBreakerState::closed, CircuitBreakerState::half_open, CircuitBreakerState::open,
+        CircuitBreakerState::disabled, CircuitBreakerState::metrics_only,
+        CircuitBreakerState::forced_open}) {
     out.gauge("r4c.circuitbreaker.state", kStateHelp, s.state == state ? 1 : 0,
               {metrics::Label{"state", std::string(to_string(state))}});
   }

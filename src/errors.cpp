@@ -60,6 +60,10 @@ CallNotPermittedException::CallNotPermittedException(std::string instance_id,
                                                      const std::string& message)
     : RejectedException(std::move(instance_id), CircuitBreakerKind::kNames.metrics, message) {}
 
+MaxRetriesExceededException::MaxRetriesExceededException(std::string instance_id, int attempts,
+                                                         const std::string& message)
+    : std::runtime_error(message), instance_id_(std::move(instance_id)), attempts_(attempts) {}
+
 namespace {
 // what() is a C string: a NUL from bad input would end the message there.
 std::string without_nul(const std::string& message) {

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <random>
+#include <string>
 
 #include "config_check.hpp"
 #include "kind_settings.hpp"
@@ -34,13 +36,6 @@ RetryConfig validated(RetryConfig config) {
 std::shared_ptr<Clock> or_system_clock(std::shared_ptr<Clock> clock) {
   if (!clock) clock = std::make_shared<SystemClock>();
   return clock;
-}
-
-bool matches_any(const std::vector<ExceptionType>& types) noexcept {
-  for (const ExceptionType& type : types) {
-    if (type.matches_current()) return true;
-  }
-  return false;
 }
 
 }  // namespace
@@ -81,6 +76,15 @@ RetryConfig& RetryConfig::randomized_wait(double jitter) {
   return *this;
 }
 
+RetryConfig& RetryConfig::random_source(std::function<double()> uniform) {
+  if (!uniform) {
+    detail::fail(detail::kInvalidValue, "random_source", "an empty function",
+                 "a callable returning numbers in [0, 1)");
+  }
+  random_source_ = std::make_shared<const std::function<double()>>(std::move(uniform));
+  return *this;
+}
+
 RetryConfig& RetryConfig::retry_on(std::vector<ExceptionType> types) {
   retry_on_ = std::move(types);
   return *this;
@@ -91,16 +95,44 @@ RetryConfig& RetryConfig::abort_on(std::vector<ExceptionType> types) {
   return *this;
 }
 
-void RetryConfig::check_predicate(bool present) const {
-  if (!present) {
-    detail::fail(detail::kInvalidValue, "retry_on_result", "an empty function",
-                 "a callable predicate");
-  }
+void RetryConfig::check_function(const char* setting, bool present) {
+  if (!present) detail::fail(detail::kInvalidValue, setting, "an empty function", "a callable");
 }
 
-std::optional<std::type_index> RetryConfig::retry_on_result_type() const noexcept {
-  if (!result_predicate_) return std::nullopt;
-  return result_type_;
+RetryConfig& RetryConfig::retry_on(std::function<bool(const std::exception_ptr&)> predicate) {
+  check_function("retry_on", static_cast<bool>(predicate));
+  retry_if_ = std::move(predicate);
+  return *this;
+}
+
+RetryConfig& RetryConfig::abort_on(std::function<bool(const std::exception_ptr&)> predicate) {
+  check_function("abort_on", static_cast<bool>(predicate));
+  abort_if_ = std::move(predicate);
+  return *this;
+}
+
+RetryConfig& RetryConfig::retry_on_void_result(std::function<bool()> predicate) {
+  check_function("retry_on_void_result", static_cast<bool>(predicate));
+  void_predicate_ = std::move(predicate);
+  return *this;
+}
+
+RetryConfig& RetryConfig::fail_after_max_attempts(bool value) {
+  fail_after_max_attempts_ = value;
+  return *this;
+}
+
+RetryConfig& RetryConfig::interval_function(std::function<std::chrono::nanoseconds(int)> interval) {
+  check_function("interval_function", static_cast<bool>(interval));
+  interval_ = std::move(interval);
+  return *this;
+}
+
+RetryConfig& RetryConfig::interval_function(
+    std::function<std::chrono::nanoseconds(int, const RetryOutcome&)> interval) {
+  check_function("interval_function", static_cast<bool>(interval));
+  interval_by_outcome_ = std::move(interval);
+  return *this;
 }
 
 void RetryConfig::validate() const {
@@ -130,6 +162,18 @@ std::optional<SettingDifference> first_difference(const RetryConfig& first,
               .compare("randomized_wait", first.randomized_wait(), second.randomized_wait())
               .compare("retry_on", first.retry_on_types(), second.retry_on_types())
               .compare("abort_on", first.abort_on_types(), second.abort_on_types())
+              .compare("fail_after_max_attempts", first.fail_after_max_attempts(),
+                       second.fail_after_max_attempts())
+              .compare("retry_on_predicate", static_cast<bool>(first.retry_on_predicate()),
+                       static_cast<bool>(second.retry_on_predicate()))
+              .compare("abort_on_predicate", static_cast<bool>(first.abort_on_predicate()),
+                       static_cast<bool>(second.abort_on_predicate()))
+              .compare("retry_on_void_result", first.void_result_predicate() != nullptr,
+                       second.void_result_predicate() != nullptr)
+              .compare("interval_function", first.has_interval_function(),
+                       second.has_interval_function())
+              .compare("random_source", first.random_source() != nullptr,
+                       second.random_source() != nullptr)
               .result()) {
     return difference;
   }
@@ -146,18 +190,111 @@ Retry::Retry(std::string instance_id, RetryConfig config, std::shared_ptr<Clock>
       config_(validated(std::move(config))),
       clock_(or_system_clock(std::move(clock))),
       max_attempts_(config_.max_attempts()),
-      classify_by_type_(!config_.retry_on_types().empty() || !config_.abort_on_types().empty()),
+      classifies_(!config_.retry_on_types().empty() || !config_.abort_on_types().empty() ||
+                  config_.retry_on_predicate() || config_.abort_on_predicate()),
       give_up_listeners_(
-          std::make_shared<detail::EventHub<RetryGiveUpEvent>>(RetryKind::kNames.metrics)) {}
+          std::make_shared<detail::EventHub<RetryGiveUpEvent>>(RetryKind::kNames.metrics)),
+      attempt_listeners_(
+          std::make_shared<detail::EventHub<RetryAttemptEvent>>(RetryKind::kNames.metrics)) {}
+
+Subscription Retry::on_attempt(std::function<void(const RetryAttemptEvent&)> listener) const {
+  attempt_listened_.store(true, std::memory_order_relaxed);
+  return attempt_listeners_->subscribe(std::move(listener));
+}
 
 Subscription Retry::on_give_up(std::function<void(const RetryGiveUpEvent&)> listener) const {
   return give_up_listeners_->subscribe(std::move(listener));
 }
 
 bool Retry::retryable_current() const noexcept {
-  if (!classify_by_type_) return true;
-  if (matches_any(config_.abort_on_types())) return false;
-  return config_.retry_on_types().empty() || matches_any(config_.retry_on_types());
+  if (!classifies_) return true;
+  // resilience4j's precedence: aborted (by type or predicate) never; else retried by type or
+  // predicate, or every failure when neither is set.
+  if (detail::matches_current(config_.abort_on_types(), config_.abort_on_predicate())) {
+    return false;
+  }
+  const bool retries_some = !config_.retry_on_types().empty() || config_.retry_on_predicate();
+  return !retries_some ||
+         detail::matches_current(config_.retry_on_types(), config_.retry_on_predicate());
+}
+
+void Retry::publish_attempt(int attempt, bool failed, bool retrying, std::chrono::nanoseconds wait,
+                            const std::exception_ptr& failure) const noexcept {
+  if (!attempt_listened_.load(std::memory_order_relaxed) || !attempt_listeners_->has_listeners())
+      [[likely]] {
+    return;
+  }
+  attempt_listeners_->publish(
+      RetryAttemptEvent{instance_id_, attempt, failed, retrying, wait, failure});
+}
+
+bool Retry::wants_failure() const noexcept {
+  return static_cast<bool>(config_.interval_by_outcome()) ||
+         (attempt_listened_.load(std::memory_order_relaxed) && attempt_listeners_->has_listeners());
+}
+
+void Retry::succeeded(int attempt) noexcept {
+  count_success(attempt);
+  publish_attempt(attempt, false, false, std::chrono::nanoseconds::zero(), nullptr);
+}
+
+void Retry::failed(int attempt, const std::exception_ptr& failure) noexcept {
+  count_failure(attempt);
+  publish_attempt(attempt, true, false, std::chrono::nanoseconds::zero(), failure);
+}
+
+void Retry::failed_current(int attempt) noexcept {
+  failed(attempt,
+         attempt_listened_.load(std::memory_order_relaxed) ? std::current_exception() : nullptr);
+}
+
+bool Retry::gave_up_on_result(int attempt) noexcept {
+  count_failure(attempt);
+  publish_attempt(attempt, false, false, std::chrono::nanoseconds::zero(), nullptr);
+  return config_.fail_after_max_attempts();
+}
+
+std::exception_ptr Retry::max_retries_exceeded(int attempts) const {
+  return std::make_exception_ptr(MaxRetriesExceededException(
+      instance_id_, attempts,
+      "retry '" + instance_id_ + "' gave up after " + std::to_string(attempts) +
+          " attempts: the result predicate still asked for a retry (fail_after_max_attempts)"));
+}
+
+void Retry::throw_max_retries(int attempts) const {
+  std::rethrow_exception(max_retries_exceeded(attempts));
+}
+
+std::chrono::nanoseconds Retry::wait_after(int attempt, const RetryOutcome& outcome) const {
+  const auto clamped = [](std::chrono::nanoseconds wait) {
+    return std::clamp(wait, std::chrono::nanoseconds::zero(), RetryConfig::kLongestWait);
+  };
+  if (const auto& by_outcome = config_.interval_by_outcome()) [[unlikely]] {
+    return clamped(by_outcome(attempt, outcome));
+  }
+  if (const auto& by_attempt = config_.interval_by_attempt()) [[unlikely]] {
+    return clamped(by_attempt(attempt));
+  }
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(backoff_wait(attempt)));
+}
+
+std::chrono::nanoseconds Retry::begin_retry(int attempt, const RetryOutcome& outcome, bool failed) {
+  const std::chrono::nanoseconds span = wait_after(attempt, outcome);
+  retries_.increment();
+  publish_attempt(attempt, failed, true, span, outcome.failure);
+  waiting_.fetch_add(1, std::memory_order_relaxed);
+  return span;
+}
+
+std::chrono::nanoseconds Retry::retry_current(int attempt) {
+  RetryOutcome outcome;
+  if (wants_failure()) outcome.failure = std::current_exception();
+  try {
+    return begin_retry(attempt, outcome, true);
+  } catch (...) {
+    failed_current(attempt);  // the interval function's exception ends the call
+    throw;
+  }
 }
 
 void Retry::count_success(int attempts) noexcept {
@@ -180,7 +317,7 @@ void Retry::count_failure(int attempts) noexcept {
 }
 
 bool Retry::retryable(const std::exception_ptr& failure) const noexcept {
-  if (!classify_by_type_) return true;
+  if (!classifies_) return true;
   try {
     std::rethrow_exception(failure);
   } catch (...) {
@@ -188,26 +325,34 @@ bool Retry::retryable(const std::exception_ptr& failure) const noexcept {
   }
 }
 
-std::chrono::nanoseconds Retry::begin_wait(int failed_attempt) {
-  retries_.increment();
+double Retry::backoff_wait(int failed_attempt) const {
   double wait = static_cast<double>(config_.wait().count());
-  if (config_.exponential_backoff() && wait > 0.0) {  // 0 * inf would be NaN
-    // Capped in double: multiplier^n may overflow any integer long before the cap matters.
+  if (wait <= 0.0) return 0.0;  // 0 * inf would be NaN
+  if (config_.exponential_backoff()) {
+    // In double: multiplier^n may overflow any integer long before the cap matters. Not capped
+    // yet: resilience4j randomises the uncapped wait and caps the draw.
     wait *= std::pow(config_.backoff_multiplier(), failed_attempt - 1);
-    wait = std::min(wait, static_cast<double>(config_.max_wait().count()));
   }
-  if (const double jitter = config_.randomized_wait(); jitter > 0.0 && wait > 0.0) {
-    // One engine per thread, seeded once: no lock, and threads do not share a sequence.
-    thread_local std::mt19937 engine{std::random_device{}()};
-    wait = std::uniform_real_distribution<double>(wait * (1.0 - jitter),
-                                                  wait * (1.0 + jitter))(engine);
+  // Without the backoff there is no max_wait: the band is the whole range, as before.
+  const double cap = config_.exponential_backoff() ? static_cast<double>(config_.max_wait().count())
+                                                   : std::numeric_limits<double>::infinity();
+  if (const double jitter = config_.randomized_wait(); jitter > 0.0) {
+    const double low = wait * (1.0 - jitter);
+    if (low >= cap) return cap;  // also an infinite wait: inf - inf would be NaN below
+    double u = 0.0;
+    if (const std::function<double()>* source = config_.random_source()) [[unlikely]] {
+      u = std::clamp((*source)(), 0.0, std::nextafter(1.0, 0.0));
+    } else {
+      // One engine per thread, seeded once: no lock, and threads do not share a sequence.
+      thread_local std::mt19937 engine{std::random_device{}()};
+      u = std::uniform_real_distribution<double>(0.0, 1.0)(engine);
+    }
+    wait = low + u * (2.0 * jitter * wait);
   }
-  waiting_.fetch_add(1, std::memory_order_relaxed);
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(wait));
+  return std::min(wait, cap);
 }
 
-void Retry::wait_after(int failed_attempt) {
-  const std::chrono::nanoseconds span = begin_wait(failed_attempt);
+void Retry::sleep_for(int failed_attempt, std::chrono::nanoseconds span) {
   // Ends the wait count however the wait ends (sleep_until may throw std::bad_alloc).
   struct Unwait {
     Retry& retry;
@@ -253,8 +398,9 @@ std::span<const detail::Setting<RetryKind::Config>> RetryKind::settings() noexce
       R::row("randomizedWait", "randomized_wait", number,
              [](auto& c, auto& v) { c.randomized_wait(v.number); }),
       R::row("retryOn", "retry_on", exception_types, [](auto& c, auto& v) { c.retry_on(v.types); }),
-      R::row("abortOn", "abort_on", exception_types,
-             [](auto& c, auto& v) { c.abort_on(v.types); })};
+      R::row("abortOn", "abort_on", exception_types, [](auto& c, auto& v) { c.abort_on(v.types); }),
+      R::row("failAfterMaxAttempts", "fail_after_max_attempts", boolean,
+             [](auto& c, auto& v) { c.fail_after_max_attempts(v.boolean); })};
   return kSettings;
 }
 

@@ -343,10 +343,435 @@ TEST_F(CircuitBreakerTest, OperatorsCanCloseAndOpenItByHand) {
   EXPECT_EQ(breaker->handle().instance_id(), "inventory");
 }
 
+// Snapshot figures: per state (the state's own calls) or since creation; see
+// CircuitBreakerSnapshot.
+class CircuitBreakerSnapshotTest : public CircuitBreakerTest {
+ protected:
+  // Opens, waits, and lets four trials end: slow success, quick failure, two slow failures.
+  std::unique_ptr<r4c::CircuitBreaker> reopened_by_trials() {
+    auto breaker = make(r4c::CircuitBreakerConfig()
+                            .sliding_window_size(10)
+                            .minimum_number_of_calls(4)
+                            .permitted_calls_in_half_open(4)
+                            .slow_call_duration(1s)
+                            .wait_in_open(10s));
+    for (int i = 0; i < 4; ++i) fail(*breaker);  // the closed window: 4 of 4 failed
+    EXPECT_EQ(breaker->state(), State::open);
+    clock_->advance(10s);
+    std::vector<r4c::CircuitBreakerPermit> trials;
+    for (int i = 0; i < 4; ++i) trials.push_back(breaker->try_acquire());
+    trials[0].on_success(2s);
+    trials[1].on_error(1ms);
+    trials[2].on_error(2s);
+    trials[3].on_error(2s);
+    return breaker;
+  }
+};
+
+TEST_F(CircuitBreakerSnapshotTest, AReopenedBreakerShowsTheTrialsThatReopenedIt) {
+  auto breaker = reopened_by_trials();
+  const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.state, State::open);
+  EXPECT_EQ(snap.buffered_calls, 4u);
+  EXPECT_EQ(snap.failed_calls, 3u);
+  EXPECT_EQ(snap.slow_calls, 3u);
+  EXPECT_EQ(snap.failure_rate, 75);
+  EXPECT_EQ(snap.slow_call_rate, 75);
+}
+
+TEST_F(CircuitBreakerSnapshotTest, ABreakerOpenedFromClosedShowsTheWindowThatOpenedIt) {
+  auto breaker = make_small();
+  succeed(*breaker);
+  for (int i = 0; i < 3; ++i) fail(*breaker);
+  const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.state, State::open);
+  EXPECT_EQ(snap.buffered_calls, 4u);
+  EXPECT_EQ(snap.failed_calls, 3u);
+  EXPECT_EQ(snap.failure_rate, 75);
+}
+
+TEST_F(CircuitBreakerSnapshotTest, ALateOutcomeCountsInTheFiguresThatOpenedIt) {
+  auto breaker = make_small();
+  r4c::CircuitBreakerPermit straggler = breaker->try_acquire();
+  for (int i = 0; i < 4; ++i) fail(*breaker);
+  straggler.on_success(1ms);
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 5u);
+  EXPECT_EQ(breaker->snapshot().failure_rate, 80);
+}
+
+TEST_F(CircuitBreakerSnapshotTest, EachStateStartsWithEmptyFiguresButTheCountersSinceCreationStay) {
+  auto breaker = reopened_by_trials();
+  EXPECT_FALSE(breaker->try_acquire());
+  clock_->advance(10s);
+  std::vector<r4c::CircuitBreakerPermit> trials;
+  for (int i = 0; i < 4; ++i) trials.push_back(breaker->try_acquire());
+  EXPECT_FALSE(breaker->try_acquire());  // half-open with its trials taken
+  r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.state, State::half_open);
+  EXPECT_EQ(snap.buffered_calls, 0u);
+  EXPECT_EQ(snap.failure_rate, -1);
+  for (auto& trial : trials) trial.on_success(1ms);
+  snap = breaker->snapshot();
+  EXPECT_EQ(snap.state, State::closed);
+  EXPECT_EQ(snap.buffered_calls, 0u);
+  EXPECT_EQ(snap.not_permitted_calls, 2u);  // since creation, over every state
+  EXPECT_EQ(snap.transitions, 5u);          // open, half-open, open, half-open, closed
+}
+
+TEST_F(CircuitBreakerTest, ForcedOpenRejectsEveryCallUntilAnotherTransition) {
+  auto breaker = make_small();
+  breaker->transition_to_forced_open();
+  bool ran = false;
+  EXPECT_THROW(breaker->execute([&] { ran = true; }), r4c::CallNotPermittedException);
+  clock_->advance(1h);  // no wait ends a forced opening
+  EXPECT_FALSE(breaker->try_acquire());
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(breaker->state(), State::forced_open);
+  EXPECT_EQ(breaker->snapshot().not_permitted_calls, 2u);
+  breaker->transition_to_closed();
+  EXPECT_TRUE(breaker->try_acquire());
+}
+
+TEST_F(CircuitBreakerTest, DisabledPermitsEveryCallAndRecordsNothing) {
+  auto breaker = make_small();
+  fail(*breaker);
+  breaker->transition_to_disabled();
+  for (int i = 0; i < 20; ++i) fail(*breaker);
+  const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.state, State::disabled);
+  EXPECT_EQ(snap.buffered_calls, 0u);
+  EXPECT_EQ(snap.failure_rate, -1);
+  EXPECT_EQ(snap.not_permitted_calls, 0u);
+}
+
+TEST_F(CircuitBreakerTest, MetricsOnlyRecordsAndPublishesButNeverOpens) {
+  auto breaker = make_small();
+  std::vector<std::pair<State, State>> seen;
+  r4c::Subscription s = breaker->on_state_transition(
+      [&](const r4c::CircuitBreakerTransitionEvent& e) { seen.emplace_back(e.from, e.to); });
+  breaker->transition_to_metrics_only();
+  for (int i = 0; i < 10; ++i) fail(*breaker);
+  const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.state, State::metrics_only);
+  EXPECT_EQ(snap.buffered_calls, 10u);
+  EXPECT_EQ(snap.failure_rate, 100);
+  breaker->transition_to_closed();
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 0u);
+  EXPECT_THAT(seen, ::testing::ElementsAre(std::pair(State::closed, State::metrics_only),
+                                           std::pair(State::metrics_only, State::closed)));
+}
+
+TEST_F(CircuitBreakerTest, EveryStateIsReachedFromEveryOtherAndPublished) {
+  auto breaker = make_small();
+  std::vector<std::pair<State, State>> seen;
+  r4c::Subscription s = breaker->on_state_transition(
+      [&](const r4c::CircuitBreakerTransitionEvent& e) { seen.emplace_back(e.from, e.to); });
+  const std::vector<void (r4c::CircuitBreaker::*)()> to = {
+      &r4c::CircuitBreaker::transition_to_closed,
+      &r4c::CircuitBreaker::transition_to_open,
+      &r4c::CircuitBreaker::transition_to_half_open,
+      &r4c::CircuitBreaker::transition_to_disabled,
+      &r4c::CircuitBreaker::transition_to_metrics_only,
+      &r4c::CircuitBreaker::transition_to_forced_open};
+  std::vector<std::pair<State, State>> expected;
+  for (std::size_t from = 0; from < to.size(); ++from) {
+    for (std::size_t next = 0; next < to.size(); ++next) {
+      if (from == next) continue;
+      ((*breaker).*to[from])();
+      seen.clear();
+      ((*breaker).*to[next])();
+      ((*breaker).*to[next])();  // already there: nothing
+      EXPECT_EQ(breaker->state(), static_cast<State>(next));
+      EXPECT_THAT(seen, ::testing::ElementsAre(
+                            std::pair(static_cast<State>(from), static_cast<State>(next))));
+    }
+  }
+}
+
+TEST_F(CircuitBreakerTest, TheInitialStateIsConfigurableAndIsNotATransition) {
+  auto forced = make(r4c::CircuitBreakerConfig().initial_state(State::forced_open));
+  EXPECT_EQ(forced->state(), State::forced_open);
+  EXPECT_FALSE(forced->try_acquire());
+  EXPECT_EQ(forced->snapshot().transitions, 0u);
+  auto open = make(r4c::CircuitBreakerConfig().initial_state(State::open).wait_in_open(5s));
+  EXPECT_FALSE(open->try_acquire());
+  clock_->advance(5s);
+  EXPECT_TRUE(open->try_acquire());
+  EXPECT_EQ(open->state(), State::half_open);
+  auto metrics = make(r4c::CircuitBreakerConfig().initial_state(State::metrics_only));
+  EXPECT_TRUE(metrics->try_acquire());
+}
+
+TEST_F(CircuitBreakerTest, ResetClosesWithEmptyStatisticsFromAnyState) {
+  auto breaker = make_small();
+  for (int i = 0; i < 4; ++i) fail(*breaker);
+  ASSERT_EQ(breaker->state(), State::open);
+  breaker->reset();
+  r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.state, State::closed);
+  EXPECT_EQ(snap.buffered_calls, 0u);
+  EXPECT_EQ(snap.transitions, 2u);
+  fail(*breaker);
+  breaker->reset();  // closed: the window empties, no transition
+  snap = breaker->snapshot();
+  EXPECT_EQ(snap.buffered_calls, 0u);
+  EXPECT_EQ(snap.transitions, 2u);
+  breaker->transition_to_metrics_only();
+  fail(*breaker);
+  breaker->reset();
+  EXPECT_EQ(breaker->state(), State::closed);
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 0u);
+}
+
+TEST_F(CircuitBreakerTest, TransitionToOpenForWaitsExactlyThatLong) {
+  auto breaker = make_small();  // wait_in_open 10 s
+  breaker->transition_to_open_for(3s);
+  clock_->advance(3s - 1ns);
+  EXPECT_FALSE(breaker->try_acquire());
+  clock_->advance(1ns);
+  EXPECT_TRUE(breaker->try_acquire());
+  EXPECT_EQ(breaker->state(), State::half_open);
+  EXPECT_THROW(breaker->transition_to_open_for(-1s), r4c::ConfigException);
+  EXPECT_THROW(breaker->transition_to_open_for(25h), r4c::ConfigException);
+}
+
+TEST_F(CircuitBreakerTest, TransitionToOpenForWhenOpenMovesOnlyTheEndOfTheWait) {
+  auto breaker = make_small();
+  breaker->transition_to_open();
+  breaker->transition_to_open_for(1s);
+  EXPECT_EQ(breaker->snapshot().transitions, 1u);
+  clock_->advance(1s);
+  EXPECT_TRUE(breaker->try_acquire());
+}
+
+TEST_F(CircuitBreakerTest, TransitionToOpenUntilWaitsUntilTheDeadlineOnTheClock) {
+  auto breaker = make_small();
+  clock_->advance(100s);
+  breaker->transition_to_open_until(clock_->now() + 2s);
+  clock_->advance(2s - 1ns);
+  EXPECT_FALSE(breaker->try_acquire());
+  clock_->advance(1ns);
+  EXPECT_TRUE(breaker->try_acquire());
+  breaker->transition_to_closed();
+  breaker->transition_to_open_until(clock_->now() - 1s);  // past: the next call is a trial
+  EXPECT_TRUE(breaker->try_acquire());
+  EXPECT_EQ(breaker->state(), State::half_open);
+}
+
+TEST_F(CircuitBreakerTest, AManualHalfOpenLetsItsTrialsThroughAndRatesThem) {
+  auto breaker = make_small(10, 4, /*permitted=*/2);
+  breaker->transition_to_half_open();
+  succeed(*breaker);
+  EXPECT_EQ(breaker->state(), State::half_open);
+  succeed(*breaker);
+  EXPECT_EQ(breaker->state(), State::closed);
+}
+
+TEST_F(CircuitBreakerTest, MaxWaitInHalfOpenResolvesToOpenAtTheFirstCallAfterIt) {
+  auto breaker = make(r4c::CircuitBreakerConfig()
+                          .permitted_calls_in_half_open(1)
+                          .wait_in_open(10s)
+                          .max_wait_in_half_open(5s));
+  breaker->transition_to_open();
+  clock_->advance(10s);
+  r4c::CircuitBreakerPermit hanging = breaker->try_acquire();
+  ASSERT_TRUE(hanging);
+  clock_->advance(5s - 1ns);
+  EXPECT_FALSE(breaker->try_acquire());
+  EXPECT_EQ(breaker->state(), State::half_open);
+  clock_->advance(1ns);
+  EXPECT_FALSE(breaker->try_acquire());
+  EXPECT_EQ(breaker->state(), State::open);
+  hanging.on_success(1ms);  // from the half-open period that ended: not a trial
+  EXPECT_EQ(breaker->state(), State::open);
+  clock_->advance(10s);  // a new wait from the resolution (the second opening: same wait)
+  EXPECT_TRUE(breaker->try_acquire());
+}
+
+TEST_F(CircuitBreakerTest, MaxWaitInHalfOpenMayResolveToClosed) {
+  auto breaker = make(r4c::CircuitBreakerConfig()
+                          .permitted_calls_in_half_open(1)
+                          .max_wait_in_half_open(5s)
+                          .state_after_max_wait_in_half_open(State::closed));
+  breaker->transition_to_half_open();
+  r4c::CircuitBreakerPermit hanging = breaker->try_acquire();
+  clock_->advance(5s);
+  hanging.on_error(5s);  // the outcome notices the end first: the breaker closes
+  EXPECT_EQ(breaker->state(), State::closed);
+  // Then it counts where it arrived, as any late outcome: in the new closed window.
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 1u);
+  EXPECT_EQ(breaker->snapshot().transitions, 2u);
+}
+
+TEST_F(CircuitBreakerTest, ExponentialWaitInOpenGrowsWithConsecutiveOpeningsUpToItsCap) {
+  auto breaker = make(r4c::CircuitBreakerConfig()
+                          .permitted_calls_in_half_open(1)
+                          .wait_in_open(10s)
+                          .exponential_wait_in_open(2.0, 30s));
+  auto waits_before_trial = [&] {
+    for (std::chrono::seconds waited = 0s;; waited += 1s) {
+      if (r4c::CircuitBreakerPermit trial = breaker->try_acquire()) {
+        trial.on_error(1ms);  // reopens
+        return waited;
+      }
+      clock_->advance(1s);
+    }
+  };
+  breaker->transition_to_open();  // opening 1: 10 s
+  EXPECT_EQ(waits_before_trial(), 10s);
+  EXPECT_EQ(waits_before_trial(), 20s);  // opening 2
+  EXPECT_EQ(waits_before_trial(), 30s);  // opening 3: 40 s capped
+  EXPECT_EQ(waits_before_trial(), 30s);
+  clock_->advance(30s);
+  succeed(*breaker);  // the trial closes it: the count starts again
+  breaker->transition_to_open();
+  EXPECT_EQ(waits_before_trial(), 10s);
+}
+
+TEST_F(CircuitBreakerTest, AWaitIntervalFunctionGivesTheWaitOfEachOpening) {
+  std::vector<int> asked;
+  auto breaker =
+      make(r4c::CircuitBreakerConfig().permitted_calls_in_half_open(1).wait_interval_in_open(
+          [&](int opening) {
+            asked.push_back(opening);
+            return opening * 3s;
+          }));
+  breaker->transition_to_open();
+  clock_->advance(3s);
+  breaker->try_acquire().on_error(1ms);
+  clock_->advance(6s - 1ns);
+  EXPECT_FALSE(breaker->try_acquire());
+  clock_->advance(1ns);
+  EXPECT_TRUE(breaker->try_acquire());
+  EXPECT_THAT(asked, ::testing::ElementsAre(1, 2));
+}
+
+struct HttpError : std::runtime_error {
+  explicit HttpError(int status) : std::runtime_error("http"), status(status) {}
+  int status;
+};
+
+TEST_F(CircuitBreakerTest, ARecordPredicateRecordsAlongsideTheRecordedTypes) {
+  auto breaker =
+      make(r4c::CircuitBreakerConfig()
+               .minimum_number_of_calls(100)
+               .record_on<NotFound>()
+               .record_on<HttpError>([](const HttpError& e) { return e.status >= 500; }));
+  EXPECT_THROW(breaker->execute([] { throw HttpError(503); }), HttpError);  // recorded
+  EXPECT_THROW(breaker->execute([] { throw HttpError(404); }), HttpError);  // a success
+  fail<NotFound>(*breaker);                                                 // recorded by type
+  fail<Unavailable>(*breaker);                                              // neither: a success
+  const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+  EXPECT_EQ(snap.buffered_calls, 4u);
+  EXPECT_EQ(snap.failed_calls, 2u);
+}
+
+TEST_F(CircuitBreakerTest, AnIgnorePredicateWinsOverRecordingAsResilience4jDoes) {
+  auto breaker = make(
+      r4c::CircuitBreakerConfig().minimum_number_of_calls(100).record_on<HttpError>().ignore_on(
+          [](const std::exception_ptr& failure) {
+            try {
+              std::rethrow_exception(failure);
+            } catch (const HttpError& e) {
+              return e.status == 429;
+            } catch (...) {
+              return false;
+            }
+          }));
+  EXPECT_THROW(breaker->execute([] { throw HttpError(429); }), HttpError);  // ignored
+  EXPECT_THROW(breaker->execute([] { throw HttpError(500); }), HttpError);  // recorded
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 1u);
+  EXPECT_EQ(breaker->snapshot().failed_calls, 1u);
+}
+
+TEST_F(CircuitBreakerTest, AThrowingExceptionPredicateAnswersFalse) {
+  auto breaker = make(r4c::CircuitBreakerConfig().minimum_number_of_calls(100).record_on(
+      [](const std::exception_ptr&) -> bool { throw std::logic_error("bug"); }));
+  fail(*breaker);
+  EXPECT_EQ(breaker->snapshot().failed_calls, 0u);
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 1u);
+}
+
+TEST_F(CircuitBreakerTest, AResultPredicateRecordsChosenResultsAsFailuresAndReturnsThem) {
+  auto breaker = make(r4c::CircuitBreakerConfig()
+                          .sliding_window_size(2)
+                          .minimum_number_of_calls(2)
+                          .record_result<int>([](const int& status) { return status >= 500; }));
+  EXPECT_EQ(breaker->execute([] { return 503; }), 503);
+  EXPECT_EQ(breaker->snapshot().failed_calls, 1u);
+  const std::string other = breaker->execute([] { return std::string("a string"); });
+  EXPECT_EQ(other, "a string");              // another type: a success
+  EXPECT_EQ(breaker->state(), State::open);  // 1 of 2 failed: 50 %
+}
+
+TEST_F(CircuitBreakerTest, AThrowingResultPredicateEndsTheCallAndRecordsNothing) {
+  auto breaker = make(r4c::CircuitBreakerConfig().record_result<int>(
+      [](const int&) -> bool { throw std::logic_error("bug"); }));
+  EXPECT_THROW(breaker->execute([] { return 1; }), std::logic_error);
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 0u);
+}
+
+TEST(CircuitBreakerConfigTest, TheNewSettingsNameTheirBadValues) {
+  auto message_of = [](auto&& set) -> std::string {
+    try {
+      r4c::CircuitBreakerConfig config;
+      set(config);
+    } catch (const r4c::ConfigException& e) {
+      return e.what();
+    }
+    return "no exception";
+  };
+  EXPECT_THAT(message_of([](auto& c) { c.exponential_wait_in_open(0.5, 1s); }),
+              HasSubstr("R4C-REG-001: wait_in_open_multiplier is 0.5"));
+  EXPECT_THAT(message_of([](auto& c) { c.exponential_wait_in_open(2, 25h); }),
+              HasSubstr("R4C-REG-001: max_wait_in_open"));
+  EXPECT_THAT(
+      message_of([](auto& c) { c.wait_in_open(10s).exponential_wait_in_open(2, 1s).validate(); }),
+      HasSubstr("R4C-ATR-009: max_wait_in_open"));
+  EXPECT_THAT(message_of([](auto& c) { c.max_wait_in_half_open(-1s); }),
+              HasSubstr("R4C-REG-001: max_wait_in_half_open"));
+  EXPECT_THAT(message_of([](auto& c) { c.state_after_max_wait_in_half_open(State::half_open); }),
+              HasSubstr("valid: open or closed"));
+  EXPECT_THAT(message_of([](auto& c) { c.initial_state(static_cast<State>(9)); }),
+              HasSubstr("R4C-REG-001: initial_state"));
+  EXPECT_THAT(message_of([](auto& c) { c.record_on(r4c::detail::ExceptionPredicate()); }),
+              HasSubstr("R4C-REG-001: record_on"));
+  EXPECT_THAT(message_of([](r4c::CircuitBreakerConfig& c) { c.record_result<int>(nullptr); }),
+              HasSubstr("R4C-REG-001: record_result"));
+}
+
+TEST(CircuitBreakerConfigTest, TheNewFileKeysSetTheirSettings) {
+  r4c::CircuitBreakerConfig config;
+  auto apply = [&](std::string_view key, std::string_view text) {
+    const auto* setting = r4c::detail::find_setting(r4c::CircuitBreakerKind::settings(), key);
+    ASSERT_NE(setting, nullptr) << key;
+    const std::optional<r4c::detail::SettingValue> value = r4c::detail::parse(*setting, text);
+    ASSERT_TRUE(value) << key;
+    setting->apply(config, *value);
+  };
+  apply("waitInOpenMultiplier", "2");
+  EXPECT_EQ(config.max_wait_in_open(), 24h);
+  apply("maxWaitInOpen", "5m");
+  apply("maxWaitInHalfOpen", "30s");
+  apply("stateAfterMaxWaitInHalfOpen", "closed");
+  apply("initialState", "metrics_only");
+  EXPECT_EQ(config.wait_in_open_multiplier(), 2.0);
+  EXPECT_EQ(config.max_wait_in_open(), 5min);
+  EXPECT_EQ(config.wait_in_open_for(3), 4min);
+  EXPECT_EQ(config.max_wait_in_half_open(), 30s);
+  EXPECT_EQ(config.state_after_max_wait_in_half_open(), State::closed);
+  EXPECT_EQ(config.initial_state(), State::metrics_only);
+  EXPECT_EQ(r4c::first_difference(config, r4c::CircuitBreakerConfig())->setting,
+            "wait_in_open_multiplier");
+}
+
 TEST_F(CircuitBreakerTest, StatesAndWindowTypesHaveNames) {
   EXPECT_EQ(r4c::to_string(State::closed), "closed");
   EXPECT_EQ(r4c::to_string(State::open), "open");
   EXPECT_EQ(r4c::to_string(State::half_open), "half_open");
+  EXPECT_EQ(r4c::to_string(State::disabled), "disabled");
+  EXPECT_EQ(r4c::to_string(State::metrics_only), "metrics_only");
+  EXPECT_EQ(r4c::to_string(State::forced_open), "forced_open");
   EXPECT_EQ(r4c::to_string(r4c::SlidingWindowType::count_based), "count_based");
   EXPECT_EQ(r4c::to_string(r4c::SlidingWindowType::time_based), "time_based");
 }

@@ -79,6 +79,15 @@ class RetryTest : public ::testing::Test {
     };
   }
 
+  // The waits between the attempts recorded by attempts_that.
+  std::vector<std::chrono::nanoseconds> waits() const {
+    std::vector<std::chrono::nanoseconds> between;
+    for (std::size_t i = 1; i < attempt_times_.size(); ++i) {
+      between.push_back(attempt_times_[i] - attempt_times_[i - 1]);
+    }
+    return between;
+  }
+
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
   std::vector<std::chrono::nanoseconds> attempt_times_;  // written by the caller thread only
   int advances_ = 0;
@@ -217,6 +226,260 @@ TEST_F(RetryTest, RandomizedWaitKeepsEachWaitWithinItsBand) {
   }
   EXPECT_NE(std::count(waits.begin(), waits.end(), waits.front()), kAttempts - 1)
       << "every wait was the same";
+}
+
+// A random source that returns `draws` in turn, from the first again after the last.
+std::function<double()> draws_of(std::vector<double> draws) {
+  auto next = std::make_shared<std::size_t>(0);
+  return [draws = std::move(draws), next] { return draws[(*next)++ % draws.size()]; };
+}
+
+class RetryJitterTest : public RetryTest {
+ protected:
+  // The waits of a call that fails 6 times with wait 100 ms, x2 up to 400 ms, jitter 0.5.
+  std::vector<std::chrono::nanoseconds> waits_drawing(std::vector<double> draws) {
+    r4c::Retry retry("orders",
+                     r4c::RetryConfig()
+                         .max_attempts(6)
+                         .wait(100ms)
+                         .exponential_backoff(2.0, 400ms)
+                         .randomized_wait(0.5)
+                         .random_source(draws_of(std::move(draws))),
+                     clock_);
+    EXPECT_THROW(
+        drive([&] { retry.execute(attempts_that([](int) -> int { throw Busy("busy"); })); }), Busy);
+    return waits();
+  }
+};
+
+// Uncapped waits 100, 200, 400, 800, 1600 ms; each band [w/2, 3w/2) is drawn in, then capped.
+TEST_F(RetryJitterTest, TheLowestDrawIsHalfTheUncappedWaitThenCapped) {
+  EXPECT_THAT(waits_drawing({0.0}), ElementsAre(50ms, 100ms, 200ms, 400ms, 400ms));
+}
+
+TEST_F(RetryJitterTest, TheMiddleDrawIsTheUncappedWaitThenCapped) {
+  EXPECT_THAT(waits_drawing({0.5}), ElementsAre(100ms, 200ms, 400ms, 400ms, 400ms));
+}
+
+TEST_F(RetryJitterTest, AHighDrawIsCappedAtMaxWaitNeverAbove) {
+  EXPECT_THAT(waits_drawing({0.75}), ElementsAre(125ms, 250ms, 400ms, 400ms, 400ms));
+  attempt_times_.clear();
+  // A source outside [0, 1) is clamped into it: the top of the band, just under 3w/2.
+  for (std::chrono::nanoseconds wait : waits_drawing({7.0})) EXPECT_LE(wait, 400ms);
+}
+
+TEST_F(RetryJitterTest, NoDefaultDrawExceedsMaxWait) {
+  // The case of the issue: a cap of 100 s with jitter 0.5 used to exceed it about half the time.
+  constexpr int kAttempts = 60;
+  r4c::Retry retry("orders",
+                   r4c::RetryConfig()
+                       .max_attempts(kAttempts)
+                       .wait(100us)
+                       .exponential_backoff(1.5, 1ms)
+                       .randomized_wait(0.5),
+                   clock_);
+  EXPECT_THROW(
+      drive([&] { retry.execute(attempts_that([](int) -> int { throw Busy("busy"); })); }, 1us),
+      Busy);
+  ASSERT_EQ(attempt_times_.size(), static_cast<std::size_t>(kAttempts));
+  for (int i = 1; i < kAttempts; ++i) {
+    EXPECT_LE(attempt_times_[i] - attempt_times_[i - 1], 1ms) << "wait " << i;
+  }
+}
+
+TEST_F(RetryTest, FailAfterMaxAttemptsFailsAResultStillRetriedWithMaxRetriesExceeded) {
+  r4c::Retry retry("orders",
+                   r4c::RetryConfig()
+                       .wait(10ms)
+                       .retry_on_result<int>([](const int& v) { return v < 0; })
+                       .fail_after_max_attempts(true),
+                   clock_);
+  try {
+    drive([&] { retry.execute(attempts_that([](int) { return -1; })); });
+    ADD_FAILURE() << "no exception";
+  } catch (const r4c::MaxRetriesExceededException& e) {
+    EXPECT_EQ(e.attempts(), 3);
+    EXPECT_EQ(e.instance_id(), "orders");
+    EXPECT_THAT(e.what(), HasSubstr("gave up after 3 attempts"));
+  }
+  EXPECT_EQ(attempt_times_.size(), 3u);
+  EXPECT_EQ(retry.snapshot().failed_with_retry, 1u);
+  int result = 0;
+  drive([&] { result = retry.execute(attempts_that([](int) { return 7; })); });
+  EXPECT_EQ(result, 7);  // a wanted result is returned as always
+}
+
+TEST_F(RetryTest, AVoidResultPredicateRetriesUntilTheCallLeftWhatItShould) {
+  int written = 0;
+  r4c::Retry retry("orders",
+                   r4c::RetryConfig().max_attempts(5).wait(10ms).retry_on_void_result(
+                       [&] { return written < 3; }),
+                   clock_);
+  drive([&] { retry.execute([&] { ++written; }); });
+  EXPECT_EQ(written, 3);
+  EXPECT_EQ(retry.snapshot().successful_with_retry, 1u);
+  EXPECT_EQ(retry.snapshot().retries, 2u);
+  // Out of attempts: returns, or fails with fail_after_max_attempts.
+  r4c::Retry strict("orders",
+                    r4c::RetryConfig()
+                        .max_attempts(2)
+                        .wait(10ms)
+                        .retry_on_void_result([] { return true; })
+                        .fail_after_max_attempts(true),
+                    clock_);
+  EXPECT_THROW(drive([&] { strict.execute([] {}); }), r4c::MaxRetriesExceededException);
+  EXPECT_EQ(strict.snapshot().failed_with_retry, 1u);
+}
+
+TEST_F(RetryTest, AnIntervalFunctionOfTheAttemptGivesEachWait) {
+  r4c::Retry retry("orders",
+                   r4c::RetryConfig().max_attempts(4).wait(1h).interval_function(
+                       [](int attempt) { return attempt * 100ms; }),
+                   clock_);
+  EXPECT_THROW(drive([&] { retry.execute(attempts_that([](int) -> int { throw Busy("busy"); })); }),
+               Busy);
+  EXPECT_THAT(waits(), ElementsAre(100ms, 200ms, 300ms));
+}
+
+TEST_F(RetryTest, AnIntervalFunctionOfTheOutcomeSeesTheFailureOrTheResult) {
+  std::vector<std::string> seen;
+  r4c::Retry retry("orders",
+                   r4c::RetryConfig()
+                       .max_attempts(4)
+                       .retry_on_result<int>([](const int& v) { return v < 0; })
+                       .interval_function([](int) { return 1h; })  // the outcome's function wins
+                       .interval_function([&](int attempt, const r4c::RetryOutcome& outcome) {
+                         if (const int* result = outcome.result<int>()) {
+                           seen.push_back("result " + std::to_string(*result));
+                           return 200ms;
+                         }
+                         EXPECT_EQ(outcome.result<long>(), nullptr);
+                         try {
+                           std::rethrow_exception(outcome.failure);
+                         } catch (const Busy&) {
+                           seen.push_back("busy at " + std::to_string(attempt));
+                         }
+                         return 50ms;
+                       }),
+                   clock_);
+  int result = 0;
+  drive([&] {
+    result = retry.execute(attempts_that([](int attempt) {
+      if (attempt == 1) throw Busy("busy");
+      return attempt == 4 ? 9 : -attempt;
+    }));
+  });
+  EXPECT_EQ(result, 9);
+  EXPECT_THAT(seen, ElementsAre("busy at 1", "result -2", "result -3"));
+  EXPECT_THAT(waits(), ElementsAre(50ms, 200ms, 200ms));
+}
+
+TEST_F(RetryTest, AnIntervalFunctionIsClampedAndOneThatThrowsEndsTheCall) {
+  r4c::Retry negative("orders",
+                      r4c::RetryConfig().max_attempts(2).interval_function([](int) { return -5s; }),
+                      clock_);
+  EXPECT_THROW(
+      drive([&] { negative.execute(attempts_that([](int) -> int { throw Busy("busy"); })); }),
+      Busy);
+  EXPECT_THAT(waits(), ElementsAre(0ms));
+  r4c::Retry throwing("orders",
+                      r4c::RetryConfig().interval_function(
+                          [](int) -> std::chrono::nanoseconds { throw std::logic_error("bug"); }),
+                      clock_);
+  EXPECT_THROW(throwing.execute([]() -> int { throw Busy("busy"); }), std::logic_error);
+  EXPECT_EQ(throwing.snapshot().failed_without_retry, 1u);
+  EXPECT_EQ(throwing.snapshot().waiting_calls, 0);
+}
+
+struct HttpError : std::runtime_error {
+  explicit HttpError(int status) : std::runtime_error("http"), status(status) {}
+  int status;
+};
+
+TEST_F(RetryTest, ExceptionPredicatesRetryAndAbortWithAbortWinning) {
+  r4c::Retry retry("orders",
+                   r4c::RetryConfig()
+                       .max_attempts(3)
+                       .wait(10ms)
+                       .retry_on<HttpError>([](const HttpError& e) { return e.status >= 500; })
+                       .retry_on<Busy>()
+                       .abort_on([](const std::exception_ptr& failure) {
+                         try {
+                           std::rethrow_exception(failure);
+                         } catch (const Busy& e) {
+                           return std::string(e.what()) == "for good";
+                         } catch (...) {
+                           return false;
+                         }
+                       }),
+                   clock_);
+  const auto attempts_for = [&](auto failure) {
+    attempt_times_.clear();
+    EXPECT_ANY_THROW(
+        drive([&] { retry.execute(attempts_that([&](int) -> int { throw failure; })); }));
+    return attempt_times_.size();
+  };
+  EXPECT_EQ(attempts_for(HttpError(503)), 3u);    // the predicate retries it
+  EXPECT_EQ(attempts_for(HttpError(404)), 1u);    // neither type nor predicate
+  EXPECT_EQ(attempts_for(Busy("busy")), 3u);      // by type
+  EXPECT_EQ(attempts_for(Busy("for good")), 1u);  // aborted by predicate over the type
+}
+
+TEST_F(RetryTest, AnAttemptListenerHearsEveryAttempt) {
+  r4c::Retry retry("orders", r4c::RetryConfig().wait(100ms), clock_);
+  std::vector<r4c::RetryAttemptEvent> events;
+  r4c::Subscription s =
+      retry.on_attempt([&](const r4c::RetryAttemptEvent& e) { events.push_back(e); });
+  int result = 0;
+  drive([&] {
+    result = retry.execute(attempts_that([](int attempt) {
+      if (attempt == 1) throw Busy("busy");
+      return 5;
+    }));
+  });
+  EXPECT_EQ(result, 5);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].attempt, 1);
+  EXPECT_TRUE(events[0].failed);
+  EXPECT_TRUE(events[0].retrying);
+  EXPECT_EQ(events[0].wait, 100ms);
+  EXPECT_TRUE(events[0].failure);
+  EXPECT_EQ(events[1].attempt, 2);
+  EXPECT_FALSE(events[1].failed);
+  EXPECT_FALSE(events[1].retrying);
+  EXPECT_EQ(events[1].wait, 0ms);
+  EXPECT_EQ(events[0].instance_id, "orders");
+  events.clear();
+  EXPECT_THROW(drive([&] { retry.execute([]() -> int { throw Busy("x"); }); }), Busy);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_TRUE(events[1].retrying);
+  EXPECT_EQ(events[2].attempt, 3);
+  EXPECT_TRUE(events[2].failed);
+  EXPECT_FALSE(events[2].retrying);  // the last: the call gives up
+}
+
+TEST(RetryConfigTest, FailAfterMaxAttemptsIsAFileKeyAndASetting) {
+  r4c::RetryConfig config;
+  EXPECT_FALSE(config.fail_after_max_attempts());
+  const auto* setting =
+      r4c::detail::find_setting(r4c::RetryKind::settings(), "failAfterMaxAttempts");
+  ASSERT_NE(setting, nullptr);
+  setting->apply(config, *r4c::detail::parse(*setting, "true"));
+  EXPECT_TRUE(config.fail_after_max_attempts());
+  EXPECT_EQ(r4c::first_difference(config, r4c::RetryConfig())->setting, "fail_after_max_attempts");
+  EXPECT_EQ(r4c::first_difference(r4c::RetryConfig().interval_function([](int) { return 1s; }),
+                                  r4c::RetryConfig())
+                ->setting,
+            "interval_function");
+  EXPECT_THROW(r4c::RetryConfig().retry_on_void_result(nullptr), r4c::ConfigException);
+  EXPECT_THROW(r4c::RetryConfig().interval_function(std::function<std::chrono::nanoseconds(int)>()),
+               r4c::ConfigException);
+  EXPECT_THROW(r4c::RetryConfig().retry_on(r4c::detail::ExceptionPredicate()),
+               r4c::ConfigException);
+}
+
+TEST(RetryConfigTest, AnEmptyRandomSourceIsRefused) {
+  EXPECT_THROW(r4c::RetryConfig().random_source(nullptr), r4c::ConfigException);
 }
 
 TEST_F(RetryTest, AResultPredicateRetriesAResultAndReturnsTheLastOneWhenAttemptsRunOut) {

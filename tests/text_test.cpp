@@ -55,7 +55,8 @@ TEST(TextTest, EnumNamesIgnoreCaseAndAcceptTheirAliases) {
   EXPECT_EQ(r4c::to_string(r4c::SlidingWindowType::time_based), "time_based");
   EXPECT_EQ(r4c::text::choices<r4c::LimitAlgorithm>(), "gradient2 or aimd");
   EXPECT_EQ(r4c::text::choices<r4c::SlidingWindowType>(), "count_based or time_based");
-  EXPECT_EQ(r4c::text::choices<r4c::CircuitBreakerState>(), "closed, open or half_open");
+  EXPECT_EQ(r4c::text::choices<r4c::CircuitBreakerState>(),
+            "closed, open, half_open, disabled, metrics_only or forced_open");
 }
 
 TEST(TextTest, NumbersAndBooleansAreWholeWords) {

@@ -8,6 +8,15 @@
 // until wait_in_open has passed; the first call after that moves it to HALF_OPEN (lazily: nothing
 // is scheduled on the clock). HALF_OPEN lets permitted_calls_in_half_open trial calls through,
 // rejects the rest, and once the trials have ended rates them: it opens again or closes.
+// Consecutive openings may wait longer each time (exponential_wait_in_open), and a half-open
+// breaker whose trials take longer than max_wait_in_half_open resolves (to open, by default).
+//
+// Three more states are set by an operator (or as the initial state), as in resilience4j:
+// FORCED_OPEN rejects every call until another transition; DISABLED permits every call and
+// records nothing; METRICS_ONLY permits every call, records and publishes as CLOSED does, and
+// never opens. Failures are classified by type and by predicate (ignore_on first, then
+// record_on; a failure not recorded is a success), and a result predicate (record_result)
+// records chosen results as failures.
 //
 //   r4c::CircuitBreaker breaker("inventory", r4c::CircuitBreakerConfig()
 //                                                .failure_rate_threshold(50)
@@ -32,11 +41,13 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <typeindex>
 #include <utility>
 #include <vector>
 
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/outcome_predicates.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
@@ -53,18 +64,29 @@ template <class Event>
 class EventHub;
 }
 
-/// The state of a circuit breaker.
-enum class CircuitBreakerState : std::uint8_t { closed, open, half_open };
+/// The state of a circuit breaker. closed, open and half_open follow the calls; the others
+/// change only by a transition_to_... call or the initial state.
+enum class CircuitBreakerState : std::uint8_t {
+  closed,
+  open,
+  half_open,
+  disabled,      // permits every call, records nothing
+  metrics_only,  // permits every call, records and publishes, never opens
+  forced_open    // rejects every call until an operator moves it
+};
 
 inline constexpr EnumName<CircuitBreakerState> kCircuitBreakerStateNames[] = {
     {"closed", CircuitBreakerState::closed},
     {"open", CircuitBreakerState::open},
-    {"half_open", CircuitBreakerState::half_open}};
+    {"half_open", CircuitBreakerState::half_open},
+    {"disabled", CircuitBreakerState::disabled},
+    {"metrics_only", CircuitBreakerState::metrics_only},
+    {"forced_open", CircuitBreakerState::forced_open}};
 constexpr std::span<const EnumName<CircuitBreakerState>> enum_names(CircuitBreakerState) noexcept {
   return kCircuitBreakerStateNames;
 }
 
-/// "closed", "open" or "half_open".
+/// "closed", "open", "half_open", "disabled", "metrics_only" or "forced_open".
 std::string_view to_string(CircuitBreakerState state) noexcept;
 
 /// What a closed breaker rates: the last N calls, or the calls of the last N seconds.
@@ -96,6 +118,10 @@ class CircuitBreakerConfig {
   static constexpr std::chrono::nanoseconds kDefaultWaitInOpen = std::chrono::seconds(60);
   static constexpr std::chrono::nanoseconds kMaxWaitInOpen = std::chrono::hours(24);
   static constexpr int kDefaultPermittedCallsInHalfOpen = 10;
+  static constexpr CircuitBreakerState kDefaultInitialState = CircuitBreakerState::closed;
+  static constexpr std::chrono::nanoseconds kDefaultMaxWaitInHalfOpen{0};
+  static constexpr CircuitBreakerState kDefaultStateAfterMaxWaitInHalfOpen =
+      CircuitBreakerState::open;
 
   /// Failure rate, in percent, at which the breaker opens (50). R4C-REG-001 outside (0, 100].
   CircuitBreakerConfig& failure_rate_threshold(double value);
@@ -115,6 +141,30 @@ class CircuitBreakerConfig {
   CircuitBreakerConfig& wait_in_open(std::chrono::nanoseconds value);
   /// Trial calls a half-open breaker lets through (10). R4C-ATR-003 below 1.
   CircuitBreakerConfig& permitted_calls_in_half_open(int value);
+  /// Makes the wait of the n-th consecutive opening (n >= 1; closing starts the count again)
+  /// wait_in_open * multiplier^(n-1), capped at max_wait, as resilience4j's
+  /// waitIntervalFunctionInOpenState with IntervalFunction.ofExponentialBackoff (off by
+  /// default: every opening waits wait_in_open). R4C-REG-001 for a multiplier that is not a
+  /// finite number >= 1 or a max_wait outside 1 ns .. 24 h; validate() throws R4C-ATR-009 when
+  /// max_wait < wait_in_open.
+  CircuitBreakerConfig& exponential_wait_in_open(double multiplier,
+                                                 std::chrono::nanoseconds max_wait);
+  /// Any wait-in-open interval function: `interval(n)` is the wait of the n-th consecutive
+  /// opening, clamped into 1 ns .. 24 h. Replaces exponential_wait_in_open. Called under the
+  /// breaker's lock when it opens: it must not call the breaker. R4C-REG-001 when empty.
+  CircuitBreakerConfig& wait_interval_in_open(
+      std::function<std::chrono::nanoseconds(int)> interval);
+  /// How long a half-open breaker waits for its trials before it resolves to
+  /// state_after_max_wait_in_half_open (0, the default: it waits for them however long). As
+  /// the end of the open wait, it is noticed by the first call or outcome after it (nothing is
+  /// scheduled). R4C-REG-001 outside 0 .. 24 h.
+  CircuitBreakerConfig& max_wait_in_half_open(std::chrono::nanoseconds value);
+  /// open (default) or closed: where a half-open breaker goes after max_wait_in_half_open.
+  /// R4C-REG-001 for any other state.
+  CircuitBreakerConfig& state_after_max_wait_in_half_open(CircuitBreakerState value);
+  /// The state a new breaker starts in (closed). An open one waits its first wait_in_open from
+  /// its construction. R4C-REG-001 for a value outside the enum.
+  CircuitBreakerConfig& initial_state(CircuitBreakerState value);
   /// The failures that are recorded, matched by dynamic type (derived classes included); any
   /// other failure counts as a success. Replaces the list; empty (the default) records every
   /// failure.
@@ -134,6 +184,41 @@ class CircuitBreakerConfig {
   }
   /// Same as `ignore_on<...>()` with types known at run time.
   CircuitBreakerConfig& ignore_on(std::vector<ExceptionType> types);
+  /// Records a result for which `predicate` is true as a failure (resilience4j's
+  /// recordResult); the result is still returned. Applies to execute() and async_execute()
+  /// calls whose result type, without reference and const, is T. Replaces an earlier
+  /// predicate. A predicate that throws ends the call with its exception, recording nothing.
+  /// R4C-REG-001 when empty. Thread safety: called from every thread, without a lock.
+  template <class T>
+  CircuitBreakerConfig& record_result(std::function<bool(const T&)> predicate) {
+    check_predicate("record_result", static_cast<bool>(predicate));
+    result_predicate_.set<T>(std::move(predicate));
+    return *this;
+  }
+  // Predicates on the failure, besides the types above.
+  /// Also records the failures for which `predicate` is true (resilience4j's
+  /// recordException(Predicate)): a failure is recorded when it is of a record_on type or the
+  /// predicate says so; with neither set, every failure is. Replaces an earlier predicate.
+  /// A predicate that throws answers false. R4C-REG-001 when empty.
+  /// Thread safety: called from every thread whose call fails, without a lock.
+  CircuitBreakerConfig& record_on(std::function<bool(const std::exception_ptr&)> predicate);
+  /// Also ignores the failures for which `predicate` is true (resilience4j's
+  /// ignoreException(Predicate)); ignore wins over record, by type or by predicate. Replaces
+  /// an earlier predicate. A predicate that throws answers false. R4C-REG-001 when empty.
+  CircuitBreakerConfig& ignore_on(std::function<bool(const std::exception_ptr&)> predicate);
+  /// `record_on(predicate)` and `ignore_on(predicate)` for failures of dynamic type Exception
+  /// (others answer false), e.g. `record_on<HttpError>([](const HttpError& e) { return e.status()
+  /// >= 500; })`.
+  template <class Exception, class Predicate>
+  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> CircuitBreakerConfig&
+  record_on(Predicate predicate) {
+    return record_on(detail::exception_predicate<Exception>(std::move(predicate)));
+  }
+  template <class Exception, class Predicate>
+  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> CircuitBreakerConfig&
+  ignore_on(Predicate predicate) {
+    return ignore_on(detail::exception_predicate<Exception>(std::move(predicate)));
+  }
 
   double failure_rate_threshold() const noexcept { return failure_rate_threshold_; }
   double slow_call_rate_threshold() const noexcept { return slow_call_rate_threshold_; }
@@ -143,6 +228,35 @@ class CircuitBreakerConfig {
   int minimum_number_of_calls() const noexcept { return minimum_number_of_calls_; }
   std::chrono::nanoseconds wait_in_open() const noexcept { return wait_in_open_; }
   int permitted_calls_in_half_open() const noexcept { return permitted_calls_in_half_open_; }
+  /// The wait-in-open multiplier (1 when off) and its cap (wait_in_open when off).
+  double wait_in_open_multiplier() const noexcept { return wait_in_open_multiplier_; }
+  std::chrono::nanoseconds max_wait_in_open() const noexcept {
+    return wait_in_open_multiplier_ == 1.0 && !max_wait_in_open_set_ ? wait_in_open_
+                                                                     : max_wait_in_open_;
+  }
+  /// Whether exponential_wait_in_open() was set.
+  bool exponential_wait_in_open() const noexcept { return max_wait_in_open_set_; }
+  /// Whether wait_interval_in_open() set a function.
+  bool has_wait_interval_in_open() const noexcept { return wait_interval_ != nullptr; }
+  /// The wait of the n-th consecutive opening (n >= 1), from the function or the backoff.
+  std::chrono::nanoseconds wait_in_open_for(int opening) const;
+  std::chrono::nanoseconds max_wait_in_half_open() const noexcept { return max_wait_in_half_open_; }
+  CircuitBreakerState state_after_max_wait_in_half_open() const noexcept {
+    return state_after_max_wait_in_half_open_;
+  }
+  CircuitBreakerState initial_state() const noexcept { return initial_state_; }
+  /// The predicates set by record_on(predicate) and ignore_on(predicate) (empty when not set).
+  const detail::ExceptionPredicate& record_on_predicate() const noexcept { return record_if_; }
+  const detail::ExceptionPredicate& ignore_on_predicate() const noexcept { return ignore_if_; }
+  /// The result predicate when it applies to results of type T, else nullptr.
+  template <class T>
+  const std::function<bool(const T&)>* result_predicate() const noexcept {
+    return result_predicate_.get<T>();
+  }
+  /// The result type record_result applies to, or nullopt without one.
+  std::optional<std::type_index> record_result_type() const noexcept {
+    return result_predicate_.type();
+  }
   /// The recorded types (empty: every failure).
   const std::vector<ExceptionType>& record_on_types() const noexcept { return record_on_; }
   /// The ignored types.
@@ -152,6 +266,8 @@ class CircuitBreakerConfig {
   void validate() const;
 
  private:
+  static void check_predicate(const char* setting, bool present);
+
   double failure_rate_threshold_ = kDefaultFailureRateThreshold;
   double slow_call_rate_threshold_ = kDefaultSlowCallRateThreshold;
   std::chrono::nanoseconds slow_call_duration_ = kDefaultSlowCallDuration;
@@ -162,23 +278,48 @@ class CircuitBreakerConfig {
   int permitted_calls_in_half_open_ = kDefaultPermittedCallsInHalfOpen;
   std::vector<ExceptionType> record_on_;
   std::vector<ExceptionType> ignore_on_;
+  double wait_in_open_multiplier_ = 1.0;
+  std::chrono::nanoseconds max_wait_in_open_ = kDefaultWaitInOpen;
+  bool max_wait_in_open_set_ = false;
+  std::shared_ptr<const std::function<std::chrono::nanoseconds(int)>> wait_interval_;
+  std::chrono::nanoseconds max_wait_in_half_open_ = kDefaultMaxWaitInHalfOpen;
+  CircuitBreakerState state_after_max_wait_in_half_open_ = kDefaultStateAfterMaxWaitInHalfOpen;
+  CircuitBreakerState initial_state_ = kDefaultInitialState;
+  detail::ExceptionPredicate record_if_;
+  detail::ExceptionPredicate ignore_if_;
+  detail::ResultPredicate result_predicate_;
 };
 
 /// Compares two configs setting by setting; nullopt when they are equal.
 std::optional<SettingDifference> first_difference(const CircuitBreakerConfig& first,
                                                   const CircuitBreakerConfig& second);
 
-/// A value picture of a circuit breaker. The rates and counts are those of the closed window
-/// (kept while open), or of the trial calls while half-open.
+/// A value picture of a circuit breaker. Each figure is either per state (it starts again at
+/// every transition, as resilience4j's metrics do) or since the breaker was built:
+///
+/// - per state, the calls of the state's window: closed and metrics_only, their sliding
+///   window; half_open, its trial calls; open, the calls that opened it (the closed window, or
+///   the half-open trials when the trials reopened it), plus outcomes that arrive while it is
+///   open; disabled and forced_open, none.
+/// - since creation: not_permitted_calls and transitions.
 struct CircuitBreakerSnapshot {
+  /// The state now (a wait that ended is noticed by the next call: see the top of the header).
   CircuitBreakerState state = CircuitBreakerState::closed;
-  double failure_rate = -1;    // percent; -1 while fewer than the minimum calls are recorded
-  double slow_call_rate = -1;  // percent; -1 likewise
+  /// Per state: percent of buffered_calls that failed; -1 while fewer than the state's minimum
+  /// are recorded (minimum_number_of_calls, or permitted_calls_in_half_open for the trials).
+  double failure_rate = -1;
+  /// Per state: percent of buffered_calls that were slow; -1 likewise.
+  double slow_call_rate = -1;
+  /// Per state: the calls recorded in the state's window.
   std::uint64_t buffered_calls = 0;
+  /// Per state: of buffered_calls, those recorded as failures.
   std::uint64_t failed_calls = 0;
+  /// Per state: of buffered_calls, those at least slow_call_duration long.
   std::uint64_t slow_calls = 0;
-  std::uint64_t not_permitted_calls = 0;  // exact
-  std::uint64_t transitions = 0;          // state changes since the breaker was built
+  /// Since creation: calls refused without running (open, forced_open, half-open full); exact.
+  std::uint64_t not_permitted_calls = 0;
+  /// Since creation: state changes.
+  std::uint64_t transitions = 0;
 };
 
 namespace detail {
@@ -289,8 +430,9 @@ class CircuitBreaker {
   CircuitBreaker(const CircuitBreaker&) = delete;
   CircuitBreaker& operator=(const CircuitBreaker&) = delete;
 
-  /// Takes permission for a call, or returns an empty permit when open or when half-open has no
-  /// trial left (counted in `not_permitted_calls`). Never throws, never allocates.
+  /// Takes permission for a call, or returns an empty permit when open, forced open, or
+  /// half-open with no trial left (counted in `not_permitted_calls`). Closed, disabled and
+  /// metrics_only permit without the lock. Never throws, never allocates.
   CircuitBreakerPermit try_acquire() noexcept {
     const std::uint64_t word = word_.load(std::memory_order_acquire);
     if (state_of(word) == CircuitBreakerState::closed) [[likely]]
@@ -329,6 +471,13 @@ class CircuitBreaker {
   template <class T, class Op, class Token>
   auto async_execute(Op&& op, Token&& token);
 
+  /// Records how the call `permit` admitted ended with `result`: a failure when the
+  /// record_result predicate for T says so, else a success. A predicate that throws gives
+  /// the permit back unrecorded and lets its exception through.
+  template <class T>
+  void record_result(CircuitBreakerPermit& permit, const T& result,
+                     std::chrono::nanoseconds duration);
+
   /// Throws this breaker's CallNotPermittedException.
   [[noreturn]] void throw_not_permitted() const;
   /// The CallNotPermittedException a refused call fails with (one object, shared), for an
@@ -343,9 +492,31 @@ class CircuitBreaker {
   /// Closes the breaker now with an empty window (an operator's override). Does nothing when
   /// already closed.
   void transition_to_closed();
-  /// Opens the breaker now for wait_in_open (an operator's override). Does nothing when already
-  /// open.
+  /// Opens the breaker now for the wait of its next consecutive opening (wait_in_open unless
+  /// exponential_wait_in_open or wait_interval_in_open say otherwise), an operator's override.
+  /// Does nothing when already open.
   void transition_to_open();
+  /// Opens the breaker now for exactly `wait` (resilience4j's transitionToOpenStateFor);
+  /// when already open it only moves the end of the wait. The count of consecutive openings
+  /// stays as it is. R4C-REG-001 (ConfigException) for a wait outside 0 .. 24 h.
+  void transition_to_open_for(std::chrono::nanoseconds wait);
+  /// Opens the breaker until `deadline` on its clock (Clock::now()); a deadline already past
+  /// lets the next call through as a half-open trial. As transition_to_open_for otherwise.
+  void transition_to_open_until(std::chrono::nanoseconds deadline);
+  /// Moves the breaker to half-open now with no trial taken. Does nothing when half-open.
+  void transition_to_half_open();
+  /// Rejects every call until another transition. Does nothing when forced open.
+  void transition_to_forced_open();
+  /// Permits every call and records nothing until another transition. Does nothing when
+  /// disabled.
+  void transition_to_disabled();
+  /// Permits every call, records and publishes as closed does, and never opens, until another
+  /// transition; it starts with an empty window. Does nothing when already in it.
+  void transition_to_metrics_only();
+  /// Back to closed with empty statistics from any state, and the count of consecutive
+  /// openings at 0 (resilience4j's reset). A transition (counted and published) unless it
+  /// was closed; not_permitted_calls stays, as it counts since creation.
+  void reset();
 
   CircuitBreakerState state() const noexcept {
     return state_of(word_.load(std::memory_order_relaxed));
@@ -369,7 +540,7 @@ class CircuitBreaker {
 
  private:
   friend class CircuitBreakerPermit;
-  static constexpr int kStateBits = 2;
+  static constexpr int kStateBits = 3;
   static constexpr std::uint64_t kCurrentEpoch = ~std::uint64_t{0};
 
   static CircuitBreakerState state_of(std::uint64_t word) noexcept {
@@ -389,8 +560,15 @@ class CircuitBreaker {
   std::int64_t second_of(std::int64_t ticks) const noexcept;
   // Under mutex_.
   // Under mutex_. `decided_by`: the outcomes that decided it, if any (for the event).
+  // `open_wait`: the wait of an opening, in ticks (-1: the next consecutive opening's).
   void move_to(CircuitBreakerState state, std::int64_t now,
-               const detail::CallWindow::Totals* decided_by = nullptr);
+               const detail::CallWindow::Totals* decided_by = nullptr, std::int64_t open_wait = -1);
+  // Under mutex_: resolves a half-open breaker whose max_wait_in_half_open has passed.
+  void resolve_half_open_locked(std::int64_t now);
+  // Moves to `state` under the lock unless it is already there, then publishes.
+  void transition_by_hand(CircuitBreakerState state);
+  // Opens for `wait_ticks` (re-arms the wait when already open), then publishes.
+  void open_for_ticks(std::int64_t wait_ticks);
   // Not under mutex_: hands the transitions queued by move_to to the listeners, in order.
   void publish_transitions() noexcept;
   bool rates_exceeded(const detail::CallWindow::Totals& totals) const noexcept;
@@ -405,9 +583,14 @@ class CircuitBreaker {
   alignas(detail::kCacheLine) mutable std::mutex mutex_;
   mutable detail::CallWindow window_;  // snapshot() forgets expired buckets too
   std::int64_t trials_permitted_ = 0;  // half-open: permits granted and not given back
-  detail::CallWindow::Totals trials_;  // half-open: outcomes of the trial calls
+  // Half-open: outcomes of the trial calls; kept as the open state's figures when they reopen it.
+  detail::CallWindow::Totals trials_;
+  bool open_shows_trials_ = false;          // open: its figures are trials_, not window_
+  int openings_ = 0;                        // consecutive openings since the last close
+  std::int64_t half_open_until_ = 0;        // ticks; max_wait_in_half_open's end (when set)
+  const std::int64_t max_half_open_ticks_;  // 0: no limit
+  const bool classifies_;  // whether failures are classified at all: no rethrow needed if not
 
-  const std::int64_t wait_in_open_ticks_;
   const std::uint64_t minimum_calls_;
   const std::string instance_id_;
   const CircuitBreakerConfig config_;
@@ -452,14 +635,29 @@ inline void CircuitBreaker::record_outcome(CircuitBreakerPermit& permit,
                                            std::chrono::nanoseconds duration) noexcept {
   if (!failure) return permit.on_success(duration);
   // Without ignore_on or record_on every failure is recorded: no rethrow needed.
-  if (config_.ignore_on_types().empty() && config_.record_on_types().empty()) {
-    return permit.on_error(duration);
-  }
+  if (!classifies_) return permit.on_error(duration);
   try {
     std::rethrow_exception(failure);
   } catch (...) {
     record_current_exception(permit, duration);
   }
+}
+
+template <class T>
+void CircuitBreaker::record_result(CircuitBreakerPermit& permit, const T& result,
+                                   std::chrono::nanoseconds duration) {
+  const std::function<bool(const T&)>* failed = config_.result_predicate<T>();
+  if (failed == nullptr) [[likely]]
+    return permit.on_success(duration);
+  bool recorded_as_failure = false;
+  try {
+    recorded_as_failure = (*failed)(result);
+  } catch (...) {
+    permit.release();
+    throw;
+  }
+  if (recorded_as_failure) return permit.on_error(duration);
+  permit.on_success(duration);
 }
 
 template <class F>
@@ -475,7 +673,8 @@ decltype(auto) CircuitBreaker::execute(F&& f) {
       permit.on_success(elapsed_since(start));
     } else {
       Result result = std::invoke(std::forward<F>(f));
-      permit.on_success(elapsed_since(start));
+      // A throwing predicate releases the permit: the catch below then records nothing.
+      record_result<std::remove_cvref_t<Result>>(permit, result, elapsed_since(start));
       if constexpr (std::is_reference_v<Result>) {
         return static_cast<Result>(result);
       } else {

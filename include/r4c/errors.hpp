@@ -80,6 +80,22 @@ class CallNotPermittedException : public RejectedException {
   CallNotPermittedException(std::string instance_id, const std::string& message);
 };
 
+/// A retry with fail_after_max_attempts gave up on a result: the result predicate still asked
+/// for a retry after the last attempt (resilience4j's MaxRetriesExceeded). Not a
+/// RejectedException: the call ran, max_attempts times.
+class MaxRetriesExceededException : public std::runtime_error {
+ public:
+  MaxRetriesExceededException(std::string instance_id, int attempts, const std::string& message);
+  /// The retry's id.
+  const std::string& instance_id() const noexcept { return instance_id_; }
+  /// The attempts made (max_attempts).
+  int attempts() const noexcept { return attempts_; }
+
+ private:
+  std::string instance_id_;
+  int attempts_;
+};
+
 /// A configuration mistake. `what()` starts with the documented code, e.g.
 /// "R4C-ATR-009: min_limit (30) is greater than initial_limit (20); valid: ...".
 class ConfigException : public std::invalid_argument {

@@ -61,6 +61,19 @@ struct RetryGiveUpEvent {
   int attempts = 0;              // attempts made, >= 2
 };
 
+/// One attempt of a retried call ended (Retry::on_attempt): published for every attempt,
+/// after the retry decided what follows and before any wait.
+struct RetryAttemptEvent {
+  std::string_view instance_id;  // valid while the listener runs
+  int attempt = 0;               // 1 for the first
+  /// Whether the attempt failed (threw, or completed with an error); else it returned, and
+  /// `retrying` says whether the result predicate asked for another attempt.
+  bool failed = false;
+  bool retrying = false;             // another attempt follows, after `wait`
+  std::chrono::nanoseconds wait{0};  // the wait before the next attempt; 0 when none follows
+  std::exception_ptr failure;        // the attempt's failure, when it failed
+};
+
 namespace detail {
 class EventHubBase;
 }

@@ -2,9 +2,13 @@
 // A retry: calls a function up to max_attempts times, waiting on the clock between attempts.
 //
 // Use it outside the other policies, for failures that a later attempt may not meet (a full
-// limit, a dropped connection). Which failures are retried is chosen by type (retry_on /
-// abort_on, abort wins) and, for results, by a predicate. The last failure reaches the caller
-// unchanged: the same exception object, rethrown.
+// limit, a dropped connection). Which failures are retried is chosen by type and by predicate
+// (retry_on / abort_on, abort wins) and, for results, by a predicate (retry_on_result, or
+// retry_on_void_result for calls returning void). The last failure reaches the caller
+// unchanged: the same exception object, rethrown; a result still retried at the last attempt
+// is returned, or fails with MaxRetriesExceededException under fail_after_max_attempts. The
+// waits are wait, exponential_backoff and randomized_wait, or an interval function of the
+// attempt (and of its outcome). on_attempt listens to every attempt.
 //
 //   using namespace std::chrono_literals;
 //   r4c::Retry retry("orders", r4c::RetryConfig().max_attempts(4).wait(100ms)
@@ -31,6 +35,7 @@
 #include <vector>
 
 #include "r4c/clock.hpp"
+#include "r4c/detail/outcome_predicates.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
@@ -45,6 +50,24 @@ namespace detail {
 template <class Event>
 class EventHub;
 }
+
+/// How an attempt that is retried ended, for an interval function of the outcome: its failure,
+/// or the result the result predicate retries.
+struct RetryOutcome {
+  /// The attempt's failure; empty when it returned a result (or nothing, for void) that the
+  /// result predicate retries.
+  std::exception_ptr failure;
+  /// The result when the attempt returned one of type T (without reference and const), else
+  /// nullptr. Valid while the interval function runs.
+  template <class T>
+  const T* result() const noexcept {
+    if (result_ == nullptr || *result_type_ != typeid(T)) return nullptr;
+    return static_cast<const T*>(result_);
+  }
+
+  const void* result_ = nullptr;                 // internal: the result, if any
+  const std::type_info* result_type_ = nullptr;  // internal: its type
+};
 
 /// Settings of a retry. A setter rejects a value invalid on its own at once (the config keeps
 /// its old value); validate() then checks the settings against each other.
@@ -62,9 +85,18 @@ class RetryConfig {
   /// default). Throws R4C-REG-001 for a multiplier that is not a finite number >= 1 or a
   /// max_wait outside 0 .. 1 h; validate() throws R4C-ATR-009 when max_wait < wait.
   RetryConfig& exponential_backoff(double multiplier, std::chrono::nanoseconds max_wait);
-  /// Draws each wait w uniformly from [w * (1 - jitter), w * (1 + jitter)], after the backoff
-  /// cap as in resilience4j (0: off, the default). Throws R4C-REG-001 outside [0, 1).
+  /// Draws each wait w uniformly from [w * (1 - jitter), w * (1 + jitter)) and then caps it at
+  /// max_wait when the backoff is on, as resilience4j's ofExponentialRandomBackoff(wait,
+  /// multiplier, jitter, max_wait) does: w is the uncapped wait * multiplier^(n-1), so no wait
+  /// exceeds max_wait, and a wait whose lower bound is past the cap is max_wait exactly (0: off,
+  /// the default). resilience4j draws in milliseconds over a band 1 ms wider; r4c draws in
+  /// nanoseconds over the band itself. Throws R4C-REG-001 outside [0, 1).
   RetryConfig& randomized_wait(double jitter);
+  /// Where the jitter's draws come from: each call of `uniform` returns a number in [0, 1)
+  /// (clamped into it otherwise). By default a per-thread std::mt19937 seeded from
+  /// std::random_device; tests give a fixed sequence. Throws R4C-REG-001 when empty.
+  /// Thread safety: called from every thread that waits, without a lock.
+  RetryConfig& random_source(std::function<double()> uniform);
   /// The failures that are retried, matched by dynamic type (derived classes included).
   /// Replaces the list; an empty list (the default) retries every failure.
   template <class Exception, class... More>
@@ -89,6 +121,47 @@ class RetryConfig {
   /// Thread safety: the predicate is called from every thread that executes the retry.
   template <class T>
   RetryConfig& retry_on_result(std::function<bool(const T&)> predicate);
+  // Predicates on the failure, besides the types above.
+  /// Also retries the failures for which `predicate` is true (resilience4j's
+  /// retryOnException): a failure is retried when it is of a retry_on type or the predicate
+  /// says so (every failure when neither is set), and is not aborted. Replaces an earlier
+  /// predicate; one that throws answers false. Throws R4C-REG-001 when empty.
+  /// Thread safety: called from every thread that executes the retry, without a lock.
+  RetryConfig& retry_on(std::function<bool(const std::exception_ptr&)> predicate);
+  /// Also aborts the failures for which `predicate` is true; abort wins over retry, by type or
+  /// by predicate. Replaces an earlier predicate; one that throws answers false. Throws
+  /// R4C-REG-001 when empty.
+  RetryConfig& abort_on(std::function<bool(const std::exception_ptr&)> predicate);
+  /// `retry_on(predicate)` and `abort_on(predicate)` for failures of dynamic type Exception (others
+  /// answer false), e.g. `retry_on<HttpError>([](const HttpError& e) { return e.status() >= 500;
+  /// })`.
+  template <class Exception, class Predicate>
+  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> RetryConfig& retry_on(
+      Predicate predicate) {
+    return retry_on(detail::exception_predicate<Exception>(std::move(predicate)));
+  }
+  template <class Exception, class Predicate>
+  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> RetryConfig& abort_on(
+      Predicate predicate) {
+    return abort_on(detail::exception_predicate<Exception>(std::move(predicate)));
+  }
+  /// The result predicate of calls returning void: after an attempt that returned, retries
+  /// while `predicate()` is true and attempts remain (it judges the outcome by what the call
+  /// left behind: a status, a flag). Applies only to callables returning void. Throws
+  /// R4C-REG-001 when empty. Thread safety: as retry_on_result.
+  RetryConfig& retry_on_void_result(std::function<bool()> predicate);
+  /// When a result is still retried after the last attempt, fail the call with
+  /// MaxRetriesExceededException instead of returning the result (false, as resilience4j's
+  /// failAfterMaxAttempts).
+  RetryConfig& fail_after_max_attempts(bool value);
+  /// The wait before the attempt after attempt n (n >= 1), instead of wait, backoff and
+  /// jitter (resilience4j's IntervalFunction); clamped into 0 .. 1 h. Replaces an earlier
+  /// function. Throws R4C-REG-001 when empty. Thread safety: called from every waiting thread.
+  RetryConfig& interval_function(std::function<std::chrono::nanoseconds(int)> interval);
+  /// As interval_function, given also how attempt n ended (resilience4j's
+  /// IntervalBiFunction); wins over interval_function.
+  RetryConfig& interval_function(
+      std::function<std::chrono::nanoseconds(int, const RetryOutcome&)> interval);
 
   /// Most calls of the function, the first included.
   int max_attempts() const noexcept { return max_attempts_; }
@@ -102,17 +175,41 @@ class RetryConfig {
   std::chrono::nanoseconds max_wait() const noexcept { return max_wait_; }
   /// The jitter (0 when off).
   double randomized_wait() const noexcept { return jitter_; }
+  /// The jitter's source set by random_source(), or nullptr for the default.
+  const std::function<double()>* random_source() const noexcept {
+    return random_source_ ? random_source_.get() : nullptr;
+  }
   /// The retried failure types (empty: every failure).
   const std::vector<ExceptionType>& retry_on_types() const noexcept { return retry_on_; }
   /// The failure types that reach the caller at once.
   const std::vector<ExceptionType>& abort_on_types() const noexcept { return abort_on_; }
   /// The result type the predicate applies to, or nullopt without one.
-  std::optional<std::type_index> retry_on_result_type() const noexcept;
+  std::optional<std::type_index> retry_on_result_type() const noexcept {
+    return result_predicate_.type();
+  }
   /// The predicate when it applies to results of type T, else nullptr.
   template <class T>
   const std::function<bool(const T&)>* result_predicate() const noexcept {
-    if (!result_predicate_ || result_type_ != std::type_index(typeid(T))) return nullptr;
-    return static_cast<const std::function<bool(const T&)>*>(result_predicate_.get());
+    return result_predicate_.get<T>();
+  }
+  /// The predicate of void calls, or nullptr.
+  const std::function<bool()>* void_result_predicate() const noexcept {
+    return void_predicate_ ? &void_predicate_ : nullptr;
+  }
+  /// Whether a result still retried at the last attempt fails the call.
+  bool fail_after_max_attempts() const noexcept { return fail_after_max_attempts_; }
+  /// The predicates set by retry_on(predicate) and abort_on(predicate) (empty when not set).
+  const detail::ExceptionPredicate& retry_on_predicate() const noexcept { return retry_if_; }
+  const detail::ExceptionPredicate& abort_on_predicate() const noexcept { return abort_if_; }
+  /// Whether an interval function (of either kind) replaces wait, backoff and jitter.
+  bool has_interval_function() const noexcept { return interval_ || interval_by_outcome_; }
+  /// The interval functions (empty when not set).
+  const std::function<std::chrono::nanoseconds(int)>& interval_by_attempt() const noexcept {
+    return interval_;
+  }
+  const std::function<std::chrono::nanoseconds(int, const RetryOutcome&)>& interval_by_outcome()
+      const noexcept {
+    return interval_by_outcome_;
   }
 
   /// Checks every setting, each on its own first, then R4C-ATR-009 when the backoff is on and
@@ -120,7 +217,7 @@ class RetryConfig {
   void validate() const;
 
  private:
-  void check_predicate(bool present) const;
+  static void check_function(const char* setting, bool present);
 
   int max_attempts_ = kDefaultMaxAttempts;
   std::chrono::nanoseconds wait_ = kDefaultWait;
@@ -128,11 +225,16 @@ class RetryConfig {
   double backoff_multiplier_ = 1.0;
   std::chrono::nanoseconds max_wait_{0};
   double jitter_ = 0.0;
+  std::shared_ptr<const std::function<double()>> random_source_;
   std::vector<ExceptionType> retry_on_;
   std::vector<ExceptionType> abort_on_;
-  // Type-erased std::function<bool(const T&)>, shared by copies (it is never modified).
-  std::shared_ptr<const void> result_predicate_;
-  std::type_index result_type_ = typeid(void);
+  detail::ResultPredicate result_predicate_;
+  std::function<bool()> void_predicate_;
+  bool fail_after_max_attempts_ = false;
+  detail::ExceptionPredicate retry_if_;
+  detail::ExceptionPredicate abort_if_;
+  std::function<std::chrono::nanoseconds(int)> interval_;
+  std::function<std::chrono::nanoseconds(int, const RetryOutcome&)> interval_by_outcome_;
 };
 
 /// Compares two configs setting by setting; nullopt when they are equal. Result predicates
@@ -214,21 +316,63 @@ class Retry {
   /// Calls `listener` on the calling thread whenever a call gives up (see RetryGiveUpEvent),
   /// until the Subscription ends (see <r4c/events.hpp>).
   Subscription on_give_up(std::function<void(const RetryGiveUpEvent&)> listener) const;
+  /// Calls `listener` on the calling thread after every attempt of every call (see
+  /// RetryAttemptEvent), until the Subscription ends. Without listeners an attempt costs one
+  /// atomic load more.
+  Subscription on_attempt(std::function<void(const RetryAttemptEvent&)> listener) const;
 
  private:
-  // Inside a catch: whether the exception being handled is retried at all by type.
+  // What the code inside execute()'s try block was running when something was thrown.
+  enum class Stage : std::uint8_t {
+    function,  // the callable: its failure is classified
+    decision,  // r4c's predicates or interval function: the call ends with it
+    counted    // MaxRetriesExceededException: the call was counted already
+  };
+
+  // Inside a catch: whether the exception being handled is retried (types and predicates).
   bool retryable_current() const noexcept;
+  // Whether `failure` is retried (retryable_current() outside a catch).
+  bool retryable(const std::exception_ptr& failure) const noexcept;
   // Counts a call that ends after `attempts` attempts.
   void count_success(int attempts) noexcept;
   void count_failure(int attempts) noexcept;
-  // Counts a retry and waits before the attempt after `failed_attempt`.
-  void wait_after(int failed_attempt);
-  // Counts a retry and begins the wait before the attempt after `failed_attempt`, counted in
-  // waiting_calls until end_wait(); returns how long it lasts. Never blocks.
-  std::chrono::nanoseconds begin_wait(int failed_attempt);
+  // A call ends at `attempt`: counted and published.
+  void succeeded(int attempt) noexcept;
+  // succeeded(), with the common case inline: a first attempt that nobody listens to.
+  void succeeded_at(int attempt) noexcept {
+    if (attempt == 1 && !attempt_listened_.load(std::memory_order_relaxed)) [[likely]] {
+      successful_without_retry_.increment();
+      return;
+    }
+    succeeded(attempt);
+  }
+  void failed(int attempt, const std::exception_ptr& failure) noexcept;
+  // Inside a catch: failed() with the exception being handled (taken only for listeners).
+  void failed_current(int attempt) noexcept;
+  // A result still retried at the last attempt: counts, publishes, and returns whether the
+  // call fails with max_retries_exceeded().
+  bool gave_up_on_result(int attempt) noexcept;
+  std::exception_ptr max_retries_exceeded(int attempts) const;
+  [[noreturn]] void throw_max_retries(int attempts) const;
+  // Attempt `attempt` ended as `outcome` and is retried: computes the wait (an interval
+  // function may throw), counts the retry, publishes, and counts the call in waiting_calls
+  // until end_wait(). Never blocks.
+  std::chrono::nanoseconds begin_retry(int attempt, const RetryOutcome& outcome, bool failed);
+  // Inside a catch: begin_retry for the exception being handled; a throwing interval function
+  // ends the call (counted) with its exception.
+  std::chrono::nanoseconds retry_current(int attempt);
+  // The wait before the attempt after `attempt`: the interval functions, or wait_of().
+  std::chrono::nanoseconds wait_after(int attempt, const RetryOutcome& outcome) const;
+  // Backoff, jitter, then the cap.
+  double backoff_wait(int failed_attempt) const;
+  // Waits `span` before the attempt after `failed_attempt`, counted in waiting_calls.
+  void sleep_for(int failed_attempt, std::chrono::nanoseconds span);
   void end_wait() noexcept { waiting_.fetch_sub(1, std::memory_order_relaxed); }
-  // Whether `failure` is retried at all by type (retryable_current() outside a catch).
-  bool retryable(const std::exception_ptr& failure) const noexcept;
+  void publish_attempt(int attempt, bool failed, bool retrying, std::chrono::nanoseconds wait,
+                       const std::exception_ptr& failure) const noexcept;
+  // Whether a failure is needed as an exception_ptr (interval function of the outcome, or
+  // attempt listeners).
+  bool wants_failure() const noexcept;
 
   // The asynchronous call decides and counts with the members above, as execute() does.
   template <class T, class Handler, class Op>
@@ -238,7 +382,7 @@ class Retry {
   const RetryConfig config_;
   const std::shared_ptr<Clock> clock_;
   const int max_attempts_;
-  const bool classify_by_type_;  // false when every failure is retried: no rethrow needed
+  const bool classifies_;  // false when every failure is retried: no rethrow needed
   std::atomic<std::int32_t> waiting_{0};
   detail::StripedCounter successful_without_retry_;
   detail::StripedCounter successful_with_retry_;
@@ -246,13 +390,17 @@ class Retry {
   detail::StripedCounter failed_with_retry_;
   detail::StripedCounter retries_;
   const std::shared_ptr<detail::EventHub<RetryGiveUpEvent>> give_up_listeners_;
+  const std::shared_ptr<detail::EventHub<RetryAttemptEvent>> attempt_listeners_;
+  // Whether on_attempt was ever called: a plain member read, where the hub's own flag is one
+  // more pointer away, keeps the call that nobody listens to as it was. Never cleared (the hub
+  // still checks for listeners).
+  mutable std::atomic<bool> attempt_listened_{false};
 };
 
 template <class T>
 RetryConfig& RetryConfig::retry_on_result(std::function<bool(const T&)> predicate) {
-  check_predicate(static_cast<bool>(predicate));
-  result_predicate_ = std::make_shared<const std::function<bool(const T&)>>(std::move(predicate));
-  result_type_ = typeid(T);
+  check_function("retry_on_result", static_cast<bool>(predicate));
+  result_predicate_.set<T>(std::move(predicate));
   return *this;
 }
 
@@ -260,27 +408,37 @@ template <class F>
 decltype(auto) Retry::execute(F&& f) {
   using Result = std::invoke_result_t<F&>;
   for (int attempt = 1;; ++attempt) {
-    bool in_predicate = false;  // a throwing predicate is not the function's failure
+    Stage stage = Stage::function;
+    std::chrono::nanoseconds span{0};
     try {
       if constexpr (std::is_void_v<Result>) {
         std::invoke(f);
-        count_success(attempt);
-        return;
+        stage = Stage::decision;
+        const std::function<bool()>* retry_void = config_.void_result_predicate();
+        if (retry_void == nullptr || !(*retry_void)()) [[likely]] {
+          succeeded_at(attempt);
+          return;
+        }
+        if (attempt >= max_attempts_) {
+          stage = Stage::counted;
+          if (gave_up_on_result(attempt)) throw_max_retries(attempt);
+          return;
+        }
+        span = begin_retry(attempt, RetryOutcome{}, false);
       } else {
         using Value = std::remove_cvref_t<Result>;
         Result result = std::invoke(f);
+        stage = Stage::decision;
         const std::function<bool(const Value&)>* retry_result = config_.result_predicate<Value>();
-        bool wanted = true;
-        if (retry_result != nullptr) [[unlikely]] {
-          in_predicate = true;
-          wanted = !(*retry_result)(static_cast<const Value&>(result));
-          in_predicate = false;
-        }
-        if (wanted || attempt >= max_attempts_) {
+        const bool wanted =
+            retry_result == nullptr || !(*retry_result)(static_cast<const Value&>(result));
+        if (wanted || attempt >= max_attempts_) [[likely]] {
           if (wanted) {
-            count_success(attempt);
+            succeeded_at(attempt);
           } else {
-            count_failure(attempt);  // out of attempts: the last result is returned
+            stage = Stage::counted;
+            // Out of attempts: the last result is returned, or the call fails.
+            if (gave_up_on_result(attempt)) throw_max_retries(attempt);
           }
           if constexpr (std::is_reference_v<Result>) {
             return static_cast<Result>(result);
@@ -288,16 +446,20 @@ decltype(auto) Retry::execute(F&& f) {
             return result;
           }
         }
+        span = begin_retry(
+            attempt, RetryOutcome{{}, &static_cast<const Value&>(result), &typeid(Value)}, false);
         // Falls through: the unwanted result is destroyed before the wait.
       }
     } catch (...) {
-      if (in_predicate || attempt >= max_attempts_ || !retryable_current()) {
-        count_failure(attempt);
+      if (stage == Stage::counted) throw;
+      if (stage == Stage::decision || attempt >= max_attempts_ || !retryable_current()) {
+        failed_current(attempt);
         throw;  // the same exception object
       }
+      span = retry_current(attempt);
     }
     // Outside the handler, so the failure is destroyed before the wait.
-    wait_after(attempt);
+    sleep_for(attempt, span);
   }
 }
 

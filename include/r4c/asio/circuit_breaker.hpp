@@ -6,13 +6,15 @@
 // completes the caller at once with CallNotPermittedException (counted in not_permitted_calls),
 // without starting the operation. When the operation completes, its outcome is recorded with
 // its duration to that completion, classified as execute() classifies (ignore_on, then
-// record_on). Cancelling the caller completes it at once with operation_aborted, gives the
-// permission back without recording anything (a half-open trial returns), and forwards the
-// cancellation to the operation.
+// record_on, by type and by predicate; a result through record_result). Every state behaves as
+// for execute(): forced_open rejects, disabled and metrics_only permit. Cancelling the caller
+// completes it at once with operation_aborted, gives the permission back without recording anything
+// (a half-open trial returns), and forwards the cancellation to the operation.
 #pragma once
 
 #include <asio/async_result.hpp>
 #include <chrono>
+#include <type_traits>
 #include <utility>
 
 #include "r4c/circuit_breaker.hpp"
@@ -31,7 +33,19 @@ struct BreakerHold {
 
   template <class T>
   void completed(const AsyncOutcome<T>& outcome) noexcept {
-    breaker->record_outcome(permit, outcome.failure, breaker->clock()->now() - start);
+    const std::chrono::nanoseconds duration = breaker->clock()->now() - start;
+    if constexpr (!std::is_void_v<T>) {
+      if (!outcome.failure && outcome.value) {
+        try {
+          breaker->record_result<std::remove_cvref_t<T>>(permit, *outcome.value, duration);
+        } catch (...) {
+          // A throwing result predicate gave the permit back; the caller still gets the
+          // result (the completion is under way: there is no call left to fail).
+        }
+        return;
+      }
+    }
+    breaker->record_outcome(permit, outcome.failure, duration);
   }
   void cancelled() noexcept { permit.release(); }
 };

@@ -3,7 +3,8 @@
 // <r4c/asio.hpp>.
 //
 // A call runs its operation; on a failure it decides exactly as Retry::execute does (retry_on /
-// abort_on, the result predicate, max_attempts) and waits the same backoff on a timer on the
+// abort_on by type and predicate, the result predicates, max_attempts, fail_after_max_attempts,
+// the interval functions, on_attempt's events) and waits the same backoff on a timer on the
 // retry's clock, holding no thread and counted in waiting_calls, then invokes the operation
 // again (as an lvalue) through the caller's executor. The final failure is the last attempt's,
 // the same exception object; an error code reaches the caller as asio::system_error, and
@@ -64,70 +65,75 @@ class RetryCall final : public WaitingCall<RetryCall<T, Handler, Op>, T, Handler
     if (tag != attempt_ || this->answered()) return;  // cancelled: ignored, never counted
     const int attempt = attempt_;
     const int max_attempts = retry_->max_attempts_;
-    if (outcome.failure) {
-      if (attempt >= max_attempts || !retry_->retryable(outcome.failure)) {
-        if (this->claim()) {
-          retry_->count_failure(attempt);
-          this->answer(std::move(outcome.failure));  // the same exception object
+    std::chrono::nanoseconds span{0};
+    try {
+      if (outcome.failure) {
+        if (attempt >= max_attempts || !retry_->retryable(outcome.failure)) {
+          return end(attempt, std::move(outcome.failure));  // the same exception object
         }
-        return;
-      }
-    } else {
-      bool wanted = true;
-      if constexpr (!std::is_void_v<T>) {
-        using Value = std::remove_cvref_t<T>;
-        const std::function<bool(const Value&)>* retry_result =
-            retry_->config_.template result_predicate<Value>();
-        if (retry_result != nullptr) [[unlikely]] {
-          try {
-            wanted = !(*retry_result)(static_cast<const Value&>(*outcome.value));
-          } catch (...) {
-            // A throwing predicate is not the operation's failure: it ends the call.
-            if (this->claim()) {
-              retry_->count_failure(attempt);
-              this->answer(std::current_exception());
+        RetryOutcome retried;
+        if (retry_->wants_failure()) retried.failure = outcome.failure;
+        span = retry_->begin_retry(attempt, retried, true);
+      } else {
+        RetryOutcome retried;
+        bool wanted = true;
+        if constexpr (std::is_void_v<T>) {
+          const std::function<bool()>* retry_void = retry_->config_.void_result_predicate();
+          wanted = retry_void == nullptr || !(*retry_void)();
+        } else {
+          using Value = std::remove_cvref_t<T>;
+          const std::function<bool(const Value&)>* retry_result =
+              retry_->config_.template result_predicate<Value>();
+          const Value& value = *outcome.value;
+          wanted = retry_result == nullptr || !(*retry_result)(value);
+          retried = RetryOutcome{{}, &value, &typeid(Value)};
+        }
+        if (wanted) {
+          if (this->claim()) {
+            retry_->succeeded(attempt);
+            this->answer(std::exception_ptr(), std::move(outcome.value));
+          }
+          return;
+        }
+        if (attempt >= max_attempts) {  // out of attempts: the last result, or the failure
+          if (this->claim()) {
+            if (retry_->gave_up_on_result(attempt)) {
+              this->answer(retry_->max_retries_exceeded(attempt));
+            } else {
+              this->answer(std::exception_ptr(), std::move(outcome.value));
             }
-            return;
           }
+          return;
         }
+        span = retry_->begin_retry(attempt, retried, false);
       }
-      if (wanted || attempt >= max_attempts) {
-        if (this->claim()) {
-          if (wanted) {
-            retry_->count_success(attempt);
-          } else {
-            retry_->count_failure(attempt);  // out of attempts: the last result is returned
-          }
-          this->answer(std::exception_ptr(), std::move(outcome.value));
-        }
-        return;
-      }
+    } catch (...) {
+      // A throwing predicate or interval function is not the operation's failure: it ends the
+      // call, as in execute().
+      return end(attempt, std::current_exception());
     }
     outcome = {};  // the failure or unwanted result is destroyed before the wait, as in execute()
-    wait_after(attempt);
+    wait_after(attempt, span);
   }
 
  private:
   using ReleaseOnExit = typename Base::ReleaseOnExit;
 
+  void end(int attempt, std::exception_ptr failure) {
+    if (this->claim()) {
+      retry_->failed(attempt, failure);
+      this->answer(std::move(failure));
+    }
+  }
   void wait_ended() noexcept { retry_->end_wait(); }
   void resume() {
     this->add_ref();                                  // the attempt's
     op_(InnerHandler<RetryCall, T>(this, attempt_));  // throwing: abandoned (see the top)
   }
 
-  // Counts the retry and waits its backoff on the clock, as Retry::wait_after does.
-  void wait_after(int failed_attempt) {
-    std::chrono::nanoseconds span;
-    try {
-      span = retry_->begin_wait(failed_attempt);  // counts in retries and waiting_calls
-    } catch (...) {
-      if (this->claim()) {
-        retry_->count_failure(failed_attempt);
-        this->answer(std::current_exception());
-      }
-      return;
-    }
+  // Waits the retry's `span` (counted in retries and waiting_calls) on the clock, as
+  // Retry::sleep_for does.
+  void wait_after(int failed_attempt, std::chrono::nanoseconds span) {
     this->begin_waiting();
     attempt_ = failed_attempt + 1;
     try {
