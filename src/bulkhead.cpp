@@ -25,6 +25,9 @@ std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
 
 Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config)
     : max_concurrent_(detail::validated(config).max_concurrent()),
+      permitted_listeners_(std::make_shared<Listeners>(BulkheadKind::kNames.metrics)),
+      rejected_listeners_(std::make_shared<Listeners>(BulkheadKind::kNames.metrics)),
+      finished_listeners_(std::make_shared<Listeners>(BulkheadKind::kNames.metrics)),
       instance_id_(std::move(instance_id)),
       config_(std::move(config)),
       full_(std::make_exception_ptr(BulkheadFullException(
@@ -33,6 +36,23 @@ Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config)
                             "): the call was rejected without running"))) {}
 
 void Bulkhead::throw_full() const { std::rethrow_exception(full_); }
+
+Subscription Bulkhead::on_call_permitted(std::function<void(const BulkheadEvent&)> listener) const {
+  return permitted_listeners_->subscribe(std::move(listener));
+}
+
+Subscription Bulkhead::on_call_rejected(std::function<void(const BulkheadEvent&)> listener) const {
+  return rejected_listeners_->subscribe(std::move(listener));
+}
+
+Subscription Bulkhead::on_call_finished(std::function<void(const BulkheadEvent&)> listener) const {
+  return finished_listeners_->subscribe(std::move(listener));
+}
+
+void Bulkhead::publish(const Listeners& listeners, BulkheadEventType type,
+                       std::int32_t in_flight) const noexcept {
+  listeners.publish(BulkheadEvent{instance_id_, type, in_flight, max_concurrent_});
+}
 
 BulkheadSnapshot Bulkhead::snapshot() const {
   BulkheadSnapshot snap;

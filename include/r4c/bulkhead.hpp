@@ -7,6 +7,12 @@
 //
 //   r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(10));
 //   auto rows = bulkhead.execute([&] { return db.query(sql); });   // BulkheadFullException
+//
+// It publishes each call's permission, rejection and end (<r4c/events.hpp>) to whoever
+// listens; a type of event nobody listens for costs its calls one load of a flag.
+//
+//   r4c::Subscription s = bulkhead.on_call_rejected(
+//       [](const r4c::BulkheadEvent& e) { log("{} full ({})", e.instance_id, e.max_concurrent); });
 #pragma once
 
 #include <atomic>
@@ -20,9 +26,11 @@
 #include <utility>
 
 #include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/event_hub.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/events.hpp"
 #include "r4c/exception_type.hpp"
 
 namespace r4c {
@@ -91,6 +99,10 @@ class BulkheadHandle {
   int max_concurrent() const noexcept;
   BulkheadSnapshot snapshot() const;
   const std::string& instance_id() const noexcept;
+  /// Bulkhead::on_call_permitted, on_call_rejected and on_call_finished.
+  Subscription on_call_permitted(std::function<void(const BulkheadEvent&)> listener) const;
+  Subscription on_call_rejected(std::function<void(const BulkheadEvent&)> listener) const;
+  Subscription on_call_finished(std::function<void(const BulkheadEvent&)> listener) const;
 
  private:
   const Bulkhead* bulkhead_;
@@ -104,17 +116,22 @@ class Bulkhead {
   Bulkhead(const Bulkhead&) = delete;
   Bulkhead& operator=(const Bulkhead&) = delete;
 
-  /// Takes a slot, or returns an empty permit when full (counted in `rejected`).
+  /// Takes a slot, or returns an empty permit when full (counted in `rejected`). Publishes
+  /// call_permitted or call_rejected to their listeners, if any, on this thread.
   BulkheadPermit try_acquire() noexcept {
     std::int32_t running = in_flight_.load(std::memory_order_relaxed);
     do {
       if (running >= max_concurrent_) [[unlikely]] {
         rejected_.increment();
+        if (rejected_listeners_->has_listeners()) [[unlikely]]
+          publish(*rejected_listeners_, BulkheadEventType::call_rejected, running);
         return BulkheadPermit();
       }
       // relaxed: a slot guards no data.
     } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
                                                std::memory_order_relaxed));
+    if (permitted_listeners_->has_listeners()) [[unlikely]]
+      publish(*permitted_listeners_, BulkheadEventType::call_permitted, running + 1);
     return BulkheadPermit(this);
   }
 
@@ -145,11 +162,35 @@ class Bulkhead {
   int in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
   BulkheadSnapshot snapshot() const;
 
+  /// Calls `listener` for every call that takes a slot, on the caller's thread, until the
+  /// Subscription ends (see <r4c/events.hpp>). The three kinds of event have their own
+  /// listeners: listening for one costs the others nothing.
+  Subscription on_call_permitted(std::function<void(const BulkheadEvent&)> listener) const;
+  /// Likewise for every call a full bulkhead rejects.
+  Subscription on_call_rejected(std::function<void(const BulkheadEvent&)> listener) const;
+  /// Likewise for every permitted call when it gives its slot back (the permit's release,
+  /// on the thread that releases it).
+  Subscription on_call_finished(std::function<void(const BulkheadEvent&)> listener) const;
+
  private:
   friend class BulkheadPermit;
+  using Listeners = detail::EventHub<BulkheadEvent>;
+
+  // Out of line: only a listened-to call gets here.
+  void publish(const Listeners& listeners, BulkheadEventType type,
+               std::int32_t in_flight) const noexcept;
+  void finish() noexcept {
+    const std::int32_t left = in_flight_.fetch_sub(1, std::memory_order_relaxed) - 1;
+    if (finished_listeners_->has_listeners()) [[unlikely]]
+      publish(*finished_listeners_, BulkheadEventType::call_finished, left);
+  }
 
   alignas(detail::kCacheLine) std::atomic<std::int32_t> in_flight_{0};
+  // Read by every call, written never: apart from the slot count's line.
   alignas(detail::kCacheLine) const std::int32_t max_concurrent_;
+  const std::shared_ptr<Listeners> permitted_listeners_;
+  const std::shared_ptr<Listeners> rejected_listeners_;
+  const std::shared_ptr<Listeners> finished_listeners_;
   const std::string instance_id_;
   const BulkheadConfig config_;
   const std::exception_ptr full_;
@@ -157,9 +198,7 @@ class Bulkhead {
 };
 
 inline void BulkheadPermit::release() noexcept {
-  if (Bulkhead* bulkhead = std::exchange(bulkhead_, nullptr)) {
-    bulkhead->in_flight_.fetch_sub(1, std::memory_order_relaxed);
-  }
+  if (Bulkhead* bulkhead = std::exchange(bulkhead_, nullptr)) bulkhead->finish();
 }
 
 inline int BulkheadHandle::in_flight() const noexcept { return bulkhead_->in_flight(); }
@@ -169,6 +208,18 @@ inline int BulkheadHandle::max_concurrent() const noexcept {
 inline BulkheadSnapshot BulkheadHandle::snapshot() const { return bulkhead_->snapshot(); }
 inline const std::string& BulkheadHandle::instance_id() const noexcept {
   return bulkhead_->instance_id();
+}
+inline Subscription BulkheadHandle::on_call_permitted(
+    std::function<void(const BulkheadEvent&)> listener) const {
+  return bulkhead_->on_call_permitted(std::move(listener));
+}
+inline Subscription BulkheadHandle::on_call_rejected(
+    std::function<void(const BulkheadEvent&)> listener) const {
+  return bulkhead_->on_call_rejected(std::move(listener));
+}
+inline Subscription BulkheadHandle::on_call_finished(
+    std::function<void(const BulkheadEvent&)> listener) const {
+  return bulkhead_->on_call_finished(std::move(listener));
 }
 
 /// The bulkhead as a policy kind: what the registry, the pipelines, the metrics and the tools
