@@ -2,6 +2,7 @@
 #include "r4c/rate_limiter.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "config_check.hpp"
 #include "kind_settings.hpp"
@@ -19,6 +20,9 @@ constexpr std::int64_t kMinPermits = -kPermitBias;
 
 // A weight no period can grant (docs/configuration.md lists the code).
 constexpr std::string_view kWeightOutOfRange = "R4C-USE-001";
+
+// The weight of a weight-1 call, known at compile time.
+using OnePermit = std::integral_constant<std::int64_t, 1>;
 
 struct State {
   std::int64_t period;
@@ -109,13 +113,14 @@ RateLimiter::RateLimiter(std::string instance_id, RateLimiterConfig config,
                             std::to_string(limit_for_period_) + " per " +
                             detail::show(config_.refresh_period()) + ")"))) {}
 
+template <class Permits>
 std::int64_t RateLimiter::reserve(std::int64_t now, std::int64_t max_wait,
-                                  std::int64_t permits) noexcept {
+                                  Permits permits) noexcept {
   const std::int64_t period = (now - start_) / period_ticks_;
   std::uint64_t word = state_.load(std::memory_order_relaxed);
   for (;;) {
     const State state = refilled(unpack(word), period, limit_for_period_);
-    const std::int64_t left = state.permits - permits;
+    const std::int64_t left = state.permits - static_cast<std::int64_t>(permits);
     std::int64_t wait = 0;
     if (left < 0) {
       // The k-th reserved permit comes with the ceil(k / limit)-th period from now; a weighted
@@ -143,7 +148,7 @@ void RateLimiter::check_weight(int permits) const {
 }
 
 bool RateLimiter::try_acquire() noexcept {
-  if (reserve(clock_.ticks(), 0, 1) == 0) [[likely]]
+  if (reserve(clock_.ticks(), 0, OnePermit{}) == 0) [[likely]]
     return true;
   rejected_.increment();
   return false;
@@ -151,14 +156,14 @@ bool RateLimiter::try_acquire() noexcept {
 
 bool RateLimiter::try_acquire(int permits) {
   check_weight(permits);
-  if (reserve(clock_.ticks(), 0, permits) == 0) return true;
+  if (reserve(clock_.ticks(), 0, std::int64_t{permits}) == 0) return true;
   rejected_.increment();
   return false;
 }
 
 RateLimiter::Reservation RateLimiter::reserve_permit() noexcept {
   const std::int64_t now = clock_.ticks();
-  const std::int64_t wait = reserve(now, timeout_ticks_, 1);
+  const std::int64_t wait = reserve(now, timeout_ticks_, OnePermit{});
   if (wait == 0) [[likely]]
     return {Reservation::Kind::now, std::chrono::nanoseconds(0)};
   return reserved_later(now, wait);
@@ -167,7 +172,7 @@ RateLimiter::Reservation RateLimiter::reserve_permit() noexcept {
 RateLimiter::Reservation RateLimiter::reserve_permit(int permits) {
   check_weight(permits);
   const std::int64_t now = clock_.ticks();
-  const std::int64_t wait = reserve(now, timeout_ticks_, permits);
+  const std::int64_t wait = reserve(now, timeout_ticks_, std::int64_t{permits});
   if (wait == 0) return {Reservation::Kind::now, std::chrono::nanoseconds(0)};
   return reserved_later(now, wait);
 }

@@ -161,6 +161,19 @@ TEST(BulkheadEventsTest, AListenerMayCallTheBulkheadItListensTo) {
   EXPECT_THAT(seen, ::testing::ElementsAre(1));
 }
 
+TEST(BulkheadEventsTest, ASubscriptionAfterTheLastOneEndedHearsAgain) {
+  r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(2));
+  Heard heard;
+  r4c::Subscription first = bulkhead.on_call_finished(heard.listener());
+  r4c::BulkheadPermit early = bulkhead.try_acquire();
+  first.reset();
+  bulkhead.execute([] {});  // nobody listens: this publication finds none and stops looking
+  const r4c::Subscription second = bulkhead.on_call_finished(heard.listener());
+  bulkhead.execute([] {});
+  early.release();  // announced: it took its slot while someone listened
+  EXPECT_THAT(heard.lines, ::testing::ElementsAre("finished 1/2", "finished 0/2"));
+}
+
 TEST(BulkheadConcurrencyTest, NeverAdmitsMoreThanMaxConcurrentAndCountsEveryRejection) {
   r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(3));
   std::atomic<int> inside{0}, most{0};

@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "test_support.hpp"
 
 namespace {
 
@@ -153,13 +156,8 @@ TEST_F(RateLimiterTest, AWeightedTryAcquireTakesThatManyPermitsOrNone) {
 TEST_F(RateLimiterTest, AWeightNoPeriodCanGrantIsRefusedAtOnceWithR4CUse001) {
   auto limiter =
       make(r4c::RateLimiterConfig().limit_for_period(5).refresh_period(1s).timeout_duration(1h));
-  auto error_of = [](auto&& call) {
-    try {
-      call();
-    } catch (const r4c::ConfigException& e) {
-      return std::string(e.what());
-    }
-    return std::string("none");
+  auto error_of = [](const std::function<void()>& call) {
+    return std::string(r4c::test::config_error(call).what());
   };
   const std::string above = error_of([&] { limiter->acquire(6); });
   EXPECT_THAT(above, ::testing::StartsWith("R4C-USE-001: rate limiter 'search'"));

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -17,6 +18,7 @@
 #include "r4c/metrics.hpp"
 #include "r4c/pipeline.hpp"
 #include "r4c/registry.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -265,13 +267,8 @@ TEST(ThrottleRecoveryTest, ABackendThatAcceptsAgainIsSentEverythingWithinAFewWin
 }
 
 TEST(ThrottleConfigTest, InvalidSettingsNameTheSettingAndTheRange) {
-  auto error_of = [](auto&& set) {
-    try {
-      set();
-    } catch (const r4c::ConfigException& e) {
-      return std::string(e.what());
-    }
-    return std::string("none");
+  auto error_of = [](const std::function<void()>& call) {
+    return std::string(r4c::test::config_error(call).what());
   };
   EXPECT_EQ(error_of([] { r4c::ThrottleConfig().k(0.5); }),
             "R4C-REG-001: k is 0.5; valid: 1 .. 100");
@@ -312,12 +309,9 @@ instances.search.throttle.seed=42
 
 TEST_F(ThrottleRegistryTest, ABadValueOrKeyIsRefusedWithItsCode) {
   auto code_of = [&](const std::string& text) {
-    try {
-      r4c::testing::registry(clock_).config_text(text).build();
-    } catch (const r4c::ConfigException& e) {
-      return std::string(e.what());
-    }
-    return std::string("none");
+    return std::string(r4c::test::config_error([&] {
+                         r4c::testing::registry(clock_).config_text(text).build();
+                       }).what());
   };
   EXPECT_THAT(code_of("defaults.throttle.k=0"), HasSubstr("R4C-REG-001"));
   EXPECT_THAT(code_of("defaults.throttle.windw=1m"),

@@ -27,6 +27,7 @@
 
 #include "r4c/detail/cache_line.hpp"
 #include "r4c/detail/event_hub.hpp"
+#include "r4c/detail/handle.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
@@ -70,11 +71,12 @@ class [[nodiscard]] BulkheadPermit {
  public:
   BulkheadPermit() noexcept = default;
   BulkheadPermit(BulkheadPermit&& other) noexcept
-      : bulkhead_(std::exchange(other.bulkhead_, nullptr)) {}
+      : bulkhead_(std::exchange(other.bulkhead_, nullptr)), announce_(other.announce_) {}
   BulkheadPermit& operator=(BulkheadPermit&& other) noexcept {
     if (this != &other) {
       release();
       bulkhead_ = std::exchange(other.bulkhead_, nullptr);
+      announce_ = other.announce_;
     }
     return *this;
   }
@@ -87,25 +89,24 @@ class [[nodiscard]] BulkheadPermit {
 
  private:
   friend class Bulkhead;
-  explicit BulkheadPermit(Bulkhead* bulkhead) noexcept : bulkhead_(bulkhead) {}
+  BulkheadPermit(Bulkhead* bulkhead, bool announce) noexcept
+      : bulkhead_(bulkhead), announce_(announce) {}
   Bulkhead* bulkhead_ = nullptr;
+  // Whether call_finished had listeners when the slot was taken: the release then publishes,
+  // and a release nobody listens to reads nothing of the bulkhead's but its count.
+  bool announce_ = false;
 };
 
 /// A view of a bulkhead for operators and tests. Valid while the bulkhead lives.
-class BulkheadHandle {
+class BulkheadHandle : public detail::HandleBase<Bulkhead> {
  public:
-  explicit BulkheadHandle(const Bulkhead& bulkhead) noexcept : bulkhead_(&bulkhead) {}
+  using HandleBase::HandleBase;
   int in_flight() const noexcept;
   int max_concurrent() const noexcept;
-  BulkheadSnapshot snapshot() const;
-  const std::string& instance_id() const noexcept;
   /// Bulkhead::on_call_permitted, on_call_rejected and on_call_finished.
   Subscription on_call_permitted(std::function<void(const BulkheadEvent&)> listener) const;
   Subscription on_call_rejected(std::function<void(const BulkheadEvent&)> listener) const;
   Subscription on_call_finished(std::function<void(const BulkheadEvent&)> listener) const;
-
- private:
-  const Bulkhead* bulkhead_;
 };
 
 /// At most max_concurrent calls at once. Lock-free; no allocation per call.
@@ -123,16 +124,17 @@ class Bulkhead {
     do {
       if (running >= max_concurrent_) [[unlikely]] {
         rejected_.increment();
-        if (rejected_listeners_->has_listeners()) [[unlikely]]
-          publish(*rejected_listeners_, BulkheadEventType::call_rejected, running);
+        if (listening(kRejected)) [[unlikely]]
+          publish(*rejected_listeners_, kRejected, BulkheadEventType::call_rejected, running);
         return BulkheadPermit();
       }
       // relaxed: a slot guards no data.
     } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
                                                std::memory_order_relaxed));
-    if (permitted_listeners_->has_listeners()) [[unlikely]]
-      publish(*permitted_listeners_, BulkheadEventType::call_permitted, running + 1);
-    return BulkheadPermit(this);
+    const std::uint8_t listening = listening_.load(std::memory_order_relaxed);
+    if (listening & kPermitted) [[unlikely]]
+      publish(*permitted_listeners_, kPermitted, BulkheadEventType::call_permitted, running + 1);
+    return BulkheadPermit(this, (listening & kFinished) != 0);
   }
 
   /// Runs `f` in a slot; when full, throws this bulkhead's BulkheadFullException (one
@@ -169,25 +171,39 @@ class Bulkhead {
   /// Likewise for every call a full bulkhead rejects.
   Subscription on_call_rejected(std::function<void(const BulkheadEvent&)> listener) const;
   /// Likewise for every permitted call when it gives its slot back (the permit's release,
-  /// on the thread that releases it).
+  /// on the thread that releases it), for the calls that took their slot after it subscribed.
   Subscription on_call_finished(std::function<void(const BulkheadEvent&)> listener) const;
 
  private:
   friend class BulkheadPermit;
   using Listeners = detail::EventHub<BulkheadEvent>;
 
-  // Out of line: only a listened-to call gets here.
-  void publish(const Listeners& listeners, BulkheadEventType type,
+  // Bits of listening_, one per type of event.
+  static constexpr std::uint8_t kPermitted = 1;
+  static constexpr std::uint8_t kRejected = 2;
+  static constexpr std::uint8_t kFinished = 4;
+
+  // Whether the type may have listeners: set when one subscribes, cleared by the first
+  // publication that finds none, so a bulkhead nobody listens to reads one byte of a line its
+  // calls read anyway. relaxed: an event racing a subscription may go either way.
+  bool listening(std::uint8_t type) const noexcept {
+    return (listening_.load(std::memory_order_relaxed) & type) != 0;
+  }
+  Subscription subscribe(Listeners& listeners, std::uint8_t type,
+                         std::function<void(const BulkheadEvent&)> listener) const;
+  // Out of line: only a call of a listened-to type gets here.
+  void publish(const Listeners& listeners, std::uint8_t bit, BulkheadEventType type,
                std::int32_t in_flight) const noexcept;
-  void finish() noexcept {
+  void finish(bool announce) noexcept {
     const std::int32_t left = in_flight_.fetch_sub(1, std::memory_order_relaxed) - 1;
-    if (finished_listeners_->has_listeners()) [[unlikely]]
-      publish(*finished_listeners_, BulkheadEventType::call_finished, left);
+    if (announce) [[unlikely]]
+      publish(*finished_listeners_, kFinished, BulkheadEventType::call_finished, left);
   }
 
   alignas(detail::kCacheLine) std::atomic<std::int32_t> in_flight_{0};
   // Read by every call, written never: apart from the slot count's line.
   alignas(detail::kCacheLine) const std::int32_t max_concurrent_;
+  mutable std::atomic<std::uint8_t> listening_{0};
   const std::shared_ptr<Listeners> permitted_listeners_;
   const std::shared_ptr<Listeners> rejected_listeners_;
   const std::shared_ptr<Listeners> finished_listeners_;
@@ -198,28 +214,24 @@ class Bulkhead {
 };
 
 inline void BulkheadPermit::release() noexcept {
-  if (Bulkhead* bulkhead = std::exchange(bulkhead_, nullptr)) bulkhead->finish();
+  if (Bulkhead* bulkhead = std::exchange(bulkhead_, nullptr)) bulkhead->finish(announce_);
 }
 
-inline int BulkheadHandle::in_flight() const noexcept { return bulkhead_->in_flight(); }
+inline int BulkheadHandle::in_flight() const noexcept { return policy().in_flight(); }
 inline int BulkheadHandle::max_concurrent() const noexcept {
-  return bulkhead_->config().max_concurrent();
-}
-inline BulkheadSnapshot BulkheadHandle::snapshot() const { return bulkhead_->snapshot(); }
-inline const std::string& BulkheadHandle::instance_id() const noexcept {
-  return bulkhead_->instance_id();
+  return policy().config().max_concurrent();
 }
 inline Subscription BulkheadHandle::on_call_permitted(
     std::function<void(const BulkheadEvent&)> listener) const {
-  return bulkhead_->on_call_permitted(std::move(listener));
+  return policy().on_call_permitted(std::move(listener));
 }
 inline Subscription BulkheadHandle::on_call_rejected(
     std::function<void(const BulkheadEvent&)> listener) const {
-  return bulkhead_->on_call_rejected(std::move(listener));
+  return policy().on_call_rejected(std::move(listener));
 }
 inline Subscription BulkheadHandle::on_call_finished(
     std::function<void(const BulkheadEvent&)> listener) const {
-  return bulkhead_->on_call_finished(std::move(listener));
+  return policy().on_call_finished(std::move(listener));
 }
 
 /// The bulkhead as a policy kind: what the registry, the pipelines, the metrics and the tools

@@ -30,6 +30,7 @@
 
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/handle.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
@@ -82,14 +83,9 @@ struct RateLimiterSnapshot {
 class RateLimiter;
 
 /// A view of a rate limiter for operators and tests. Valid while the rate limiter lives.
-class RateLimiterHandle {
+class RateLimiterHandle : public detail::HandleBase<RateLimiter> {
  public:
-  explicit RateLimiterHandle(const RateLimiter& limiter) noexcept : limiter_(&limiter) {}
-  RateLimiterSnapshot snapshot() const;
-  const std::string& instance_id() const noexcept;
-
- private:
-  const RateLimiter* limiter_;
+  using HandleBase::HandleBase;
 };
 
 /// limit_for_period permits per refresh_period, lock-free: the period and the permits left in it
@@ -173,7 +169,10 @@ class RateLimiter {
  private:
   // Ticks to wait for `permits` permits reserved now, or -1 when they cannot be had within
   // `max_wait`.
-  std::int64_t reserve(std::int64_t now, std::int64_t max_wait, std::int64_t permits) noexcept;
+  // `Permits`: std::int64_t, or a constant 1 (OnePermit) so that the weight-1 calls compile to
+  // what they were before weights.
+  template <class Permits>
+  std::int64_t reserve(std::int64_t now, std::int64_t max_wait, Permits permits) noexcept;
   // Throws R4C-USE-001 for a weight no period can grant.
   void check_weight(int permits) const;
   // A reservation that could not be had now: refused (wait < 0) or later.
@@ -193,11 +192,6 @@ class RateLimiter {
   const std::exception_ptr refused_;
   detail::StripedCounter rejected_;
 };
-
-inline RateLimiterSnapshot RateLimiterHandle::snapshot() const { return limiter_->snapshot(); }
-inline const std::string& RateLimiterHandle::instance_id() const noexcept {
-  return limiter_->instance_id();
-}
 
 /// The rate limiter as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).

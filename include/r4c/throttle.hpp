@@ -47,6 +47,7 @@
 
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/handle.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
@@ -161,14 +162,9 @@ class [[nodiscard]] ThrottlePermit {
 };
 
 /// A view of a throttle for operators and tests. Valid while the throttle lives.
-class ThrottleHandle {
+class ThrottleHandle : public detail::HandleBase<Throttle> {
  public:
-  explicit ThrottleHandle(const Throttle& throttle) noexcept : throttle_(&throttle) {}
-  ThrottleSnapshot snapshot() const;
-  const std::string& instance_id() const noexcept;
-
- private:
-  const Throttle* throttle_;
+  using HandleBase::HandleBase;
 };
 
 /// Client-side adaptive throttling (see the overview). Lock-free; no allocation per call; an
@@ -294,11 +290,6 @@ inline void ThrottlePermit::on_refused() noexcept {
     throttle->record(bucket_, Throttle::kRequest);
     throttle->refused_.increment();
   }
-}
-
-inline ThrottleSnapshot ThrottleHandle::snapshot() const { return throttle_->snapshot(); }
-inline const std::string& ThrottleHandle::instance_id() const noexcept {
-  return throttle_->instance_id();
 }
 
 /// The throttle as a policy kind: what the registry, the pipelines, the metrics and the tools
