@@ -236,24 +236,13 @@ inline Subscription BulkheadHandle::on_call_finished(
 
 /// The bulkhead as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct BulkheadKind {
-  using Config = BulkheadConfig;
-  using Policy = Bulkhead;
-  using Snapshot = BulkheadSnapshot;
-  using Handle = BulkheadHandle;
-  /// The exception the policy itself fails a call with (its refusal); the file's exception
-  /// lists know it by its class name.
-  using Exception = BulkheadFullException;
+struct BulkheadKind : detail::KindBase<BulkheadConfig, Bulkhead, BulkheadSnapshot, BulkheadHandle,
+                                       BulkheadFullException, false> {
   static constexpr KindNames kNames = {"bulkhead", "bulkhead", "bulkhead", "bulkhead"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
-  /// A new instance; a registry's resources give it nothing.
-  template <class Resources>
-  static std::unique_ptr<Policy> make(std::string id, Config config, Resources&) {
-    return std::make_unique<Bulkhead>(std::move(id), std::move(config));
-  }
 };
 
 }  // namespace r4c

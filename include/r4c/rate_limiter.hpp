@@ -195,25 +195,14 @@ class RateLimiter {
 
 /// The rate limiter as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct RateLimiterKind {
-  using Config = RateLimiterConfig;
-  using Policy = RateLimiter;
-  using Snapshot = RateLimiterSnapshot;
-  using Handle = RateLimiterHandle;
-  /// The exception the policy itself fails a call with (its refusal); the file's exception
-  /// lists know it by its class name.
-  using Exception = RequestNotPermittedException;
+struct RateLimiterKind : detail::KindBase<RateLimiterConfig, RateLimiter, RateLimiterSnapshot,
+                                          RateLimiterHandle, RequestNotPermittedException, true> {
   static constexpr KindNames kNames = {"rate_limiter", "rateLimiter", "rate limiter",
                                        "ratelimiter"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
-  /// A new instance; a registry's resources give it its clock.
-  template <class Resources>
-  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
-    return std::make_unique<RateLimiter>(std::move(id), std::move(config), resources.clock());
-  }
 };
 
 }  // namespace r4c

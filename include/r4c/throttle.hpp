@@ -294,24 +294,13 @@ inline void ThrottlePermit::on_refused() noexcept {
 
 /// The throttle as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct ThrottleKind {
-  using Config = ThrottleConfig;
-  using Policy = Throttle;
-  using Snapshot = ThrottleSnapshot;
-  using Handle = ThrottleHandle;
-  /// The exception the policy itself fails a call with (its refusal); the file's exception
-  /// lists know it by its class name.
-  using Exception = ThrottledException;
+struct ThrottleKind : detail::KindBase<ThrottleConfig, Throttle, ThrottleSnapshot, ThrottleHandle,
+                                       ThrottledException, true> {
   static constexpr KindNames kNames = {"throttle", "throttle", "throttle", "throttle"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
-  /// A new instance; a registry's resources give it its clock.
-  template <class Resources>
-  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
-    return std::make_unique<Throttle>(std::move(id), std::move(config), resources.clock());
-  }
 };
 
 }  // namespace r4c
