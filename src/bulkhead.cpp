@@ -25,6 +25,9 @@ std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
 
 Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config)
     : max_concurrent_(detail::validated(config).max_concurrent()),
+      permitted_listeners_(std::make_shared<Listeners>(BulkheadKind::kNames.metrics)),
+      rejected_listeners_(std::make_shared<Listeners>(BulkheadKind::kNames.metrics)),
+      finished_listeners_(std::make_shared<Listeners>(BulkheadKind::kNames.metrics)),
       instance_id_(std::move(instance_id)),
       config_(std::move(config)),
       full_(std::make_exception_ptr(BulkheadFullException(
@@ -33,6 +36,38 @@ Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config)
                             "): the call was rejected without running"))) {}
 
 void Bulkhead::throw_full() const { std::rethrow_exception(full_); }
+
+Subscription Bulkhead::subscribe(Listeners& listeners, std::uint8_t type,
+                                 std::function<void(const BulkheadEvent&)> listener) const {
+  Subscription subscription = listeners.subscribe(std::move(listener));
+  // After the subscription: a publication that cleared the bit since sees it set again.
+  listening_.fetch_or(type, std::memory_order_seq_cst);
+  return subscription;
+}
+
+Subscription Bulkhead::on_call_permitted(std::function<void(const BulkheadEvent&)> listener) const {
+  return subscribe(*permitted_listeners_, kPermitted, std::move(listener));
+}
+
+Subscription Bulkhead::on_call_rejected(std::function<void(const BulkheadEvent&)> listener) const {
+  return subscribe(*rejected_listeners_, kRejected, std::move(listener));
+}
+
+Subscription Bulkhead::on_call_finished(std::function<void(const BulkheadEvent&)> listener) const {
+  return subscribe(*finished_listeners_, kFinished, std::move(listener));
+}
+
+void Bulkhead::publish(const Listeners& listeners, std::uint8_t bit, BulkheadEventType type,
+                       std::int32_t in_flight) const noexcept {
+  if (!listeners.has_listeners()) {
+    // The last listener left: clear the bit, then look again, so that a subscription racing
+    // this one keeps its bit (seq_cst: the clear and the second look are not reordered).
+    listening_.fetch_and(static_cast<std::uint8_t>(~bit), std::memory_order_seq_cst);
+    if (listeners.has_listeners()) listening_.fetch_or(bit, std::memory_order_seq_cst);
+    return;
+  }
+  listeners.publish(BulkheadEvent{instance_id_, type, in_flight, max_concurrent_});
+}
 
 BulkheadSnapshot Bulkhead::snapshot() const {
   BulkheadSnapshot snap;

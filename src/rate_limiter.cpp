@@ -2,6 +2,7 @@
 #include "r4c/rate_limiter.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "config_check.hpp"
 #include "kind_settings.hpp"
@@ -17,6 +18,12 @@ constexpr std::int64_t kPermitBias = std::int64_t{1} << (kPermitBits - 1);
 constexpr std::uint64_t kPermitMask = (std::uint64_t{1} << kPermitBits) - 1;
 constexpr std::int64_t kMinPermits = -kPermitBias;
 
+// A weight no period can grant (docs/configuration.md lists the code).
+constexpr std::string_view kWeightOutOfRange = "R4C-USE-001";
+
+// The weight of a weight-1 call, known at compile time.
+using OnePermit = std::integral_constant<std::int64_t, 1>;
+
 struct State {
   std::int64_t period;
   std::int64_t permits;
@@ -30,6 +37,14 @@ std::uint64_t pack(State state) {
 State unpack(std::uint64_t word) {
   return {static_cast<std::int64_t>(word >> kPermitBits),
           static_cast<std::int64_t>(word & kPermitMask) - kPermitBias};
+}
+
+// The state as of `period`: every period that began since adds a period's permits, up to a
+// full period's worth.
+State refilled(State state, std::int64_t period, std::int64_t limit) {
+  if (period <= state.period) return state;
+  const std::int64_t periods = std::min<std::int64_t>(period - state.period, kPermitBias);
+  return {period, std::min<std::int64_t>(state.permits + periods * limit, limit)};
 }
 
 void check_period(const char* setting, std::chrono::nanoseconds value, std::chrono::nanoseconds min,
@@ -98,44 +113,71 @@ RateLimiter::RateLimiter(std::string instance_id, RateLimiterConfig config,
                             std::to_string(limit_for_period_) + " per " +
                             detail::show(config_.refresh_period()) + ")"))) {}
 
-std::int64_t RateLimiter::reserve(std::int64_t now, std::int64_t max_wait) noexcept {
+template <class Permits>
+std::int64_t RateLimiter::reserve(std::int64_t now, std::int64_t max_wait,
+                                  Permits permits) noexcept {
   const std::int64_t period = (now - start_) / period_ticks_;
   std::uint64_t word = state_.load(std::memory_order_relaxed);
   for (;;) {
-    State state = unpack(word);
-    if (period > state.period) {
-      // Every period that began since adds a period's permits, up to a full period's worth.
-      const std::int64_t periods = std::min<std::int64_t>(period - state.period, kPermitBias);
-      state = {period, std::min<std::int64_t>(state.permits + periods * limit_for_period_,
-                                              limit_for_period_)};
-    }
-    const std::int64_t permits = state.permits - 1;
+    const State state = refilled(unpack(word), period, limit_for_period_);
+    const std::int64_t left = state.permits - static_cast<std::int64_t>(permits);
     std::int64_t wait = 0;
-    if (permits < 0) {
-      // The k-th reserved permit comes with the ceil(k / limit)-th period from now.
-      const std::int64_t periods_ahead = (-permits + limit_for_period_ - 1) / limit_for_period_;
+    if (left < 0) {
+      // The k-th reserved permit comes with the ceil(k / limit)-th period from now; a weighted
+      // reservation waits for its last permit.
+      const std::int64_t periods_ahead = (-left + limit_for_period_ - 1) / limit_for_period_;
       wait = start_ + (state.period + periods_ahead) * period_ticks_ - now;
-      if (wait > max_wait || permits < kMinPermits) return -1;
+      if (wait > max_wait || left < kMinPermits) return -1;
     }
     // relaxed: the word is the whole state; a permit guards no other data.
-    if (state_.compare_exchange_weak(word, pack({state.period, permits}), std::memory_order_relaxed,
+    if (state_.compare_exchange_weak(word, pack({state.period, left}), std::memory_order_relaxed,
                                      std::memory_order_relaxed)) {
       return wait;
     }
   }
 }
 
+void RateLimiter::check_weight(int permits) const {
+  if (permits >= 1 && permits <= limit_for_period_) [[likely]]
+    return;
+  throw ConfigException(kWeightOutOfRange, "rate limiter '" + instance_id_ + "' was asked for " +
+                                               std::to_string(permits) +
+                                               " permits at once; valid: 1 .. " +
+                                               std::to_string(limit_for_period_) +
+                                               " (limit_for_period: no period holds more)");
+}
+
 bool RateLimiter::try_acquire() noexcept {
-  if (reserve(clock_.ticks(), 0) == 0) return true;
+  if (reserve(clock_.ticks(), 0, OnePermit{}) == 0) [[likely]]
+    return true;
+  rejected_.increment();
+  return false;
+}
+
+bool RateLimiter::try_acquire(int permits) {
+  check_weight(permits);
+  if (reserve(clock_.ticks(), 0, std::int64_t{permits}) == 0) return true;
   rejected_.increment();
   return false;
 }
 
 RateLimiter::Reservation RateLimiter::reserve_permit() noexcept {
   const std::int64_t now = clock_.ticks();
-  const std::int64_t wait = reserve(now, timeout_ticks_);
+  const std::int64_t wait = reserve(now, timeout_ticks_, OnePermit{});
   if (wait == 0) [[likely]]
     return {Reservation::Kind::now, std::chrono::nanoseconds(0)};
+  return reserved_later(now, wait);
+}
+
+RateLimiter::Reservation RateLimiter::reserve_permit(int permits) {
+  check_weight(permits);
+  const std::int64_t now = clock_.ticks();
+  const std::int64_t wait = reserve(now, timeout_ticks_, std::int64_t{permits});
+  if (wait == 0) return {Reservation::Kind::now, std::chrono::nanoseconds(0)};
+  return reserved_later(now, wait);
+}
+
+RateLimiter::Reservation RateLimiter::reserved_later(std::int64_t now, std::int64_t wait) noexcept {
   if (wait < 0) {
     rejected_.increment();
     return {};
@@ -145,8 +187,11 @@ RateLimiter::Reservation RateLimiter::reserve_permit() noexcept {
   return {Reservation::Kind::later, std::chrono::nanoseconds(clock_.to_clock_ns(now + wait))};
 }
 
-void RateLimiter::acquire() {
-  const Reservation reservation = reserve_permit();
+void RateLimiter::acquire() { wait_for(reserve_permit()); }
+
+void RateLimiter::acquire(int permits) { wait_for(reserve_permit(permits)); }
+
+void RateLimiter::wait_for(const Reservation& reservation) {
   if (reservation.kind == Reservation::Kind::now) [[likely]]
     return;
   if (reservation.kind == Reservation::Kind::refused) std::rethrow_exception(refused_);
@@ -158,19 +203,28 @@ void RateLimiter::acquire() {
   clock_owner_->sleep_until(reservation.ready_at);
 }
 
+int RateLimiter::drain() noexcept {
+  const std::int64_t period = (clock_.ticks() - start_) / period_ticks_;
+  std::uint64_t word = state_.load(std::memory_order_relaxed);
+  for (;;) {
+    const State state = refilled(unpack(word), period, limit_for_period_);
+    if (state.permits <= 0) return 0;  // nothing left, or calls already wait for coming ones
+    // relaxed: as reserve().
+    if (state_.compare_exchange_weak(word, pack({state.period, 0}), std::memory_order_relaxed,
+                                     std::memory_order_relaxed)) {
+      return static_cast<int>(state.permits);
+    }
+  }
+}
+
 RateLimiterSnapshot RateLimiter::snapshot() const {
   RateLimiterSnapshot snap;
   snap.limit_for_period = limit_for_period_;
   snap.refresh_period = config_.refresh_period();
   snap.timeout_duration = config_.timeout_duration();
-  State state = unpack(state_.load(std::memory_order_relaxed));
   const std::int64_t period = (clock_.ticks() - start_) / period_ticks_;
-  if (period > state.period) {
-    const std::int64_t periods = std::min<std::int64_t>(period - state.period, kPermitBias);
-    state.permits =
-        std::min<std::int64_t>(state.permits + periods * limit_for_period_, limit_for_period_);
-  }
-  snap.available_permissions = static_cast<int>(state.permits);
+  snap.available_permissions = static_cast<int>(
+      refilled(unpack(state_.load(std::memory_order_relaxed)), period, limit_for_period_).permits);
   snap.waiting_calls = waiting_.load(std::memory_order_relaxed);
   snap.rejected = rejected_.total();
   return snap;

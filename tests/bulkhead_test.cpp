@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <exception>
-
+#include <functional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -88,6 +90,88 @@ TEST(BulkheadTest, PermitsMoveTheirSlot) {
   r4c::BulkheadPermit c = bulkhead.try_acquire();
   c = std::move(b);
   EXPECT_EQ(bulkhead.in_flight(), 1);
+}
+
+// Records what a bulkhead publishes, as "<type> <in_flight>/<max_concurrent>".
+struct Heard {
+  std::vector<std::string> lines;
+  std::function<void(const r4c::BulkheadEvent&)> listener() {
+    return [this](const r4c::BulkheadEvent& e) {
+      static constexpr const char* kNames[] = {"permitted", "rejected", "finished"};
+      EXPECT_EQ(e.instance_id, "pool");
+      lines.push_back(std::string(kNames[static_cast<int>(e.type)]) + " " +
+                      std::to_string(e.in_flight) + "/" + std::to_string(e.max_concurrent));
+    };
+  }
+};
+
+TEST(BulkheadEventsTest, EachCallPublishesItsPermissionRejectionAndEnd) {
+  r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(1));
+  Heard heard;
+  const r4c::Subscription permitted = bulkhead.on_call_permitted(heard.listener());
+  const r4c::Subscription rejected = bulkhead.on_call_rejected(heard.listener());
+  const r4c::Subscription finished = bulkhead.on_call_finished(heard.listener());
+  {
+    r4c::BulkheadPermit permit = bulkhead.try_acquire();
+    EXPECT_THROW(bulkhead.execute([] {}), r4c::BulkheadFullException);
+  }
+  bulkhead.execute([] {});
+  EXPECT_THAT(heard.lines, ::testing::ElementsAre("permitted 1/1", "rejected 1/1", "finished 0/1",
+                                                  "permitted 1/1", "finished 0/1"));
+}
+
+TEST(BulkheadEventsTest, AListenerHearsOnlyItsTypeAndNothingOnceReset) {
+  r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(1));
+  Heard heard;
+  r4c::Subscription rejected = bulkhead.handle().on_call_rejected(heard.listener());
+  r4c::BulkheadPermit permit = bulkhead.try_acquire();
+  EXPECT_FALSE(bulkhead.try_acquire());
+  permit.release();
+  EXPECT_THAT(heard.lines, ::testing::ElementsAre("rejected 1/1"));
+  rejected.reset();
+  permit = bulkhead.try_acquire();
+  EXPECT_FALSE(bulkhead.try_acquire());
+  EXPECT_EQ(heard.lines.size(), 1u);
+  EXPECT_EQ(bulkhead.snapshot().rejected, 2u);  // counted whether or not anyone listens
+}
+
+TEST(BulkheadEventsTest, AThrowingListenerLeavesTheCallAndTheSlotsAlone) {
+  std::vector<std::string> reported;
+  r4c::set_listener_error_hook([&](const r4c::ListenerError& error) {
+    reported.push_back(std::string(error.kind) + " " + std::string(error.instance_id));
+  });
+  r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(2));
+  const r4c::Subscription permitted = bulkhead.on_call_permitted(
+      [](const r4c::BulkheadEvent&) { throw std::runtime_error("listener"); });
+  const r4c::Subscription finished = bulkhead.on_call_finished(
+      [](const r4c::BulkheadEvent&) { throw std::runtime_error("listener"); });
+  EXPECT_EQ(bulkhead.execute([] { return 7; }), 7);
+  r4c::set_listener_error_hook({});
+  EXPECT_EQ(bulkhead.in_flight(), 0);
+  EXPECT_THAT(reported, ::testing::ElementsAre("bulkhead pool", "bulkhead pool"));
+}
+
+TEST(BulkheadEventsTest, AListenerMayCallTheBulkheadItListensTo) {
+  r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(2));
+  std::vector<int> seen;
+  const r4c::Subscription permitted = bulkhead.on_call_permitted([&](const r4c::BulkheadEvent&) {
+    seen.push_back(bulkhead.snapshot().in_flight);  // the slot is already taken
+  });
+  bulkhead.execute([] {});
+  EXPECT_THAT(seen, ::testing::ElementsAre(1));
+}
+
+TEST(BulkheadEventsTest, ASubscriptionAfterTheLastOneEndedHearsAgain) {
+  r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(2));
+  Heard heard;
+  r4c::Subscription first = bulkhead.on_call_finished(heard.listener());
+  r4c::BulkheadPermit early = bulkhead.try_acquire();
+  first.reset();
+  bulkhead.execute([] {});  // nobody listens: this publication finds none and stops looking
+  const r4c::Subscription second = bulkhead.on_call_finished(heard.listener());
+  bulkhead.execute([] {});
+  early.release();  // announced: it took its slot while someone listened
+  EXPECT_THAT(heard.lines, ::testing::ElementsAre("finished 1/2", "finished 0/2"));
 }
 
 TEST(BulkheadConcurrencyTest, NeverAdmitsMoreThanMaxConcurrentAndCountsEveryRejection) {

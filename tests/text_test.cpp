@@ -86,7 +86,7 @@ TEST(KindsTest, TheListIsInPipelineOrder) {
   std::vector<std::string_view> order;
   r4c::detail::for_each_kind(
       [&]<class Kind>(std::type_identity<Kind>) { order.push_back(Kind::kNames.cpp); });
-  EXPECT_THAT(order, ElementsAre("retry", "hedge", "circuit_breaker", "rate_limiter",
+  EXPECT_THAT(order, ElementsAre("retry", "hedge", "throttle", "circuit_breaker", "rate_limiter",
                                  "adaptive_limit", "timeout", "bulkhead"));
   static_assert(std::is_same_v<r4c::detail::KindOf<r4c::AdaptiveLimit>, r4c::AdaptiveLimitKind>);
   static_assert(r4c::detail::kKindIndex<r4c::RetryKind> == 0);

@@ -17,6 +17,7 @@
 #include "r4c/asio/hedge.hpp"
 #include "r4c/asio/rate_limiter.hpp"
 #include "r4c/asio/retry.hpp"
+#include "r4c/asio/throttle.hpp"
 #include "r4c/asio/timeout.hpp"
 // Last: the pipeline composes the others.
 #include "r4c/asio/pipeline.hpp"

@@ -7,6 +7,12 @@
 //
 //   r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(10));
 //   auto rows = bulkhead.execute([&] { return db.query(sql); });   // BulkheadFullException
+//
+// It publishes each call's permission, rejection and end (<r4c/events.hpp>) to whoever
+// listens; a type of event nobody listens for costs its calls one load of a flag.
+//
+//   r4c::Subscription s = bulkhead.on_call_rejected(
+//       [](const r4c::BulkheadEvent& e) { log("{} full ({})", e.instance_id, e.max_concurrent); });
 #pragma once
 
 #include <atomic>
@@ -20,9 +26,12 @@
 #include <utility>
 
 #include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/event_hub.hpp"
+#include "r4c/detail/handle.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/events.hpp"
 #include "r4c/exception_type.hpp"
 
 namespace r4c {
@@ -62,11 +71,12 @@ class [[nodiscard]] BulkheadPermit {
  public:
   BulkheadPermit() noexcept = default;
   BulkheadPermit(BulkheadPermit&& other) noexcept
-      : bulkhead_(std::exchange(other.bulkhead_, nullptr)) {}
+      : bulkhead_(std::exchange(other.bulkhead_, nullptr)), announce_(other.announce_) {}
   BulkheadPermit& operator=(BulkheadPermit&& other) noexcept {
     if (this != &other) {
       release();
       bulkhead_ = std::exchange(other.bulkhead_, nullptr);
+      announce_ = other.announce_;
     }
     return *this;
   }
@@ -79,21 +89,24 @@ class [[nodiscard]] BulkheadPermit {
 
  private:
   friend class Bulkhead;
-  explicit BulkheadPermit(Bulkhead* bulkhead) noexcept : bulkhead_(bulkhead) {}
+  BulkheadPermit(Bulkhead* bulkhead, bool announce) noexcept
+      : bulkhead_(bulkhead), announce_(announce) {}
   Bulkhead* bulkhead_ = nullptr;
+  // Whether call_finished had listeners when the slot was taken: the release then publishes,
+  // and a release nobody listens to reads nothing of the bulkhead's but its count.
+  bool announce_ = false;
 };
 
 /// A view of a bulkhead for operators and tests. Valid while the bulkhead lives.
-class BulkheadHandle {
+class BulkheadHandle : public detail::HandleBase<Bulkhead> {
  public:
-  explicit BulkheadHandle(const Bulkhead& bulkhead) noexcept : bulkhead_(&bulkhead) {}
+  using HandleBase::HandleBase;
   int in_flight() const noexcept;
   int max_concurrent() const noexcept;
-  BulkheadSnapshot snapshot() const;
-  const std::string& instance_id() const noexcept;
-
- private:
-  const Bulkhead* bulkhead_;
+  /// Bulkhead::on_call_permitted, on_call_rejected and on_call_finished.
+  Subscription on_call_permitted(std::function<void(const BulkheadEvent&)> listener) const;
+  Subscription on_call_rejected(std::function<void(const BulkheadEvent&)> listener) const;
+  Subscription on_call_finished(std::function<void(const BulkheadEvent&)> listener) const;
 };
 
 /// At most max_concurrent calls at once. Lock-free; no allocation per call.
@@ -104,18 +117,24 @@ class Bulkhead {
   Bulkhead(const Bulkhead&) = delete;
   Bulkhead& operator=(const Bulkhead&) = delete;
 
-  /// Takes a slot, or returns an empty permit when full (counted in `rejected`).
+  /// Takes a slot, or returns an empty permit when full (counted in `rejected`). Publishes
+  /// call_permitted or call_rejected to their listeners, if any, on this thread.
   BulkheadPermit try_acquire() noexcept {
     std::int32_t running = in_flight_.load(std::memory_order_relaxed);
     do {
       if (running >= max_concurrent_) [[unlikely]] {
         rejected_.increment();
+        if (listening(kRejected)) [[unlikely]]
+          publish(*rejected_listeners_, kRejected, BulkheadEventType::call_rejected, running);
         return BulkheadPermit();
       }
       // relaxed: a slot guards no data.
     } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
                                                std::memory_order_relaxed));
-    return BulkheadPermit(this);
+    const std::uint8_t listening = listening_.load(std::memory_order_relaxed);
+    if (listening & kPermitted) [[unlikely]]
+      publish(*permitted_listeners_, kPermitted, BulkheadEventType::call_permitted, running + 1);
+    return BulkheadPermit(this, (listening & kFinished) != 0);
   }
 
   /// Runs `f` in a slot; when full, throws this bulkhead's BulkheadFullException (one
@@ -145,11 +164,49 @@ class Bulkhead {
   int in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
   BulkheadSnapshot snapshot() const;
 
+  /// Calls `listener` for every call that takes a slot, on the caller's thread, until the
+  /// Subscription ends (see <r4c/events.hpp>). The three kinds of event have their own
+  /// listeners: listening for one costs the others nothing.
+  Subscription on_call_permitted(std::function<void(const BulkheadEvent&)> listener) const;
+  /// Likewise for every call a full bulkhead rejects.
+  Subscription on_call_rejected(std::function<void(const BulkheadEvent&)> listener) const;
+  /// Likewise for every permitted call when it gives its slot back (the permit's release,
+  /// on the thread that releases it), for the calls that took their slot after it subscribed.
+  Subscription on_call_finished(std::function<void(const BulkheadEvent&)> listener) const;
+
  private:
   friend class BulkheadPermit;
+  using Listeners = detail::EventHub<BulkheadEvent>;
+
+  // Bits of listening_, one per type of event.
+  static constexpr std::uint8_t kPermitted = 1;
+  static constexpr std::uint8_t kRejected = 2;
+  static constexpr std::uint8_t kFinished = 4;
+
+  // Whether the type may have listeners: set when one subscribes, cleared by the first
+  // publication that finds none, so a bulkhead nobody listens to reads one byte of a line its
+  // calls read anyway. relaxed: an event racing a subscription may go either way.
+  bool listening(std::uint8_t type) const noexcept {
+    return (listening_.load(std::memory_order_relaxed) & type) != 0;
+  }
+  Subscription subscribe(Listeners& listeners, std::uint8_t type,
+                         std::function<void(const BulkheadEvent&)> listener) const;
+  // Out of line: only a call of a listened-to type gets here.
+  void publish(const Listeners& listeners, std::uint8_t bit, BulkheadEventType type,
+               std::int32_t in_flight) const noexcept;
+  void finish(bool announce) noexcept {
+    const std::int32_t left = in_flight_.fetch_sub(1, std::memory_order_relaxed) - 1;
+    if (announce) [[unlikely]]
+      publish(*finished_listeners_, kFinished, BulkheadEventType::call_finished, left);
+  }
 
   alignas(detail::kCacheLine) std::atomic<std::int32_t> in_flight_{0};
+  // Read by every call, written never: apart from the slot count's line.
   alignas(detail::kCacheLine) const std::int32_t max_concurrent_;
+  mutable std::atomic<std::uint8_t> listening_{0};
+  const std::shared_ptr<Listeners> permitted_listeners_;
+  const std::shared_ptr<Listeners> rejected_listeners_;
+  const std::shared_ptr<Listeners> finished_listeners_;
   const std::string instance_id_;
   const BulkheadConfig config_;
   const std::exception_ptr full_;
@@ -157,40 +214,35 @@ class Bulkhead {
 };
 
 inline void BulkheadPermit::release() noexcept {
-  if (Bulkhead* bulkhead = std::exchange(bulkhead_, nullptr)) {
-    bulkhead->in_flight_.fetch_sub(1, std::memory_order_relaxed);
-  }
+  if (Bulkhead* bulkhead = std::exchange(bulkhead_, nullptr)) bulkhead->finish(announce_);
 }
 
-inline int BulkheadHandle::in_flight() const noexcept { return bulkhead_->in_flight(); }
+inline int BulkheadHandle::in_flight() const noexcept { return policy().in_flight(); }
 inline int BulkheadHandle::max_concurrent() const noexcept {
-  return bulkhead_->config().max_concurrent();
+  return policy().config().max_concurrent();
 }
-inline BulkheadSnapshot BulkheadHandle::snapshot() const { return bulkhead_->snapshot(); }
-inline const std::string& BulkheadHandle::instance_id() const noexcept {
-  return bulkhead_->instance_id();
+inline Subscription BulkheadHandle::on_call_permitted(
+    std::function<void(const BulkheadEvent&)> listener) const {
+  return policy().on_call_permitted(std::move(listener));
+}
+inline Subscription BulkheadHandle::on_call_rejected(
+    std::function<void(const BulkheadEvent&)> listener) const {
+  return policy().on_call_rejected(std::move(listener));
+}
+inline Subscription BulkheadHandle::on_call_finished(
+    std::function<void(const BulkheadEvent&)> listener) const {
+  return policy().on_call_finished(std::move(listener));
 }
 
 /// The bulkhead as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct BulkheadKind {
-  using Config = BulkheadConfig;
-  using Policy = Bulkhead;
-  using Snapshot = BulkheadSnapshot;
-  using Handle = BulkheadHandle;
-  /// The exception the policy itself fails a call with (its refusal); the file's exception
-  /// lists know it by its class name.
-  using Exception = BulkheadFullException;
+struct BulkheadKind : detail::KindBase<BulkheadConfig, Bulkhead, BulkheadSnapshot, BulkheadHandle,
+                                       BulkheadFullException, false> {
   static constexpr KindNames kNames = {"bulkhead", "bulkhead", "bulkhead", "bulkhead"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
-  /// A new instance; a registry's resources give it nothing.
-  template <class Resources>
-  static std::unique_ptr<Policy> make(std::string id, Config config, Resources&) {
-    return std::make_unique<Bulkhead>(std::move(id), std::move(config));
-  }
 };
 
 }  // namespace r4c

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Events: what a policy publishes when its state changes. Admitted calls publish nothing, a
 // window that keeps the limit publishes nothing, and rejections are counted (see
-// <r4c/metrics.hpp>), never published one by one.
+// <r4c/metrics.hpp>), never published one by one. The bulkhead is the one exception, as in
+// resilience4j: it publishes each call's permission, rejection and end, to those who listen
+// for them (on_call_permitted, ...); while nobody listens for a type its calls pay one load.
 //
 //   r4c::Subscription s = registry.adaptive_limit("orders").on_limit_change(
 //       [](const r4c::LimitChangeEvent& e) { log("{}: {} -> {}", e.instance_id, e.old_limit,
@@ -74,6 +76,22 @@ struct RetryAttemptEvent {
   std::exception_ptr failure;        // the attempt's failure, when it failed
 };
 
+/// What a bulkhead did with one call (resilience4j's BulkheadOnCallPermittedEvent,
+/// BulkheadOnCallRejectedEvent, BulkheadOnCallFinishedEvent).
+enum class BulkheadEventType : std::uint8_t {
+  call_permitted,  // the call took a slot
+  call_rejected,   // the bulkhead was full
+  call_finished,   // a permitted call gave its slot back
+};
+
+/// One call's passage through a bulkhead.
+struct BulkheadEvent {
+  std::string_view instance_id;  // valid while the listener runs
+  BulkheadEventType type = BulkheadEventType::call_permitted;
+  int in_flight = 0;       // calls holding a slot once the event happened
+  int max_concurrent = 0;  // the bulkhead's slots
+};
+
 namespace detail {
 class EventHubBase;
 }
@@ -103,7 +121,7 @@ class Subscription {
 };
 
 /// What the listener error hook receives: the policy's id and kind ("adaptivelimit",
-/// "circuitbreaker", "retry") and the listener's exception.
+/// "circuitbreaker", "retry", "bulkhead") and the listener's exception.
 struct ListenerError {
   std::string_view instance_id;
   std::string_view kind;

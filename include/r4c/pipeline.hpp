@@ -2,9 +2,11 @@
 // A pipeline: the policies around one dependency, applied in one fixed order whatever order the
 // builder is called in. Outside to inside:
 //
-//   retry -> hedge -> circuit breaker -> rate limiter -> adaptive limit -> timeout -> bulkhead
-//   -> the call
+//   retry -> hedge -> throttle -> circuit breaker -> rate limiter -> adaptive limit -> timeout
+//   -> bulkhead -> the call
 //
+// The throttle answers a backend that refuses: the calls it sheds take no permit, no slot and
+// no breaker trial.
 // The rate limiter paces callers before they take a slot; the adaptive limit measures each
 // attempt and sees the timeout and the bulkhead inside it as overload signals (their exceptions
 // are drops by default). See docs/pipeline.md.
@@ -38,6 +40,7 @@
 #include "r4c/rate_limiter.hpp"
 #include "r4c/registry.hpp"
 #include "r4c/retry.hpp"
+#include "r4c/throttle.hpp"
 #include "r4c/timeout.hpp"
 
 namespace r4c {
@@ -221,7 +224,7 @@ class Pipeline {
   /// throws reaches the caller unchanged (the same object) after every policy recorded it; a
   /// policy that refuses the call throws its own exception (RequestNotPermittedException,
   /// LimitExceededException, CallTimeoutException, BulkheadFullException,
-  /// CallNotPermittedException).
+  /// CallNotPermittedException, ThrottledException).
   ///
   /// With a hedge, `f` is copied (moved when it is an rvalue) once per call into state its
   /// attempts share; they run on the registry's executor, may run at once and may outlive this
@@ -252,6 +255,7 @@ class Pipeline {
   }
   Retry* retry() const noexcept { return policy<RetryKind>(); }
   Hedge* hedge() const noexcept { return policy<HedgeKind>(); }
+  Throttle* throttle() const noexcept { return policy<ThrottleKind>(); }
   CircuitBreaker* circuit_breaker() const noexcept { return policy<CircuitBreakerKind>(); }
   RateLimiter* rate_limiter() const noexcept { return policy<RateLimiterKind>(); }
   AdaptiveLimit* adaptive_limit() const noexcept { return policy<AdaptiveLimitKind>(); }
@@ -330,6 +334,12 @@ class Pipeline<T>::Builder {
   }
   Builder& hedge(std::string config, std::function<void(HedgeConfig&)> setup = {}) {
     return with<HedgeKind>(std::move(setup), std::move(config));
+  }
+  Builder& throttle(std::function<void(ThrottleConfig&)> setup = {}) {
+    return with<ThrottleKind>(std::move(setup));
+  }
+  Builder& throttle(std::string config, std::function<void(ThrottleConfig&)> setup = {}) {
+    return with<ThrottleKind>(std::move(setup), std::move(config));
   }
 
   /// Creates or finds the policies, all or none: every one is resolved and checked before any

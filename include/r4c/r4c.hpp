@@ -17,4 +17,5 @@
 #include "r4c/rate_limiter.hpp"
 #include "r4c/registry.hpp"
 #include "r4c/retry.hpp"
+#include "r4c/throttle.hpp"
 #include "r4c/timeout.hpp"

@@ -8,6 +8,12 @@
 //                                          .refresh_period(std::chrono::seconds(1)), clock);
 //   auto hits = limiter.execute([&] { return backend.search(query); });
 //
+// A call may weigh more than one permit (`acquire(n)`, `try_acquire(n)`, `execute(n, f)`): a
+// bulk request that costs five takes five. A weight the limiter can never grant (below 1, or
+// above limit_for_period, since a period never holds more) is refused at once with
+// ConfigException R4C-USE-001 instead of waiting forever. `drain()` gives up the permits left
+// in the current period, e.g. when the backend answered "too many requests".
+//
 // In a pipeline it sits outside the adaptive limit: a call the limit rejects has already taken
 // a permit.
 #pragma once
@@ -24,6 +30,7 @@
 
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/handle.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
@@ -76,14 +83,9 @@ struct RateLimiterSnapshot {
 class RateLimiter;
 
 /// A view of a rate limiter for operators and tests. Valid while the rate limiter lives.
-class RateLimiterHandle {
+class RateLimiterHandle : public detail::HandleBase<RateLimiter> {
  public:
-  explicit RateLimiterHandle(const RateLimiter& limiter) noexcept : limiter_(&limiter) {}
-  RateLimiterSnapshot snapshot() const;
-  const std::string& instance_id() const noexcept;
-
- private:
-  const RateLimiter* limiter_;
+  using HandleBase::HandleBase;
 };
 
 /// limit_for_period permits per refresh_period, lock-free: the period and the permits left in it
@@ -97,13 +99,28 @@ class RateLimiter {
 
   /// Takes a permit if one is free now; never waits. A refusal counts in `rejected`.
   [[nodiscard]] bool try_acquire() noexcept;
+  /// Takes `permits` permits at once if that many are free now; never waits. A refusal counts
+  /// once in `rejected`. Throws ConfigException R4C-USE-001 when `permits` is below 1 or above
+  /// limit_for_period (no period ever holds that many), taking nothing.
+  ///
+  ///   if (!limiter.try_acquire(batch.size())) return defer(batch);
+  [[nodiscard]] bool try_acquire(int permits);
   /// Takes a permit, waiting on the clock up to timeout_duration for a reserved one; else
   /// throws this limiter's RequestNotPermittedException (one preallocated object).
   void acquire();
+  /// Takes `permits` permits as acquire() takes one: all of them from one reservation, waiting
+  /// up to timeout_duration for the period that completes them. R4C-USE-001 as try_acquire(n).
+  void acquire(int permits);
   /// acquire(), then `f`.
   template <class F>
   decltype(auto) execute(F&& f) {
     acquire();
+    return std::invoke(std::forward<F>(f));
+  }
+  /// acquire(permits), then `f`.
+  template <class F>
+  decltype(auto) execute(int permits, F&& f) {
+    acquire(permits);
     return std::invoke(std::forward<F>(f));
   }
   /// Runs the asynchronous operation `op` once a permit is had, waiting on a timer, never
@@ -111,6 +128,15 @@ class RateLimiter {
   /// Defined in <r4c/asio.hpp>; see docs/async.md.
   template <class T, class Op, class Token>
   auto async_execute(Op&& op, Token&& token);
+  /// The same with `permits` permits; a weight out of range completes `token` at once with
+  /// ConfigException R4C-USE-001, the operation not started.
+  template <class T, class Op, class Token>
+  auto async_execute(int permits, Op&& op, Token&& token);
+
+  /// Gives up every permit left in the current period (none when calls already wait for
+  /// reserved ones) and returns how many it gave up; the next period refills as usual.
+  /// resilience4j's drainPermissions().
+  int drain() noexcept;
 
   /// A permit taken without blocking, for asynchronous callers.
   struct Reservation {
@@ -126,6 +152,8 @@ class RateLimiter {
   /// reservation counts in waiting_calls until the caller calls end_wait(), whether it used the
   /// permit or gave up (the permit stays taken either way).
   Reservation reserve_permit() noexcept;
+  /// reserve_permit() for `permits` permits; R4C-USE-001 as try_acquire(n).
+  Reservation reserve_permit(int permits);
   /// Ends a wait that reserve_permit() began.
   void end_wait() noexcept { waiting_.fetch_sub(1, std::memory_order_relaxed); }
   /// The RequestNotPermittedException refused calls fail with (one object, shared).
@@ -139,8 +167,17 @@ class RateLimiter {
   RateLimiterSnapshot snapshot() const;
 
  private:
-  // Ticks to wait for a permit reserved now, or -1 when none can be had within `max_wait`.
-  std::int64_t reserve(std::int64_t now, std::int64_t max_wait) noexcept;
+  // Ticks to wait for `permits` permits reserved now, or -1 when they cannot be had within
+  // `max_wait`.
+  // `Permits`: std::int64_t, or a constant 1 (OnePermit) so that the weight-1 calls compile to
+  // what they were before weights.
+  template <class Permits>
+  std::int64_t reserve(std::int64_t now, std::int64_t max_wait, Permits permits) noexcept;
+  // Throws R4C-USE-001 for a weight no period can grant.
+  void check_weight(int permits) const;
+  // A reservation that could not be had now: refused (wait < 0) or later.
+  Reservation reserved_later(std::int64_t now, std::int64_t wait) noexcept;
+  void wait_for(const Reservation& reservation);
 
   alignas(detail::kCacheLine) std::atomic<std::uint64_t> state_;  // period << 24 | permits
   alignas(detail::kCacheLine) const detail::ClockReader clock_;
@@ -156,32 +193,16 @@ class RateLimiter {
   detail::StripedCounter rejected_;
 };
 
-inline RateLimiterSnapshot RateLimiterHandle::snapshot() const { return limiter_->snapshot(); }
-inline const std::string& RateLimiterHandle::instance_id() const noexcept {
-  return limiter_->instance_id();
-}
-
 /// The rate limiter as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct RateLimiterKind {
-  using Config = RateLimiterConfig;
-  using Policy = RateLimiter;
-  using Snapshot = RateLimiterSnapshot;
-  using Handle = RateLimiterHandle;
-  /// The exception the policy itself fails a call with (its refusal); the file's exception
-  /// lists know it by its class name.
-  using Exception = RequestNotPermittedException;
+struct RateLimiterKind : detail::KindBase<RateLimiterConfig, RateLimiter, RateLimiterSnapshot,
+                                          RateLimiterHandle, RequestNotPermittedException, true> {
   static constexpr KindNames kNames = {"rate_limiter", "rateLimiter", "rate limiter",
                                        "ratelimiter"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
-  /// A new instance; a registry's resources give it its clock.
-  template <class Resources>
-  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
-    return std::make_unique<RateLimiter>(std::move(id), std::move(config), resources.clock());
-  }
 };
 
 }  // namespace r4c

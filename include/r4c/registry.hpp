@@ -85,6 +85,9 @@ class RegistrySnapshot {
     return of<CircuitBreakerKind>();
   }
   const std::map<std::string, HedgeSnapshot>& hedges() const noexcept { return of<HedgeKind>(); }
+  const std::map<std::string, ThrottleSnapshot>& throttles() const noexcept {
+    return of<ThrottleKind>();
+  }
 
  private:
   friend class ResilienceRegistry;
@@ -174,6 +177,13 @@ class ResilienceRegistry {
     return policy<HedgeKind>(method_id, name, config, instance);
   }
   HedgeHandle hedge(std::string_view id) const { return handle<HedgeKind>(id); }
+
+  Throttle& throttle_policy(std::string_view method_id, std::string_view name = "",
+                            std::string_view config = "",
+                            const std::function<void(ThrottleConfig&)>& instance = {}) {
+    return policy<ThrottleKind>(method_id, name, config, instance);
+  }
+  ThrottleHandle throttle(std::string_view id) const { return handle<ThrottleKind>(id); }
 
   /// Any kind's `*_policy` and lookup, e.g. `policy<r4c::TimeoutKind>("pipeline 'x'", "x")`:
   /// what the named members forward to, and all a kind added later needs.
@@ -301,7 +311,8 @@ class ResilienceRegistry::Builder {
   Builder& clock(std::shared_ptr<Clock> clock);
   /// Names an exception type for `dropOn` in the external file. The built-in types are
   /// registered under their class names (LimitExceededException, CallTimeoutException,
-  /// BulkheadFullException, RequestNotPermittedException, CallNotPermittedException, and their
+  /// BulkheadFullException, RequestNotPermittedException, CallNotPermittedException,
+  /// ThrottledException, and their
   /// base RejectedException), with and without "r4c::".
   template <class E>
   Builder& exception_type(std::string name) {

@@ -12,8 +12,9 @@
 namespace r4c::sim {
 
 /// adaptive_limit: the adaptive limit with the group's settings (its algorithm among them);
-/// bulkhead: a bulkhead of max_concurrent; none: no policy. A group's timeout goes inside (for
-/// aimd, its drop signal).
+/// bulkhead: a bulkhead of max_concurrent; throttle: the throttle with its defaults (the
+/// server's refusals, queue_limit's 503s, are what it answers); none: no policy. A group's timeout
+/// goes inside (for aimd, its drop signal).
 inline Pipeline<void> build_pipeline(ResilienceRegistry& registry, const GroupSpec& group) {
   auto builder = Pipeline<void>::builder(registry, group.name);
   switch (group.policy) {
@@ -23,6 +24,9 @@ inline Pipeline<void> build_pipeline(ResilienceRegistry& registry, const GroupSp
     case PolicyKind::bulkhead:
       builder.bulkhead(
           [&group](BulkheadConfig& config) { config.max_concurrent(group.max_concurrent); });
+      break;
+    case PolicyKind::throttle:
+      builder.throttle();
       break;
     case PolicyKind::none:
       break;

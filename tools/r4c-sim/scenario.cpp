@@ -19,6 +19,7 @@
 #include "r4c/detail/config_file.hpp"
 #include "r4c/errors.hpp"
 #include "r4c/text.hpp"
+#include "r4c/throttle.hpp"
 
 namespace r4c::sim {
 
@@ -52,6 +53,8 @@ std::string_view GroupSpec::policy_name() const noexcept {
       return to_string(limit.algorithm());
     case PolicyKind::bulkhead:
       return BulkheadKind::kNames.cpp;
+    case PolicyKind::throttle:
+      return ThrottleKind::kNames.cpp;
     case PolicyKind::none:
       return kNoPolicy;
   }
@@ -411,6 +414,7 @@ std::vector<std::string_view> algorithm_names() {
 std::vector<std::string_view> policy_names() {
   std::vector<std::string_view> names = algorithm_names();
   names.push_back(BulkheadKind::kNames.cpp);
+  names.push_back(ThrottleKind::kNames.cpp);
   names.push_back(kNoPolicy);
   return names;
 }
@@ -423,6 +427,10 @@ bool read_policy(Reader& reader, const toml::node& node, const std::string& key,
     if (const std::optional<LimitAlgorithm> algorithm = from_string<LimitAlgorithm>(text->get())) {
       group.policy = PolicyKind::adaptive_limit;
       group.limit.algorithm(*algorithm);
+      return true;
+    }
+    if (text->get() == ThrottleKind::kNames.cpp) {
+      group.policy = PolicyKind::throttle;  // the throttle's defaults; the server's 503s refuse
       return true;
     }
     if (text->get() == BulkheadKind::kNames.cpp || text->get() == kNoPolicy) {

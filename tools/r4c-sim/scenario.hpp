@@ -84,7 +84,7 @@ struct ServerSpec {
 
 /// The policy a group calls through: r4c's adaptive limit (with the algorithm the scenario
 /// names, kept in GroupSpec::limit), a fixed bulkhead, or nothing.
-enum class PolicyKind { adaptive_limit, bulkhead, none };
+enum class PolicyKind { adaptive_limit, bulkhead, throttle, none };
 
 /// A change of a group's offered load at time `at`.
 struct RateChange {

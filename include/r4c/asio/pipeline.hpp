@@ -23,6 +23,7 @@
 #include "r4c/asio/hedge.hpp"
 #include "r4c/asio/rate_limiter.hpp"
 #include "r4c/asio/retry.hpp"
+#include "r4c/asio/throttle.hpp"
 #include "r4c/asio/timeout.hpp"
 #include "r4c/detail/async_call.hpp"
 #include "r4c/pipeline.hpp"

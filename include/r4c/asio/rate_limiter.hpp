@@ -9,6 +9,9 @@
 // it completes at once with the limiter's RequestNotPermittedException, the operation not
 // started.
 //
+// A weighted call (async_execute(n, op, token)) takes its n permits from one reservation; a
+// weight out of range completes the caller at once with ConfigException R4C-USE-001.
+//
 // Cancelling a waiting call completes it at once with operation_aborted and cancels its timer;
 // the operation never starts. Its reserved permit stays taken, as a synchronous waiter's would:
 // the permit belongs to a coming period, and giving it back would let a later caller overtake
@@ -96,10 +99,22 @@ class RateLimitedCall final : public WaitingCall<RateLimitedCall<T, Handler, Op>
 template <class T>
 struct RateLimiterInitiation {
   RateLimiter* limiter;
+  int permits = 1;
 
   template <class Handler, class Op>
   void operator()(Handler handler, Op op) const {
-    const RateLimiter::Reservation reservation = limiter->reserve_permit();
+    RateLimiter::Reservation reservation;
+    if (permits == 1) [[likely]] {
+      reservation = limiter->reserve_permit();
+    } else {
+      try {
+        reservation = limiter->reserve_permit(permits);
+      } catch (const ConfigException&) {
+        // A weight no period can grant: the caller's answer, not the initiator's exception.
+        fail_at_once<T>(std::move(handler), std::current_exception());
+        return;
+      }
+    }
     using Kind = RateLimiter::Reservation::Kind;
     if (reservation.kind == Kind::now) [[likely]] {
       GuardedCall<T, Handler, NoRateLimiterHold<T>>::start(std::move(handler), op,
@@ -119,6 +134,12 @@ template <class T, class Op, class Token>
 auto RateLimiter::async_execute(Op&& op, Token&& token) {
   return asio::async_initiate<Token, detail::AsyncSignature<T>>(
       detail::RateLimiterInitiation<T>{this}, token, std::forward<Op>(op));
+}
+
+template <class T, class Op, class Token>
+auto RateLimiter::async_execute(int permits, Op&& op, Token&& token) {
+  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
+      detail::RateLimiterInitiation<T>{this, permits}, token, std::forward<Op>(op));
 }
 
 }  // namespace r4c

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The one list of policy kinds, in pipeline order (outside to inside):
 //
-//   retry -> hedge -> circuit breaker -> rate limiter -> adaptive limit -> timeout -> bulkhead
+//   retry -> hedge -> throttle -> circuit breaker -> rate limiter -> adaptive limit -> timeout
+//   -> bulkhead
 //
 // The registry (defaults, named configs, instances, lookups, snapshot()), the external file's
 // kinds and keys, the sync and async pipelines, metrics::collect, r4c-gen and r4c-sim all take
@@ -24,6 +25,7 @@
 #include "r4c/hedge.hpp"
 #include "r4c/rate_limiter.hpp"
 #include "r4c/retry.hpp"
+#include "r4c/throttle.hpp"
 #include "r4c/timeout.hpp"
 
 namespace r4c::detail {
@@ -39,7 +41,10 @@ struct KindList {
 };
 
 /// Every policy kind, in pipeline order.
-using AllKinds = KindList<RetryKind, HedgeKind, CircuitBreakerKind, RateLimiterKind,
+/// The throttle sits outside the circuit breaker and the rate limiter: the calls it sheds take
+/// no permit and never count as the breaker's failures, and the breaker's and the limiters'
+/// refusals (RejectedExceptions from inside) count in the throttle as nothing.
+using AllKinds = KindList<RetryKind, HedgeKind, ThrottleKind, CircuitBreakerKind, RateLimiterKind,
                           AdaptiveLimitKind, TimeoutKind, BulkheadKind>;
 
 inline constexpr std::size_t kKindCount = AllKinds::size;

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// The throttle's asynchronous face: async_execute (any Asio completion token). Included by
+// <r4c/asio.hpp>.
+//
+// A call is let through or rejected locally when it starts; a rejected one completes the
+// caller at once with ThrottledException, without starting the operation. When the operation
+// completes, its outcome counts as execute() counts it (an accept, the backend's refusal, or
+// nothing for an inner policy's rejection). Cancelling the caller completes it at once with
+// operation_aborted and forwards the cancellation to the operation; the call then counts as
+// nothing, its answer unknown.
+#pragma once
+
+#include <asio/async_result.hpp>
+#include <utility>
+
+#include "r4c/detail/async_call.hpp"
+#include "r4c/throttle.hpp"
+
+namespace r4c {
+namespace detail {
+
+// An asynchronous call let through: its outcome, when the operation completes.
+struct ThrottleHold {
+  ThrottlePermit permit;
+
+  template <class T>
+  void completed(const AsyncOutcome<T>& outcome) noexcept {
+    permit.on_failure(outcome.failure);  // no failure: an accept
+  }
+  void cancelled() noexcept { permit = ThrottlePermit(); }
+};
+
+template <class T>
+struct ThrottleInitiation {
+  Throttle* throttle;
+
+  template <class Handler, class Op>
+  void operator()(Handler handler, Op op) const {
+    ThrottlePermit permit = throttle->try_acquire();  // a local rejection is counted
+    if (!permit) [[unlikely]] {
+      fail_at_once<T>(std::move(handler), throttle->rejection());
+      return;
+    }
+    GuardedCall<T, Handler, ThrottleHold>::start(std::move(handler), op,
+                                                 ThrottleHold{std::move(permit)});
+  }
+};
+
+}  // namespace detail
+
+template <class T, class Op, class Token>
+auto Throttle::async_execute(Op&& op, Token&& token) {
+  return asio::async_initiate<Token, detail::AsyncSignature<T>>(detail::ThrottleInitiation<T>{this},
+                                                                token, std::forward<Op>(op));
+}
+
+}  // namespace r4c
