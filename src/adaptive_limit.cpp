@@ -130,7 +130,7 @@ void AdaptiveLimit::close_window(std::int64_t now) noexcept {
       in_flight_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   const detail::WindowAggregate aggregate{
       static_cast<std::int64_t>(window.latency_sum_ns / window.samples), max_in_flight,
-      window.drops > 0};
+      window.drops > 0, window.samples, clock_.to_clock_ns(now)};
   const std::int32_t previous = limit_.load(std::memory_order_relaxed);
   const std::int32_t next = estimator_.update(aggregate);
 
@@ -221,6 +221,10 @@ std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::s
                    [](auto& c, auto& v) { c.queue_size(v.integer); }),
       R::file_only("backoffRatio", "backoff_ratio", number,
                    [](auto& c, auto& v) { c.backoff_ratio(v.number); }),
+      R::file_only("probeMultiplier", "probe_multiplier", integer,
+                   [](auto& c, auto& v) { c.probe_multiplier(v.integer); }),
+      R::file_only("alpha", "alpha", integer, [](auto& c, auto& v) { c.alpha(v.integer); }),
+      R::file_only("beta", "beta", integer, [](auto& c, auto& v) { c.beta(v.integer); }),
       R::row("dropOn", "drop_on", exception_types, [](auto& c, auto& v) { c.drop_on(v.types); })};
   return kSettings;
 }

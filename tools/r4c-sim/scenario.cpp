@@ -323,15 +323,26 @@ constexpr double kMaxScale = 1000.0;
 // algorithm (the policy names it), the drops (the simulator's timeouts) and `enabled`.
 constexpr std::string_view kSetByThePolicy[] = {"algorithm", "drop_on", "enabled"};
 
-// The algorithm a limit-table key belongs to, when only one.
+// The algorithms a limit-table key tunes, when not all of them.
 // WORKAROUND (remove when the adaptive limit's descriptor says which algorithm a setting
 // tunes): the library applies them whatever the algorithm, but a key the algorithm ignores is
 // a mistake in a scenario worth reporting.
-std::optional<LimitAlgorithm> algorithm_of(std::string_view key) {
-  if (key == "smoothing" || key == "rtt_tolerance" || key == "long_window" || key == "queue_size")
-    return LimitAlgorithm::gradient2;
-  if (key == "backoff_ratio") return LimitAlgorithm::aimd;
-  return std::nullopt;
+std::vector<LimitAlgorithm> algorithms_of(std::string_view key) {
+  using enum LimitAlgorithm;
+  if (key == "smoothing") return {gradient2, vegas};
+  if (key == "rtt_tolerance" || key == "long_window" || key == "queue_size") return {gradient2};
+  if (key == "backoff_ratio") return {aimd, delay_target};  // the cut after a drop
+  if (key == "probe_multiplier" || key == "alpha" || key == "beta") return {vegas};
+  return {};
+}
+
+std::string join_algorithms(const std::vector<LimitAlgorithm>& algorithms) {
+  std::string text;
+  for (std::size_t i = 0; i < algorithms.size(); ++i) {
+    if (i > 0) text += i + 1 == algorithms.size() ? " and " : ", ";
+    text += to_string(algorithms[i]);
+  }
+  return text;
 }
 
 // A TOML value as the text the library's parser reads, when its TOML type suits the setting's
@@ -382,9 +393,10 @@ void read_limit(Reader& reader, const toml::table& table, const std::string& pat
             }
             return;
           }
-          const std::optional<LimitAlgorithm> only = algorithm_of(setting.name);
-          if (only && *only != group.limit.algorithm()) {
-            reader.error(node.source(), key + " applies to " + std::string(to_string(*only)) +
+          const std::vector<LimitAlgorithm> only = algorithms_of(setting.name);
+          if (!only.empty() &&
+              std::find(only.begin(), only.end(), group.limit.algorithm()) == only.end()) {
+            reader.error(node.source(), key + " applies to " + join_algorithms(only) +
                                             " only (this group's policy is " + policy + ")");
             return;
           }
