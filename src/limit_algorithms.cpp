@@ -200,17 +200,16 @@ int Vegas::update_estimate(std::int64_t rtt, std::int64_t rtt_noload, int in_fli
 namespace {
 
 // delay_target's constants, justified by the measurements in docs/simulator.md.
-constexpr double kTargetRatio = 0.1;     // the shared target: 10% of the no-load latency
-constexpr double kNoiseAllowance = 2.0;  // ... or twice the window latency's usual deviation
+constexpr double kTargetRatio = 0.15;  // the shared target: 15% of the no-load latency
 constexpr double kGrowth = 0.2;          // growth per window with no queue at all
 constexpr double kFairnessStep = 0.01;   // additive part: equal shares (Chiu-Jain)
 constexpr double kSmoothing = 0.5;       // of the window latency
-constexpr double kDeviationSmoothing = 1.0 / 16;
-constexpr double kBaselineFall = 0.25;                   // towards a lower window latency
-constexpr double kBaselineRise = 1.0 / 32;               // towards a higher one: slow decay
+constexpr double kBaselineFall = 0.25;                  // towards a lower window latency
 constexpr double kProbeCut = 0.75;                       // the limit during a probe window
 constexpr std::int64_t kProbePeriodNs = 30'000'000'000;  // probes start on multiples of 30 s
 constexpr double kMaxCut = 0.5;                          // at most halved per window
+constexpr int kMaxStreak = 4;       // growth 0.2, 0.4, 0.8, then 1.0 per window
+constexpr double kJudgedCut = 0.6;  // a run of cuts to 60% or less: judged by its latency
 
 }  // namespace
 
@@ -226,50 +225,81 @@ int DelayTarget::limit() const noexcept {
 
 int DelayTarget::update(const WindowAggregate& window) noexcept {
   const double latency = static_cast<double>(std::max<std::int64_t>(window.avg_latency_ns, 1));
+  const std::int64_t epoch = window.end_ns / kProbePeriodNs;
   if (baseline_ == 0.0) {
     baseline_ = latency;
     smoothed_ = latency;
-    probe_epoch_ = window.end_ns / kProbePeriodNs;
+    probe_epoch_ = epoch;
     return limit();
   }
-  deviation_ += (std::abs(latency - smoothed_) - deviation_) * kDeviationSmoothing;
   smoothed_ += (latency - smoothed_) * kSmoothing;
 
   if (probing_) {
-    // The probe window ran below the limit: what it saw is the no-load latency now, whether
-    // lower (a queue had crept into the baseline) or higher (the workload changed).
+    // The probe window ran below the limit, so a queue that had crept into the baseline drained:
+    // what it saw is the no-load latency, if lower.
     probing_ = false;
-    baseline_ = latency;
-    smoothed_ = latency;
+    baseline_ = std::min(baseline_, latency);
     estimate_ = std::max(estimate_, before_probe_);
     return limit();
   }
-  if (latency < baseline_) {
-    baseline_ += (latency - baseline_) * kBaselineFall;
-  } else {
-    baseline_ += (latency - baseline_) * kBaselineRise;
+  if (cut_estimate_ > 0.0) {
+    // A run of cuts for a queue. A queue drains when fewer calls are let in, and latency falls
+    // about as much as the limit did; once the cuts add up to 40%, a latency that has not come
+    // down by a quarter of that was no queue but a slower workload (or noise in the baseline):
+    // learn it as the new normal and undo the cuts.
+    const double cut = estimate_ / cut_estimate_;
+    if (cut <= kJudgedCut) {
+      const double expected = cut_latency_ * (1.0 - (1.0 - cut) / 4.0);
+      const double start = cut_estimate_;
+      cut_estimate_ = 0.0;
+      if (latency >= expected) {
+        baseline_ = latency;
+        smoothed_ = latency;
+        estimate_ = std::max(estimate_, start);
+        return limit();
+      }
+    }
   }
+  if (latency < baseline_) baseline_ += (latency - baseline_) * kBaselineFall;
 
-  const double target = std::max(kTargetRatio * baseline_, kNoiseAllowance * deviation_);
+  const double target = kTargetRatio * baseline_;
   const double queue = smoothed_ - baseline_;
+  // Whether the limit held calls back in this window: only then is a queue the limit's to drain.
+  const bool binding =
+      static_cast<double>(window.max_in_flight) >= std::max(1.0, std::floor(estimate_));
   double next = estimate_;
   if (window.dropped) {
     next = estimate_ * backoff_ratio_;
-  } else if (queue > target) {
+  } else if (queue > target && binding) {
+    streak_ = 0;
+    if (cut_estimate_ == 0.0) {
+      cut_estimate_ = estimate_;
+      cut_latency_ = latency;
+    }
     next = estimate_ * std::max(kMaxCut, (baseline_ + target) / smoothed_) + kFairnessStep;
+  } else if (queue > target) {
+    // Latency rose while the limit held nothing back: a new normal, not this limit's queue.
+    baseline_ += (latency - baseline_) * kBaselineFall;
   } else if (2.0 * static_cast<double>(window.max_in_flight) >= estimate_) {
+    cut_estimate_ = 0.0;
     const double room = 1.0 - std::max(0.0, queue) / target;
-    next = estimate_ * (1.0 + kGrowth * room) + kFairnessStep;
+    // Windows in a row with room to spare double the growth, up to doubling the limit: after a
+    // capacity rise the limit finds the new capacity in a few windows, while near the target
+    // (a streak of one) it creeps by kGrowth at most.
+    streak_ = room > 0.5 ? std::min(streak_ + 1, kMaxStreak) : 0;
+    const double growth = kGrowth * static_cast<double>(1 << std::max(0, streak_ - 1));
+    next = estimate_ * (1.0 + std::min(1.0, growth) * room) + kFairnessStep;
   }
   next = std::max(min_estimate_, std::min(max_estimate_, next));
 
   // A probe on every multiple of the period, the same instant for every client on one clock.
-  const std::int64_t epoch = window.end_ns / kProbePeriodNs;
   if (epoch != probe_epoch_) {
     probe_epoch_ = epoch;
-    probing_ = true;
-    before_probe_ = next;
-    next = std::max(min_estimate_, next * kProbeCut);
+    if (cut_estimate_ == 0.0) {
+      probing_ = true;
+      before_probe_ = next;
+      next = std::max(min_estimate_, next * kProbeCut);
+    }
   }
   estimate_ = next;
   return limit();

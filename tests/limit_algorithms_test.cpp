@@ -379,21 +379,57 @@ TEST(VegasTest, ASeedMakesTheProbeJitterReproducibleAndASourceReplacesIt) {
   EXPECT_EQ(fed.rtt_noload_ns(), 30'000'000);  // a probe takes the window's latency as is
 }
 
+r4c::AdaptiveLimitConfig delay_target(int initial) {
+  return r4c::AdaptiveLimitConfig().algorithm(r4c::LimitAlgorithm::delay_target).initial_limit(initial);
+}
+
 TEST(DelayTargetTest, GrowsWithoutAQueueAndCutsTowardsTheTargetWithOne) {
-  r4c::detail::DelayTarget algorithm(
-      r4c::AdaptiveLimitConfig().algorithm(r4c::LimitAlgorithm::delay_target).initial_limit(10));
-  (void)algorithm.update({10'000'000, 10, false, 100, 1'000'000'000});  // baseline
+  r4c::detail::DelayTarget algorithm(delay_target(10));
+  (void)algorithm.update({10'000'000, 10, false, 100, 1'000'000'000});  // the baseline
   const double before = algorithm.estimate();
   (void)algorithm.update({10'000'000, 10, false, 100, 2'000'000'000});
   EXPECT_GT(algorithm.estimate(), before);
   const double grown = algorithm.estimate();
-  for (int w = 0; w < 4; ++w) (void)algorithm.update({30'000'000, 12, false, 100, 3'000'000'000});
+  // The limit held calls back (12 in flight) and latency tripled: a queue, cut at once.
+  (void)algorithm.update({30'000'000, 12, false, 100, 3'000'000'000});
   EXPECT_LT(algorithm.estimate(), grown * 0.6);
+  // It drained (the smoothed latency takes a window more to see it): the limit grows again,
+  // and the baseline stayed.
+  const double cut = algorithm.estimate();
+  for (int w = 0; w < 8; ++w) {
+    const int in_flight = static_cast<int>(algorithm.estimate());
+    (void)algorithm.update({10'000'000, in_flight, false, 100, 4'000'000'000});
+  }
+  EXPECT_GT(algorithm.estimate(), cut);
+  EXPECT_EQ(algorithm.baseline_ns(), 10'000'000);
+}
+
+TEST(DelayTargetTest, LearnsASlowerWorkloadWhenACutDoesNotLowerLatency) {
+  r4c::detail::DelayTarget algorithm(delay_target(12));
+  (void)algorithm.update({10'000'000, 12, false, 100, 1'000'000'000});
+  // Twice the latency while the limit holds calls back: cut, and cut again, until the cuts add
+  // up to 40%; the latency never came down, so it was a slower workload: the cuts are undone.
+  double lowest = 12.0;
+  for (int w = 0; w < 4; ++w) {
+    const int in_flight = static_cast<int>(algorithm.estimate());
+    (void)algorithm.update({20'000'000, in_flight, false, 100, 2'000'000'000});
+    lowest = std::min(lowest, algorithm.estimate());
+  }
+  EXPECT_LT(lowest, 12 * 0.6);
+  EXPECT_GE(algorithm.estimate(), 12.0);
+  EXPECT_EQ(algorithm.baseline_ns(), 20'000'000);
+}
+
+TEST(DelayTargetTest, ALatencyRiseWhileTheLimitHoldsNothingBackMovesOnlyTheBaseline) {
+  r4c::detail::DelayTarget algorithm(delay_target(40));
+  (void)algorithm.update({10'000'000, 12, false, 100, 1'000'000'000});
+  for (int w = 0; w < 5; ++w) (void)algorithm.update({20'000'000, 24, false, 100, 2'000'000'000});
+  EXPECT_EQ(algorithm.estimate(), 40.0);
+  EXPECT_GT(algorithm.baseline_ns(), 15'000'000);
 }
 
 TEST(DelayTargetTest, ADropCutsByTheBackoffRatio) {
-  r4c::detail::DelayTarget algorithm(
-      r4c::AdaptiveLimitConfig().algorithm(r4c::LimitAlgorithm::delay_target).initial_limit(10));
+  r4c::detail::DelayTarget algorithm(delay_target(10));
   (void)algorithm.update({10'000'000, 10, false, 100, 1'000'000'000});
   (void)algorithm.update({10'000'000, 10, true, 100, 2'000'000'000});
   EXPECT_DOUBLE_EQ(algorithm.estimate(), 9.0);

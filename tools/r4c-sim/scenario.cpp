@@ -35,11 +35,33 @@ ServerState ServerSpec::state_at(Nanos t) const {
   return state;
 }
 
+double ServerSpec::contention_at(int busy) const noexcept {
+  if (knee <= 0 || busy <= knee) return 1.0;
+  return 1.0 + contention * static_cast<double>(busy - knee);
+}
+
 double ServerSpec::capacity_at(Nanos t) const {
   const ServerState state = state_at(t);
-  const double service_s =
-      std::chrono::duration<double>(service.mean).count() * state.service_scale;
-  return static_cast<double>(state.workers) / service_s;
+  const double service_s = std::chrono::duration<double>(service.mean).count() *
+                           state.service_scale * service.tail_mean();
+  const int best = right_concurrency_at(t);
+  return static_cast<double>(best) / (service_s * contention_at(best));
+}
+
+int ServerSpec::right_concurrency_at(Nanos t) const {
+  const int workers_now = state_at(t).workers;
+  if (knee <= 0) return workers_now;
+  // Calls in service n serve n / contention_at(n) calls per mean service time; the best n.
+  int best = 1;
+  double best_rate = 0.0;
+  for (int n = 1; n <= workers_now; ++n) {
+    const double rate = static_cast<double>(n) / contention_at(n);
+    if (rate > best_rate * (1.0 + 1e-12)) {
+      best = n;
+      best_rate = rate;
+    }
+  }
+  return best;
 }
 
 namespace {
@@ -81,9 +103,10 @@ std::vector<Nanos> Scenario::change_times() const {
 }
 
 double Scenario::load_on_server_of(int group, Nanos t) const {
-  if (isolated) return groups[static_cast<std::size_t>(group)].rate_at(t);
   double load = 0.0;
-  for (const GroupSpec& g : groups) load += g.rate_at(t);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (server_of(static_cast<int>(g)) == server_of(group)) load += groups[g].rate_at(t);
+  }
   return load;
 }
 
@@ -318,6 +341,7 @@ std::optional<std::string> plain_name(Reader& reader, const toml::node& node,
 constexpr std::int64_t kMaxWorkers = 100000;
 constexpr double kMaxRate = 1e6;
 constexpr double kMaxScale = 1000.0;
+constexpr std::int64_t kMaxClients = 1000;
 
 // The settings a group's policy decides itself, which its limit table does not take: the
 // algorithm (the policy names it), the drops (the simulator's timeouts) and `enabled`.
@@ -483,6 +507,12 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
              timeout_node = &node;
              group.timeout = reader.duration(node, key, Nanos(1), std::chrono::hours(1));
            }},
+          {"clients",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto n = reader.integer(node, key, 1, kMaxClients)) {
+               group.clients = static_cast<int>(*n);
+             }
+           }},
           {"max_concurrent",
            [&](const toml::node& node, const std::string& key) {
              max_concurrent_node = &node;
@@ -602,6 +632,18 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
                server.abandoned = *a;
              }
            }},
+          {"knee",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto n = reader.integer(node, key, 0, kMaxWorkers)) {
+               server.knee = static_cast<int>(*n);
+             }
+           }},
+          {"contention",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto c = reader.number(node, key, 0.0, 100.0, true, "a number in (0, 100]")) {
+               server.contention = *c;
+             }
+           }},
           {"service",
            [&](const toml::node& node, const std::string& key) {
              const toml::table* service = reader.table(node, key);
@@ -620,6 +662,20 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
                      if (auto mean = reader.duration(n, k, std::chrono::microseconds(1),
                                                      std::chrono::minutes(1))) {
                        server.service.mean = *mean;
+                     }
+                   }},
+                  {"tail_share",
+                   [&](const toml::node& n, const std::string& k) {
+                     if (auto share = reader.number(n, k, 0.0, 1.0, false,
+                                                    "a share of calls, a number from 0 to 1")) {
+                       server.service.tail_share = *share;
+                     }
+                   }},
+                  {"tail_factor",
+                   [&](const toml::node& n, const std::string& k) {
+                     if (auto factor = reader.number(n, k, 0.0, 1000.0, true,
+                                                     "a number in (0, 1000]")) {
+                       server.service.tail_factor = *factor;
                      }
                    }},
                   {"sigma", [&](const toml::node& n, const std::string& k) {
@@ -712,6 +768,31 @@ void read_live(Reader& reader, const toml::table& table, LiveSpec& live) {
         }}});
 }
 
+// A group of N clients becomes N groups sharing its load, each with its own limit (the engine
+// gives each its own random seed, so that VEGAS's clients do not probe in step).
+void expand_fleets(Scenario& scenario) {
+  std::vector<GroupSpec> groups;
+  for (std::size_t origin = 0; origin < scenario.groups.size(); ++origin) {
+    GroupSpec& group = scenario.groups[origin];
+    group.origin = static_cast<int>(origin);
+    if (group.clients <= 1) {
+      groups.push_back(std::move(group));
+      continue;
+    }
+    for (int i = 1; i <= group.clients; ++i) {
+      GroupSpec client = group;
+      client.client = i;
+      client.fleet = group.name;
+      client.name = group.name + "." + std::to_string(i);
+      const double share = 1.0 / static_cast<double>(group.clients);
+      client.rate = group.rate * share;
+      for (RateChange& change : client.changes) change.rate *= share;
+      groups.push_back(std::move(client));
+    }
+  }
+  scenario.groups = std::move(groups);
+}
+
 Scenario read_scenario(const toml::table& root, Reader& reader, std::string_view source) {
   Scenario scenario;
   const std::filesystem::path stem = std::filesystem::path(std::string(source)).stem();
@@ -789,6 +870,7 @@ Scenario read_scenario(const toml::table& root, Reader& reader, std::string_view
              }
            }},
       });
+  expand_fleets(scenario);
   if (!has_server) reader.missing(root, "", "server", "a [server] table");
   if (!has_groups) reader.missing(root, "", "groups", "at least one [[groups]] table");
   if (has_groups && scenario.groups.empty()) {

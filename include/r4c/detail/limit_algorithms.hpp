@@ -130,10 +130,12 @@ class DelayTarget {
   double backoff_ratio_;
   double baseline_ = 0.0;   // ns; 0 until the first window
   double smoothed_ = 0.0;   // ns: the window latency, averaged over a few windows
-  double deviation_ = 0.0;  // ns: mean absolute deviation of the window latency
+  int streak_ = 0;  // windows in a row that grew with room to spare
   std::int64_t probe_epoch_ = -1;
   bool probing_ = false;
   double before_probe_ = 0.0;  // the estimate a probe window returns to
+  double cut_estimate_ = 0.0;  // the estimate before a run of cuts; 0: no run under way
+  double cut_latency_ = 0.0;   // the latency that started it
 };
 
 /// The algorithm a config selects. The config must have passed AdaptiveLimitConfig::validate()
