@@ -380,7 +380,9 @@ TEST(VegasTest, ASeedMakesTheProbeJitterReproducibleAndASourceReplacesIt) {
 }
 
 r4c::AdaptiveLimitConfig delay_target(int initial) {
-  return r4c::AdaptiveLimitConfig().algorithm(r4c::LimitAlgorithm::delay_target).initial_limit(initial);
+  return r4c::AdaptiveLimitConfig()
+      .algorithm(r4c::LimitAlgorithm::delay_target)
+      .initial_limit(initial);
 }
 
 TEST(DelayTargetTest, GrowsWithoutAQueueAndCutsTowardsTheTargetWithOne) {

@@ -331,7 +331,8 @@ std::vector<FleetSummary> Recorder::fleet_summaries(
       fleet.in_flight = in_flight_sum / n;
       fleet.above_workers = above / n;
       fleet.queue = queue / n;
-      const double variance = std::max(0.0, in_flight_squares / n - fleet.in_flight * fleet.in_flight);
+      const double variance =
+          std::max(0.0, in_flight_squares / n - fleet.in_flight * fleet.in_flight);
       fleet.in_flight_cv = fleet.in_flight > 0.0 ? std::sqrt(variance) / fleet.in_flight : 0.0;
     }
     fleets.push_back(fleet);

@@ -64,11 +64,11 @@ struct FleetSummary {
   int clients = 0;
   double goodput = 0.0;  // the clients' successes / the server's capacity
   std::optional<double> p99_ms;
-  double jain = 0.0;               // Jain's fairness index of the clients' successes, in (0, 1]
-  double in_flight = 0.0;          // settled: mean of the clients' calls in flight, summed
-  double above_workers = 0.0;      // settled: mean of max(0, aggregate in flight - workers)
-  double queue = 0.0;              // settled: mean of the server's queue
-  double in_flight_cv = 0.0;       // settled: coefficient of variation of the aggregate in flight
+  double jain = 0.0;           // Jain's fairness index of the clients' successes, in (0, 1]
+  double in_flight = 0.0;      // settled: mean of the clients' calls in flight, summed
+  double above_workers = 0.0;  // settled: mean of max(0, aggregate in flight - workers)
+  double queue = 0.0;          // settled: mean of the server's queue
+  double in_flight_cv = 0.0;   // settled: coefficient of variation of the aggregate in flight
 };
 
 /// One row of the timeline: one group during one interval (times are its end).

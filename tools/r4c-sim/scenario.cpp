@@ -673,8 +673,8 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
                    }},
                   {"tail_factor",
                    [&](const toml::node& n, const std::string& k) {
-                     if (auto factor = reader.number(n, k, 0.0, 1000.0, true,
-                                                     "a number in (0, 1000]")) {
+                     if (auto factor =
+                             reader.number(n, k, 0.0, 1000.0, true, "a number in (0, 1000]")) {
                        server.service.tail_factor = *factor;
                      }
                    }},

@@ -128,9 +128,9 @@ class DelayTarget {
   double min_estimate_;
   double max_estimate_;
   double backoff_ratio_;
-  double baseline_ = 0.0;   // ns; 0 until the first window
-  double smoothed_ = 0.0;   // ns: the window latency, averaged over a few windows
-  int streak_ = 0;  // windows in a row that grew with room to spare
+  double baseline_ = 0.0;  // ns; 0 until the first window
+  double smoothed_ = 0.0;  // ns: the window latency, averaged over a few windows
+  int streak_ = 0;         // windows in a row that grew with room to spare
   std::int64_t probe_epoch_ = -1;
   bool probing_ = false;
   double before_probe_ = 0.0;  // the estimate a probe window returns to
