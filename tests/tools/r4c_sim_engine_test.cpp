@@ -492,7 +492,8 @@ TEST(ShippedScenarioTest, CapacityDropHasTheFiveGroupsTheReadmeNames) {
   std::vector<std::string> names;
   for (const GroupSpec& g : s.groups) names.push_back(g.name);
   EXPECT_EQ(names, (std::vector<std::string>{"gradient2", "aimd", "bulkhead-good-day",
-                                             "bulkhead-right-sized", "none"}));
+                                             "bulkhead-right-sized", "none", "gradient2-defaults",
+                                             "aimd-defaults", "vegas", "delay_target"}));
   EXPECT_TRUE(s.isolated);
   EXPECT_EQ(s.server.workers, 16);
   ASSERT_EQ(s.server.changes.size(), 2u);

@@ -193,7 +193,7 @@ rate = 100
 policy = "gradient2"
 )"),
             "test.toml:4: unknown key \"wrokers\" in server; did you mean \"workers\"? (valid: "
-            "workers, queue_limit, abandoned, service, changes)");
+            "workers, queue_limit, abandoned, knee, contention, service, changes)");
   EXPECT_THAT(error_of(std::string(kMinimal) + "polcy = \"aimd\"\n"),
               HasSubstr("test.toml:8: unknown key \"polcy\" in groups[1]; did you mean "
                         "\"policy\"?"));
