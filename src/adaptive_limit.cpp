@@ -18,6 +18,9 @@ namespace {
 // window_end_ while one thread closes the window: later than any now, so no other thread
 // tries to close it too.
 constexpr std::int64_t kClosing = std::numeric_limits<std::int64_t>::max();
+// window_end_ while the limit paces: earlier than any now, so every call that ends comes to
+// close_window, which pauses the limit for the call's share of time.
+constexpr std::int64_t kEveryCall = std::numeric_limits<std::int64_t>::min();
 
 // Totals only grow on a stripe with one writer. On a shared stripe a racing writer can store a
 // stale total, so what was consumed is a high-water mark and a dip counts as nothing: a
@@ -45,6 +48,7 @@ AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config
           std::make_shared<detail::EventHub<LimitChangeEvent>>(AdaptiveLimitKind::kNames.metrics)),
       estimator_(config_) {
   window_end_.store(clock_.ticks() + window_ticks_, std::memory_order_relaxed);
+  fractional_limit_.store(limit_.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 AdaptiveLimit::~AdaptiveLimit() = default;
@@ -91,13 +95,52 @@ bool AdaptiveLimit::is_drop_current() const noexcept {
   }
 }
 
-void AdaptiveLimit::close_window(std::int64_t now) noexcept {
+Permit AdaptiveLimit::try_acquire_paced() noexcept {
+  // acquire: pairs with pace()'s release of the resume time.
+  if (clock_.ticks() >= paced_resume_.load(std::memory_order_acquire)) {
+    std::int32_t closed = 0;
+    // One call may start: whoever wins reopens the limit; a loser sees it open.
+    (void)limit_.compare_exchange_strong(closed, 1, std::memory_order_relaxed);
+    if (limit_.load(std::memory_order_relaxed) > 0) return try_acquire();
+  }
+  count_rejection();
+  return Permit();
+}
+
+// A limit of share s < 1 lets one call run for a share s of the time: after a call of latency L
+// it stays closed for L × (1 / s − 1).
+void AdaptiveLimit::pace(std::int64_t now, std::int64_t latency_ns) noexcept {
+  const double pause_ns = static_cast<double>(latency_ns) * (1.0 / share_ - 1.0);
+  const std::int64_t pause = clock_.to_ticks(static_cast<std::int64_t>(pause_ns));
+  paced_resume_.store(now + pause, std::memory_order_release);
+  limit_.store(0, std::memory_order_release);
+}
+
+void AdaptiveLimit::store_window_end(std::int64_t end) noexcept {
+  // release: publishes this close to the next closer.
+  if (pacing_) {
+    paced_window_end_ = end;
+    window_end_.store(kEveryCall, std::memory_order_release);
+  } else {
+    window_end_.store(end, std::memory_order_release);
+  }
+}
+
+void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noexcept {
   std::int64_t end = window_end_.load(std::memory_order_relaxed);
   if (now < end) return;
   // acquire: the previous close's estimator state and consumed totals happen before this one.
   if (!window_end_.compare_exchange_strong(end, kClosing, std::memory_order_acquire,
                                            std::memory_order_relaxed)) {
     return;  // another thread is closing it
+  }
+  if (pacing_) {
+    pace(now, latency_ns);
+    end = paced_window_end_;
+    if (now < end) {
+      window_end_.store(kEveryCall, std::memory_order_release);
+      return;
+    }
   }
 
   std::array<StripeTotals, detail::kThreadSlots> seen;
@@ -116,7 +159,7 @@ void AdaptiveLimit::close_window(std::int64_t now) noexcept {
     // Too few samples: keep them, and move the end forward by whole windows past now.
     // release: the next closer sees this one's state.
     const std::int64_t next_end = now - (now - end) % window_ticks_ + window_ticks_;
-    window_end_.store(next_end, std::memory_order_release);
+    store_window_end(next_end);
     return;
   }
 
@@ -130,9 +173,19 @@ void AdaptiveLimit::close_window(std::int64_t now) noexcept {
       in_flight_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   const detail::WindowAggregate aggregate{
       static_cast<std::int64_t>(window.latency_sum_ns / window.samples), max_in_flight,
-      window.drops > 0};
+      window.drops > 0, window.samples, clock_.to_clock_ns(now)};
   const std::int32_t previous = limit_.load(std::memory_order_relaxed);
-  const std::int32_t next = estimator_.update(aggregate);
+  std::int32_t next = estimator_.update(aggregate);
+  const double fractional = estimator_.fractional_limit();
+  if (fractional < 1.0) {
+    // Pacing (delay_target only): the limit admits one call at a time for a share of the time.
+    // Entering it, the limit opens; already in it, the pause under way stands.
+    next = pacing_ ? previous : 1;
+    pacing_ = true;
+    share_ = fractional;
+  } else {
+    pacing_ = false;
+  }
 
   // Sequence lock: snapshot() retries while a close is under way, so it never mixes windows.
   const std::uint64_t sequence = stats_sequence_.load(std::memory_order_relaxed);
@@ -146,6 +199,7 @@ void AdaptiveLimit::close_window(std::int64_t now) noexcept {
   last_window_max_in_flight_.store(max_in_flight, std::memory_order_release);
   last_window_dropped_.store(aggregate.dropped, std::memory_order_release);
   last_window_samples_.store(window.samples, std::memory_order_release);
+  fractional_limit_.store(fractional, std::memory_order_release);
   samples_.store(samples_.load(std::memory_order_relaxed) + window.samples,
                  std::memory_order_release);
   if (next != previous) {
@@ -162,8 +216,8 @@ void AdaptiveLimit::close_window(std::int64_t now) noexcept {
         max_in_flight, aggregate.dropped, std::chrono::nanoseconds(estimator_.long_latency_ns())});
   }
 
-  // release: publishes this close to the next closer; the new window starts now.
-  window_end_.store(now + window_ticks_, std::memory_order_release);
+  // The new window starts now.
+  store_window_end(now + window_ticks_);
 }
 
 AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
@@ -187,6 +241,7 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
     snap.window_samples = last_window_samples_.load(std::memory_order_acquire);
     snap.samples = samples_.load(std::memory_order_acquire);
     snap.limit_changes = limit_changes_.load(std::memory_order_acquire);
+    snap.fractional_limit = fractional_limit_.load(std::memory_order_acquire);
     if (stats_sequence_.load(std::memory_order_relaxed) == before) break;
   }
   std::uint64_t rejected = shared_slot_rejected_.load(std::memory_order_relaxed);
@@ -221,6 +276,10 @@ std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::s
                    [](auto& c, auto& v) { c.queue_size(v.integer); }),
       R::file_only("backoffRatio", "backoff_ratio", number,
                    [](auto& c, auto& v) { c.backoff_ratio(v.number); }),
+      R::file_only("probeMultiplier", "probe_multiplier", integer,
+                   [](auto& c, auto& v) { c.probe_multiplier(v.integer); }),
+      R::file_only("alpha", "alpha", integer, [](auto& c, auto& v) { c.alpha(v.integer); }),
+      R::file_only("beta", "beta", integer, [](auto& c, auto& v) { c.beta(v.integer); }),
       R::row("dropOn", "drop_on", exception_types, [](auto& c, auto& v) { c.drop_on(v.types); })};
   return kSettings;
 }

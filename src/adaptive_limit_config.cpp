@@ -44,8 +44,10 @@ void check_window(std::chrono::nanoseconds value) {
 }
 
 void check_algorithm(LimitAlgorithm value) {
-  if (value != LimitAlgorithm::gradient2 && value != LimitAlgorithm::aimd) {
-    fail(kInvalidValue, "algorithm", show(static_cast<int>(value)), "gradient2, aimd");
+  if (value != LimitAlgorithm::gradient2 && value != LimitAlgorithm::aimd &&
+      value != LimitAlgorithm::vegas && value != LimitAlgorithm::delay_target) {
+    fail(kInvalidValue, "algorithm", show(static_cast<int>(value)),
+         "gradient2, aimd, vegas, delay_target");
   }
 }
 
@@ -76,6 +78,16 @@ void check_backoff_ratio(double value) {
   if (!(value > 0.0 && value < 1.0)) fail(kInvalidValue, "backoff_ratio", show(value), "(0, 1)");
 }
 
+void check_probe_multiplier(int value) {
+  if (value < 1) fail(kInvalidValue, "probe_multiplier", show(value), "an integer >= 1");
+}
+
+void check_queue_bound(std::string_view setting, int value) {
+  if (value < 0) {
+    fail(kInvalidValue, setting, show(value), "an integer >= 0 (0: Netflix's log10 function)");
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(LimitAlgorithm algorithm) noexcept {
@@ -84,6 +96,10 @@ std::string_view to_string(LimitAlgorithm algorithm) noexcept {
       return "gradient2";
     case LimitAlgorithm::aimd:
       return "aimd";
+    case LimitAlgorithm::vegas:
+      return "vegas";
+    case LimitAlgorithm::delay_target:
+      return "delay_target";
   }
   return "unknown";
 }
@@ -159,6 +175,34 @@ AdaptiveLimitConfig& AdaptiveLimitConfig::backoff_ratio(double value) {
   return *this;
 }
 
+AdaptiveLimitConfig& AdaptiveLimitConfig::probe_multiplier(int value) {
+  check_probe_multiplier(value);
+  probe_multiplier_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::alpha(int value) {
+  check_queue_bound("alpha", value);
+  alpha_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::beta(int value) {
+  check_queue_bound("beta", value);
+  beta_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::random_seed(std::uint64_t value) noexcept {
+  random_seed_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::probe_jitter(JitterSource source) {
+  probe_jitter_ = std::move(source);
+  return *this;
+}
+
 AdaptiveLimitConfig& AdaptiveLimitConfig::enabled(bool value) noexcept {
   enabled_ = value;
   return *this;
@@ -189,6 +233,11 @@ std::optional<SettingDifference> first_difference(const AdaptiveLimitConfig& fir
       .compare("long_window", first.long_window(), second.long_window())
       .compare("queue_size", first.queue_size(), second.queue_size())
       .compare("backoff_ratio", first.backoff_ratio(), second.backoff_ratio())
+      .compare("probe_multiplier", first.probe_multiplier(), second.probe_multiplier())
+      .compare("alpha", first.alpha(), second.alpha())
+      .compare("beta", first.beta(), second.beta())
+      .compare("random_seed", static_cast<std::int64_t>(first.random_seed()),
+               static_cast<std::int64_t>(second.random_seed()))
       .compare("enabled", first.enabled(), second.enabled())
       .compare("drop_on", first.drop_on_types(), second.drop_on_types())
       .result();
@@ -201,11 +250,14 @@ void AdaptiveLimitConfig::validate() const {
   check_limit("max_limit", max_limit_);
   check_window(window_);
   check_min_window_samples(min_window_samples_);
-  check_smoothing(smoothing_);
+  check_smoothing(smoothing());
   check_rtt_tolerance(rtt_tolerance_);
   check_long_window(long_window_);
   check_queue_size(queue_size_);
   check_backoff_ratio(backoff_ratio_);
+  check_probe_multiplier(probe_multiplier_);
+  check_queue_bound("alpha", alpha_);
+  check_queue_bound("beta", beta_);
 
   if (min_limit_ > max_limit_) {
     throw ConfigException(kBoundsOrRange, "min_limit (" + show(min_limit_) +

@@ -4,6 +4,9 @@
 #include "r4c/detail/limit_algorithms.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <random>
 
 namespace r4c::detail {
 
@@ -65,14 +68,261 @@ int Aimd::update(const WindowAggregate& window) noexcept {
   return limit_;
 }
 
+std::uint64_t SplitMix::next() noexcept {
+  std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+double SplitMix::uniform(double low, double high) noexcept {
+  const double unit = static_cast<double>(next() >> 11) * 0x1.0p-53;
+  return low + unit * (high - low);
+}
+
+std::uint64_t seed_of(const AdaptiveLimitConfig& config) noexcept {
+  if (config.random_seed() != 0) return config.random_seed();
+  try {
+    std::random_device device;
+    return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  } catch (...) {
+    // No entropy source: the address of the config still differs between limits.
+    return reinterpret_cast<std::uintptr_t>(&config) ^ 0x5851f42d4c957f2dULL;
+  }
+}
+
 namespace {
-std::variant<Gradient2, Aimd> make_algorithm(const AdaptiveLimitConfig& config) noexcept {
-  if (config.algorithm() == LimitAlgorithm::aimd) return Aimd(config);
+
+// Netflix's Log10RootIntFunction: max(1, (int) log10(x)) from a table below 1000, (int) log10(x)
+// above (the table's entry 0 is 1, as Java's (int) of -infinity is clamped by the max).
+int log10_root(int x) noexcept {
+  static const std::array<int, 1000> kTable = [] {
+    std::array<int, 1000> table{};
+    table[0] = 1;
+    for (int i = 1; i < 1000; ++i) {
+      table[static_cast<std::size_t>(i)] = std::max(1, static_cast<int>(std::log10(i)));
+    }
+    return table;
+  }();
+  if (x < 1000) return x < 0 ? 1 : kTable[static_cast<std::size_t>(x)];
+  return static_cast<int>(std::log10(static_cast<double>(x)));
+}
+
+// Java's (int) of a double: truncation toward zero, saturating, NaN to 0.
+int java_int(double value) noexcept {
+  if (std::isnan(value)) return 0;
+  if (value >= 2147483647.0) return 2147483647;
+  if (value <= -2147483648.0) return -2147483647 - 1;
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+Vegas::Vegas(const AdaptiveLimitConfig& config)
+    : estimate_(config.initial_limit()),
+      limit_(config.initial_limit()),
+      min_limit_(config.min_limit()),
+      max_limit_(config.max_limit()),
+      smoothing_(config.smoothing()),
+      probe_multiplier_(config.probe_multiplier()),
+      alpha_(config.alpha()),
+      beta_(config.beta()),
+      source_(config.probe_jitter()),
+      random_(seed_of(config)),
+      jitter_(0.0) {
+  jitter_ = draw_jitter();
+}
+
+double Vegas::draw_jitter() noexcept {
+  if (source_) {
+    try {
+      return source_();
+    } catch (...) {
+      // A source that throws draws nothing; the limit's own does.
+    }
+  }
+  return random_.uniform(0.5, 1.0);
+}
+
+int Vegas::update(const WindowAggregate& window) noexcept {
+  // Netflix throws on rtt <= 0; a manual clock can make a 0 ns window, read as 1 ns.
+  const std::int64_t rtt = std::max<std::int64_t>(window.avg_latency_ns, 1);
+  probe_count_ += 1;
+  const double probe_at = jitter_ * static_cast<double>(probe_multiplier_) * estimate_;
+  if (probe_at <= static_cast<double>(probe_count_)) {
+    jitter_ = draw_jitter();
+    probe_count_ = 0;
+    rtt_noload_ = rtt;
+    limit_ = java_int(estimate_);
+    return limit_;
+  }
+  if (rtt_noload_ == 0 || rtt < rtt_noload_) {
+    rtt_noload_ = rtt;
+    limit_ = java_int(estimate_);
+    return limit_;
+  }
+  limit_ = update_estimate(rtt, rtt_noload_, window.max_in_flight, window.dropped);
+  return limit_;
+}
+
+int Vegas::update_estimate(std::int64_t rtt, std::int64_t rtt_noload, int in_flight,
+                           bool dropped) noexcept {
+  const double estimate = estimate_;
+  const int queue = java_int(
+      std::ceil(estimate * (1.0 - static_cast<double>(rtt_noload) / static_cast<double>(rtt))));
+  const int whole = java_int(estimate);
+  double next = 0.0;
+  if (dropped) {
+    next = estimate - log10_root(whole);
+  } else if (static_cast<double>(in_flight * 2) < estimate) {
+    return whole;  // not close to the limit: latency says nothing
+  } else {
+    const int log10 = log10_root(whole);
+    const int alpha = alpha_ > 0 ? alpha_ : 3 * log10;
+    const int beta = beta_ > 0 ? beta_ : 6 * log10;
+    const int threshold = log10;
+    if (queue <= threshold) {
+      next = estimate + beta;
+    } else if (queue < alpha) {
+      next = estimate + log10;
+    } else if (queue > beta) {
+      next = estimate - log10;
+    } else {
+      return whole;
+    }
+  }
+  next = std::max(min_limit_, std::min(max_limit_, next));
+  next = (1.0 - smoothing_) * estimate + smoothing_ * next;
+  estimate_ = next;
+  return java_int(next);
+}
+
+namespace {
+
+// delay_target's constants, justified by the measurements in docs/simulator.md.
+constexpr double kTargetRatio = 0.15;   // the shared target: 15% of the no-load latency
+constexpr double kGrowth = 0.2;         // growth per window with no queue at all
+constexpr double kFairnessStep = 0.01;  // additive part: equal shares (Chiu-Jain)
+constexpr double kSmoothing = 0.5;      // of the window latency
+constexpr double kBaselineFall = 0.25;  // towards a lower window latency
+constexpr double kProbeCut = 0.75;      // the limit during a probe window
+constexpr std::int64_t kProbePeriodNs = 30'000'000'000;  // probes start on multiples of 30 s
+constexpr double kMaxCut = 0.5;                          // at most halved per window
+constexpr int kMaxStreak = 4;       // growth 0.2, 0.4, 0.8, then 1.0 per window
+constexpr double kJudgedCut = 0.6;  // a run of cuts to 60% or less: judged by its latency
+
+}  // namespace
+
+DelayTarget::DelayTarget(const AdaptiveLimitConfig& config) noexcept
+    : estimate_(config.initial_limit()),
+      min_estimate_(config.min_limit() > 1 ? static_cast<double>(config.min_limit()) : kPacedFloor),
+      max_estimate_(config.max_limit()),
+      backoff_ratio_(config.backoff_ratio()) {}
+
+int DelayTarget::limit() const noexcept {
+  return estimate_ < 1.0 ? 1 : static_cast<int>(estimate_);
+}
+
+int DelayTarget::update(const WindowAggregate& window) noexcept {
+  const double latency = static_cast<double>(std::max<std::int64_t>(window.avg_latency_ns, 1));
+  const std::int64_t epoch = window.end_ns / kProbePeriodNs;
+  if (baseline_ == 0.0) {
+    baseline_ = latency;
+    smoothed_ = latency;
+    probe_epoch_ = epoch;
+    return limit();
+  }
+  smoothed_ += (latency - smoothed_) * kSmoothing;
+
+  if (probing_) {
+    // The probe window ran below the limit, so a queue that had crept into the baseline drained:
+    // what it saw is the no-load latency, if lower.
+    probing_ = false;
+    baseline_ = std::min(baseline_, latency);
+    estimate_ = std::max(estimate_, before_probe_);
+    return limit();
+  }
+  if (cut_estimate_ > 0.0) {
+    // A run of cuts for a queue. A queue drains when fewer calls are let in, and latency falls
+    // about as much as the limit did; once the cuts add up to 40%, a latency that has not come
+    // down by a quarter of that was no queue but a slower workload (or noise in the baseline):
+    // learn it as the new normal and undo the cuts.
+    const double cut = estimate_ / cut_estimate_;
+    if (cut <= kJudgedCut) {
+      const double expected = cut_latency_ * (1.0 - (1.0 - cut) / 4.0);
+      const double start = cut_estimate_;
+      cut_estimate_ = 0.0;
+      if (latency >= expected) {
+        baseline_ = latency;
+        smoothed_ = latency;
+        estimate_ = std::max(estimate_, start);
+        return limit();
+      }
+    }
+  }
+  if (latency < baseline_) baseline_ += (latency - baseline_) * kBaselineFall;
+
+  const double target = kTargetRatio * baseline_;
+  const double queue = smoothed_ - baseline_;
+  // Whether the limit held calls back in this window: only then is a queue the limit's to drain.
+  const bool binding =
+      static_cast<double>(window.max_in_flight) >= std::max(1.0, std::floor(estimate_));
+  double next = estimate_;
+  if (window.dropped) {
+    next = estimate_ * backoff_ratio_;
+  } else if (queue > target && binding) {
+    streak_ = 0;
+    if (cut_estimate_ == 0.0) {
+      cut_estimate_ = estimate_;
+      cut_latency_ = latency;
+    }
+    next = estimate_ * std::max(kMaxCut, (baseline_ + target) / smoothed_) + kFairnessStep;
+  } else if (queue > target) {
+    // Latency rose while the limit held nothing back: a new normal, not this limit's queue.
+    baseline_ += (latency - baseline_) * kBaselineFall;
+  } else if (2.0 * static_cast<double>(window.max_in_flight) >= estimate_) {
+    cut_estimate_ = 0.0;
+    const double room = 1.0 - std::max(0.0, queue) / target;
+    // Windows in a row with room to spare double the growth, up to doubling the limit: after a
+    // capacity rise the limit finds the new capacity in a few windows, while near the target
+    // (a streak of one) it creeps by kGrowth at most.
+    streak_ = room > 0.5 ? std::min(streak_ + 1, kMaxStreak) : 0;
+    const double growth = kGrowth * static_cast<double>(1 << std::max(0, streak_ - 1));
+    next = estimate_ * (1.0 + std::min(1.0, growth) * room) + kFairnessStep;
+  }
+  next = std::max(min_estimate_, std::min(max_estimate_, next));
+
+  // A probe on every multiple of the period, the same instant for every client on one clock.
+  if (epoch != probe_epoch_) {
+    probe_epoch_ = epoch;
+    if (cut_estimate_ == 0.0) {
+      probing_ = true;
+      before_probe_ = next;
+      next = std::max(min_estimate_, next * kProbeCut);
+    }
+  }
+  estimate_ = next;
+  return limit();
+}
+
+namespace {
+std::variant<Gradient2, Aimd, Vegas, DelayTarget> make_algorithm(
+    const AdaptiveLimitConfig& config) {
+  switch (config.algorithm()) {
+    case LimitAlgorithm::aimd:
+      return Aimd(config);
+    case LimitAlgorithm::vegas:
+      return Vegas(config);
+    case LimitAlgorithm::delay_target:
+      return DelayTarget(config);
+    case LimitAlgorithm::gradient2:
+      break;
+  }
   return Gradient2(config);
 }
 }  // namespace
 
-LimitEstimator::LimitEstimator(const AdaptiveLimitConfig& config) noexcept
+LimitEstimator::LimitEstimator(const AdaptiveLimitConfig& config)
     : algorithm_(make_algorithm(config)) {}
 
 int LimitEstimator::update(const WindowAggregate& window) noexcept {
@@ -83,9 +333,20 @@ int LimitEstimator::limit() const noexcept {
   return std::visit([](const auto& algorithm) { return algorithm.limit(); }, algorithm_);
 }
 
+double LimitEstimator::fractional_limit() const noexcept {
+  if (const auto* delay = std::get_if<DelayTarget>(&algorithm_)) {
+    if (delay->estimate() < 1.0) return delay->estimate();
+  }
+  return limit();
+}
+
 std::int64_t LimitEstimator::long_latency_ns() const noexcept {
   if (const auto* gradient2 = std::get_if<Gradient2>(&algorithm_)) {
     return static_cast<std::int64_t>(gradient2->long_latency_ns());
+  }
+  if (const auto* vegas = std::get_if<Vegas>(&algorithm_)) return vegas->rtt_noload_ns();
+  if (const auto* delay = std::get_if<DelayTarget>(&algorithm_)) {
+    return static_cast<std::int64_t>(delay->baseline_ns());
   }
   return 0;
 }

@@ -125,8 +125,11 @@ TEST(AdaptiveLimitConfigTest, AnyOtherInvalidValueIsReg001NamingSettingValueAndR
       {"backoff_ratio", [](auto& c) { c.backoff_ratio(0.0); }, "backoff_ratio is 0", "(0, 1)"},
       {"min_window_samples", [](auto& c) { c.min_window_samples(0); }, "min_window_samples is 0",
        ">= 1"},
+      {"probe_multiplier", [](auto& c) { c.probe_multiplier(0); }, "probe_multiplier is 0", ">= 1"},
+      {"alpha", [](auto& c) { c.alpha(-1); }, "alpha is -1", ">= 0"},
+      {"beta", [](auto& c) { c.beta(-2); }, "beta is -2", ">= 0"},
       {"algorithm", [](auto& c) { c.algorithm(static_cast<r4c::LimitAlgorithm>(7)); },
-       "algorithm is 7", "gradient2, aimd"},
+       "algorithm is 7", "gradient2, aimd, vegas, delay_target"},
   };
   for (const InvalidValue& invalid : cases) {
     r4c::AdaptiveLimitConfig config;
@@ -185,6 +188,33 @@ TEST(AdaptiveLimitConfigTest, DropOnReplacesTheDefaultList) {
 TEST(AdaptiveLimitConfigTest, AlgorithmsHaveTheirConfigNames) {
   EXPECT_EQ(r4c::to_string(r4c::LimitAlgorithm::gradient2), "gradient2");
   EXPECT_EQ(r4c::to_string(r4c::LimitAlgorithm::aimd), "aimd");
+  EXPECT_EQ(r4c::to_string(r4c::LimitAlgorithm::vegas), "vegas");
+  EXPECT_EQ(r4c::to_string(r4c::LimitAlgorithm::delay_target), "delay_target");
+}
+
+TEST(AdaptiveLimitConfigTest, SmoothingDefaultsToTheAlgorithmsOwnUntilSet) {
+  r4c::AdaptiveLimitConfig config;
+  EXPECT_EQ(config.smoothing(), 0.2);
+  config.algorithm(r4c::LimitAlgorithm::vegas);
+  EXPECT_EQ(config.smoothing(), 1.0);  // VegasLimit's default
+  config.smoothing(0.5);
+  EXPECT_EQ(config.smoothing(), 0.5);
+  config.algorithm(r4c::LimitAlgorithm::gradient2);
+  EXPECT_EQ(config.smoothing(), 0.5);  // set: whatever the algorithm
+}
+
+TEST(AdaptiveLimitConfigTest, VegasSettingsHaveNetflixDefaultsAndAreCompared) {
+  r4c::AdaptiveLimitConfig config;
+  EXPECT_EQ(config.probe_multiplier(), 30);
+  EXPECT_EQ(config.alpha(), 0);
+  EXPECT_EQ(config.beta(), 0);
+  EXPECT_EQ(config.random_seed(), 0u);
+  r4c::AdaptiveLimitConfig other = config;
+  other.probe_multiplier(5).alpha(2).beta(4).random_seed(9);
+  EXPECT_EQ(other.probe_multiplier(), 5);
+  const auto difference = r4c::first_difference(config, other);
+  ASSERT_TRUE(difference.has_value());
+  EXPECT_EQ(difference->setting, "probe_multiplier");
 }
 
 }  // namespace

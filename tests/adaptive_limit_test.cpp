@@ -503,4 +503,50 @@ TEST_F(AdaptiveLimitTest, WorksWithTheDefaultSystemClock) {
   EXPECT_EQ(limit.in_flight(), 0);
 }
 
+// delay_target below one call at a time: the limit paces. Drops cut the estimate below 1; then
+// after a call of latency L the limit stays closed for L × (1 / share − 1).
+TEST(AdaptiveLimitPacingTest, ASubOneDelayTargetLimitAdmitsOneCallForItsShareOfTheTime) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  r4c::AdaptiveLimitConfig config;
+  config.algorithm(r4c::LimitAlgorithm::delay_target)
+      .initial_limit(1)
+      .window(1ms)
+      .min_window_samples(1);
+  r4c::AdaptiveLimit limit("paced", config, clock);
+  for (int w = 0; w < 12; ++w) {
+    r4c::Permit permit = limit.try_acquire();
+    while (!permit) {
+      clock->advance(1ms);
+      permit = limit.try_acquire();
+    }
+    clock->advance(2ms);
+    permit.on_drop();
+  }
+  const double share = limit.snapshot().fractional_limit;
+  ASSERT_LT(share, 1.0);
+  ASSERT_GT(share, 0.0);
+  // Wait out any pause, then time one call of 10 ms.
+  clock->advance(1s);
+  // The pause after a call uses the share it ran under (the window it closes sets the next).
+  const double running_share = limit.snapshot().fractional_limit;
+  r4c::Permit call = limit.try_acquire();
+  ASSERT_TRUE(call);
+  EXPECT_FALSE(limit.try_acquire());  // one call at a time
+  clock->advance(10ms);
+  call.on_drop();  // a drop: the window it closes cuts again, so the limit stays below 1
+  const double paused_ms = 10.0 * (1.0 / running_share - 1.0);
+  EXPECT_EQ(limit.limit(), 0);
+  clock->advance(std::chrono::microseconds(static_cast<long long>(paused_ms * 1000 * 0.9)));
+  EXPECT_FALSE(limit.try_acquire()) << "still paused";
+  clock->advance(std::chrono::microseconds(static_cast<long long>(paused_ms * 1000 * 0.2) + 1));
+  r4c::Permit next = limit.try_acquire();
+  EXPECT_TRUE(next) << "the pause is over";
+}
+
+TEST(AdaptiveLimitPacingTest, IntegerAlgorithmsNeverPace) {
+  r4c::AdaptiveLimit limit(
+      "aimd", r4c::AdaptiveLimitConfig().algorithm(r4c::LimitAlgorithm::aimd).initial_limit(1));
+  EXPECT_EQ(limit.snapshot().fractional_limit, 1.0);
+}
+
 }  // namespace

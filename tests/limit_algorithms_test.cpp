@@ -24,12 +24,33 @@ using r4c::detail::WindowAggregate;
 struct TraceRow {
   WindowAggregate window;
   int limit_after;
+  std::int64_t rtt_noload_after = 0;  // vegas only
+  double jitter_after = 0.0;          // vegas only
 };
 
 struct Trace {
   std::string name;
   r4c::AdaptiveLimitConfig config;
   std::vector<TraceRow> rows;
+  bool vegas = false;
+  double initial_jitter = 0.0;
+};
+
+// VEGAS's jitter, fed in as the traces recorded it (tests/conformance/README.md): the draw at
+// construction is initialJitter, a draw while row k is replayed is row k's jitter_after.
+struct RecordedJitter {
+  const Trace* trace = nullptr;
+  std::size_t row = 0;
+  bool constructed = false;
+  int draws = 0;
+  double operator()() {
+    ++draws;
+    if (!constructed) {
+      constructed = true;
+      return trace->initial_jitter;
+    }
+    return trace->rows.at(row).jitter_after;
+  }
 };
 
 // The first line holds the settings as key=value pairs after '#'.
@@ -42,11 +63,16 @@ r4c::AdaptiveLimitConfig config_from_comment(const std::string& line) {
     if (eq != std::string::npos) settings[word.substr(0, eq)] = word.substr(eq + 1);
   }
   r4c::AdaptiveLimitConfig config;
-  config.algorithm(settings.at("algorithm") == "aimd" ? r4c::LimitAlgorithm::aimd
-                                                      : r4c::LimitAlgorithm::gradient2);
+  config.algorithm(*r4c::from_string<r4c::LimitAlgorithm>(settings.at("algorithm")));
+  // VegasLimit has no minLimit: it clamps at 1, r4c's default.
   config.max_limit(std::stoi(settings.at("maxLimit")))
-      .min_limit(std::stoi(settings.at("minLimit")))
+      .min_limit(settings.count("minLimit") ? std::stoi(settings["minLimit"]) : 1)
       .initial_limit(std::stoi(settings.at("initialLimit")));
+  if (settings.count("probeMultiplier")) {
+    config.probe_multiplier(std::stoi(settings["probeMultiplier"]));
+  }
+  if (settings.count("alpha")) config.alpha(std::stoi(settings["alpha"]));
+  if (settings.count("beta")) config.beta(std::stoi(settings["beta"]));
   if (settings.count("smoothing")) config.smoothing(std::stod(settings["smoothing"]));
   if (settings.count("rttTolerance")) config.rtt_tolerance(std::stod(settings["rttTolerance"]));
   if (settings.count("longWindow")) config.long_window(std::stoi(settings["longWindow"]));
@@ -62,7 +88,13 @@ Trace load_trace(const std::filesystem::path& path) {
   std::string line;
   std::getline(in, line);
   trace.config = config_from_comment(line);
-  std::getline(in, line);  // header: window,avg_rtt_ns,max_in_flight,dropped,limit_after
+  trace.vegas = trace.config.algorithm() == r4c::LimitAlgorithm::vegas;
+  if (trace.vegas) {
+    const auto at = line.find("initialJitter=");
+    trace.initial_jitter = std::stod(line.substr(at + std::string("initialJitter=").size()));
+  }
+  // header: window,avg_rtt_ns,max_in_flight,dropped,limit_after[,rtt_noload_after,jitter_after]
+  std::getline(in, line);
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
     std::istringstream fields(line);
@@ -72,8 +104,15 @@ Trace load_trace(const std::filesystem::path& path) {
     std::getline(fields, in_flight, ',');
     std::getline(fields, dropped, ',');
     std::getline(fields, limit, ',');
-    trace.rows.push_back(
-        {{std::stoll(rtt), std::stoi(in_flight), dropped == "1"}, std::stoi(limit)});
+    TraceRow row{{std::stoll(rtt), std::stoi(in_flight), dropped == "1"}, std::stoi(limit)};
+    if (trace.vegas) {
+      std::string noload, jitter;
+      std::getline(fields, noload, ',');
+      std::getline(fields, jitter, ',');
+      row.rtt_noload_after = std::stoll(noload);
+      row.jitter_after = std::stod(jitter);
+    }
+    trace.rows.push_back(row);
   }
   return trace;
 }
@@ -83,8 +122,8 @@ std::vector<Trace> load_traces() {
   const std::filesystem::path dir = R4C_CONFORMANCE_DIR;
   if (!std::filesystem::is_directory(dir)) return traces;  // the tests fail, saying why
   std::vector<std::filesystem::path> files;
-  // Not recursive: vegas/ holds VegasLimit's traces, in their own format, for when r4c has VEGAS.
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+  // vegas/ holds VegasLimit's traces, with two more columns.
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
     if (entry.path().extension() == ".csv") files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
@@ -98,16 +137,43 @@ constexpr const char* kNoTraces =
     "no conformance traces: the folder " R4C_CONFORMANCE_DIR
     " is missing or holds no *.csv (the repository's tests/conformance)";
 
+// Gives the trace's config its recorded jitters (for a vegas trace); `jitter` must outlive the
+// limit.
+r4c::AdaptiveLimitConfig replay_config(const Trace& trace,
+                                       const std::shared_ptr<RecordedJitter>& jitter) {
+  r4c::AdaptiveLimitConfig config = trace.config;
+  jitter->trace = &trace;
+  if (trace.vegas) config.probe_jitter([jitter] { return (*jitter)(); });
+  return config;
+}
+
+// Row k probed exactly when its jitter differs from the one before (the README's rule), which
+// the replay checks by counting draws.
+bool probed(const Trace& trace, std::size_t row) {
+  const double before = row == 0 ? trace.initial_jitter : trace.rows[row - 1].jitter_after;
+  return trace.rows[row].jitter_after != before;
+}
+
 TEST(ConformanceTest, EveryTraceReplaysExactlyThroughTheAlgorithm) {
   const std::vector<Trace> traces = load_traces();
   ASSERT_FALSE(traces.empty()) << kNoTraces;
+  int vegas_rows = 0;
   for (const Trace& trace : traces) {
-    r4c::detail::LimitEstimator estimator(trace.config);
+    auto jitter = std::make_shared<RecordedJitter>();
+    r4c::detail::LimitEstimator estimator(replay_config(trace, jitter));
     for (std::size_t i = 0; i < trace.rows.size(); ++i) {
+      jitter->row = i;
+      const int draws = jitter->draws;
       ASSERT_EQ(estimator.update(trace.rows[i].window), trace.rows[i].limit_after)
           << trace.name << ", window " << i;
+      if (!trace.vegas) continue;
+      ++vegas_rows;
+      ASSERT_EQ(estimator.long_latency_ns(), trace.rows[i].rtt_noload_after)
+          << trace.name << ", window " << i;
+      ASSERT_EQ(jitter->draws - draws, probed(trace, i) ? 1 : 0) << trace.name << ", window " << i;
     }
   }
+  EXPECT_EQ(vegas_rows, 4900);  // the six VEGAS traces, every row
 }
 
 // Each window's aggregate is recreated with real permits: all of its max_in_flight calls take
@@ -119,10 +185,12 @@ TEST(ConformanceTest, EveryTraceReplaysExactlyThroughARealLimitAndManualClock) {
   ASSERT_FALSE(traces.empty()) << kNoTraces;
   for (const Trace& trace : traces) {
     auto clock = std::make_shared<r4c::ManualClock>();
-    r4c::AdaptiveLimitConfig config = trace.config;
+    auto jitter = std::make_shared<RecordedJitter>();
+    r4c::AdaptiveLimitConfig config = replay_config(trace, jitter);
     config.window(1ms).min_window_samples(1).drop_on<r4c::CallTimeoutException>();
     r4c::AdaptiveLimit limit(trace.name, config, clock);
     for (std::size_t w = 0; w < trace.rows.size(); ++w) {
+      jitter->row = w;
       const WindowAggregate& window = trace.rows[w].window;
       const int calls = window.max_in_flight;
       const std::int64_t total = window.avg_latency_ns * calls;
@@ -142,6 +210,10 @@ TEST(ConformanceTest, EveryTraceReplaysExactlyThroughARealLimitAndManualClock) {
       ASSERT_EQ(limit.limit(), trace.rows[w].limit_after) << trace.name << ", window " << w;
       ASSERT_EQ(limit.snapshot().window_latency.count(), window.avg_latency_ns);
       ASSERT_EQ(limit.snapshot().window_max_in_flight, calls);
+      if (trace.vegas) {
+        ASSERT_EQ(limit.snapshot().long_latency.count(), trace.rows[w].rtt_noload_after)
+            << trace.name << ", window " << w;
+      }
     }
   }
 }
@@ -240,6 +312,139 @@ TEST(AimdTest, GoesDownToMinLimitAndNoFurther) {
   EXPECT_EQ(algorithm.update({1, 1, true}), 1);  // trunc(0.9) = 0, clamped to 1
   r4c::detail::Aimd capped(aimd(20).max_limit(20));
   EXPECT_EQ(capped.update({1, 20, false}), 20);
+}
+
+r4c::AdaptiveLimitConfig vegas(int initial = 20) {
+  return r4c::AdaptiveLimitConfig()
+      .algorithm(r4c::LimitAlgorithm::vegas)
+      .initial_limit(initial)
+      .random_seed(42);
+}
+
+TEST(VegasTest, TheFirstWindowOnlyMeasuresTheNoLoadLatency) {
+  r4c::detail::Vegas algorithm(vegas());
+  EXPECT_EQ(algorithm.update({10'000'000, 20, false}), 20);
+  EXPECT_EQ(algorithm.rtt_noload_ns(), 10'000'000);
+}
+
+TEST(VegasTest, GrowsByBetaWithNoQueueAndShrinksByLog10WithALargeOne) {
+  r4c::detail::Vegas algorithm(vegas());
+  (void)algorithm.update({10'000'000, 20, false});
+  // queue = ceil(20 × (1 − 10/10)) = 0 <= threshold 1: + beta 6 (smoothing 1.0).
+  EXPECT_EQ(algorithm.update({10'000'000, 20, false}), 26);
+  // queue = ceil(26 × (1 − 10/20)) = 13 > beta 6: − log10root(26) = 1.
+  EXPECT_EQ(algorithm.update({20'000'000, 26, false}), 25);
+  // A drop: − 1 whatever the latency.
+  EXPECT_EQ(algorithm.update({10'000'000, 25, true}), 24);
+  // Under half the limit in use and no drop: nothing moves.
+  EXPECT_EQ(algorithm.update({20'000'000, 3, false}), 24);
+}
+
+TEST(VegasTest, ConstantAlphaAndBetaReplaceTheFunctions) {
+  r4c::detail::Vegas algorithm(vegas().alpha(2).beta(3));
+  (void)algorithm.update({10'000'000, 20, false});
+  EXPECT_EQ(algorithm.update({10'000'000, 20, false}), 23);  // + beta 3
+  // queue = ceil(23 × 0.5) = 12 > beta 3: − 1.
+  EXPECT_EQ(algorithm.update({20'000'000, 23, false}), 22);
+}
+
+TEST(VegasTest, StaysWithinTheBoundsAndDoesNotClampTheInitialLimitBeforeAChange) {
+  r4c::detail::Vegas capped(vegas(20).max_limit(22));
+  (void)capped.update({10'000'000, 20, false});
+  EXPECT_EQ(capped.update({10'000'000, 20, false}), 22);
+  r4c::detail::Vegas floor(vegas(1).min_limit(1));
+  (void)floor.update({10'000'000, 1, false});
+  EXPECT_EQ(floor.update({10'000'000, 1, true}), 1);  // 1 − 1 = 0, clamped to 1
+}
+
+TEST(VegasTest, ASeedMakesTheProbeJitterReproducibleAndASourceReplacesIt) {
+  r4c::detail::Vegas first(vegas());
+  r4c::detail::Vegas second(vegas());
+  EXPECT_EQ(first.probe_jitter(), second.probe_jitter());
+  EXPECT_GE(first.probe_jitter(), 0.5);
+  EXPECT_LT(first.probe_jitter(), 1.0);
+  r4c::detail::Vegas other(vegas().random_seed(43));
+  EXPECT_NE(first.probe_jitter(), other.probe_jitter());
+  int draws = 0;
+  r4c::detail::Vegas fed(vegas(2).probe_multiplier(1).probe_jitter([&draws] {
+    ++draws;
+    return 0.5;
+  }));
+  EXPECT_EQ(draws, 1);  // at construction
+  // Probes when 0.5 × 1 × 2 <= windows since the last probe: every window.
+  (void)fed.update({10'000'000, 2, false});
+  EXPECT_EQ(draws, 2);
+  (void)fed.update({30'000'000, 2, false});
+  EXPECT_EQ(draws, 3);
+  EXPECT_EQ(fed.rtt_noload_ns(), 30'000'000);  // a probe takes the window's latency as is
+}
+
+r4c::AdaptiveLimitConfig delay_target(int initial) {
+  return r4c::AdaptiveLimitConfig()
+      .algorithm(r4c::LimitAlgorithm::delay_target)
+      .initial_limit(initial);
+}
+
+TEST(DelayTargetTest, GrowsWithoutAQueueAndCutsTowardsTheTargetWithOne) {
+  r4c::detail::DelayTarget algorithm(delay_target(10));
+  (void)algorithm.update({10'000'000, 10, false, 100, 1'000'000'000});  // the baseline
+  const double before = algorithm.estimate();
+  (void)algorithm.update({10'000'000, 10, false, 100, 2'000'000'000});
+  EXPECT_GT(algorithm.estimate(), before);
+  const double grown = algorithm.estimate();
+  // The limit held calls back (12 in flight) and latency tripled: a queue, cut at once.
+  (void)algorithm.update({30'000'000, 12, false, 100, 3'000'000'000});
+  EXPECT_LT(algorithm.estimate(), grown * 0.6);
+  // It drained (the smoothed latency takes a window more to see it): the limit grows again,
+  // and the baseline stayed.
+  const double cut = algorithm.estimate();
+  for (int w = 0; w < 8; ++w) {
+    const int in_flight = static_cast<int>(algorithm.estimate());
+    (void)algorithm.update({10'000'000, in_flight, false, 100, 4'000'000'000});
+  }
+  EXPECT_GT(algorithm.estimate(), cut);
+  EXPECT_EQ(algorithm.baseline_ns(), 10'000'000);
+}
+
+TEST(DelayTargetTest, LearnsASlowerWorkloadWhenACutDoesNotLowerLatency) {
+  r4c::detail::DelayTarget algorithm(delay_target(12));
+  (void)algorithm.update({10'000'000, 12, false, 100, 1'000'000'000});
+  // Twice the latency while the limit holds calls back: cut, and cut again, until the cuts add
+  // up to 40%; the latency never came down, so it was a slower workload: the cuts are undone.
+  double lowest = 12.0;
+  for (int w = 0; w < 4; ++w) {
+    const int in_flight = static_cast<int>(algorithm.estimate());
+    (void)algorithm.update({20'000'000, in_flight, false, 100, 2'000'000'000});
+    lowest = std::min(lowest, algorithm.estimate());
+  }
+  EXPECT_LT(lowest, 12 * 0.6);
+  EXPECT_GE(algorithm.estimate(), 12.0);
+  EXPECT_EQ(algorithm.baseline_ns(), 20'000'000);
+}
+
+TEST(DelayTargetTest, ALatencyRiseWhileTheLimitHoldsNothingBackMovesOnlyTheBaseline) {
+  r4c::detail::DelayTarget algorithm(delay_target(40));
+  (void)algorithm.update({10'000'000, 12, false, 100, 1'000'000'000});
+  for (int w = 0; w < 5; ++w) (void)algorithm.update({20'000'000, 24, false, 100, 2'000'000'000});
+  EXPECT_EQ(algorithm.estimate(), 40.0);
+  EXPECT_GT(algorithm.baseline_ns(), 15'000'000);
+}
+
+TEST(DelayTargetTest, ADropCutsByTheBackoffRatio) {
+  r4c::detail::DelayTarget algorithm(delay_target(10));
+  (void)algorithm.update({10'000'000, 10, false, 100, 1'000'000'000});
+  (void)algorithm.update({10'000'000, 10, true, 100, 2'000'000'000});
+  EXPECT_DOUBLE_EQ(algorithm.estimate(), 9.0);
+}
+
+TEST(DelayTargetTest, MayGoBelowOneCallWhenMinLimitIsOne) {
+  r4c::detail::LimitEstimator estimator(
+      r4c::AdaptiveLimitConfig().algorithm(r4c::LimitAlgorithm::delay_target).initial_limit(1));
+  (void)estimator.update({10'000'000, 1, false, 100, 1'000'000'000});
+  for (int w = 0; w < 20; ++w) (void)estimator.update({10'000'000, 1, true, 100, 2'000'000'000});
+  EXPECT_LT(estimator.fractional_limit(), 1.0);
+  EXPECT_GE(estimator.fractional_limit(), r4c::detail::DelayTarget::kPacedFloor);
+  EXPECT_EQ(estimator.limit(), 1);
 }
 
 TEST(LimitEstimatorTest, ChoosesTheConfiguredAlgorithm) {

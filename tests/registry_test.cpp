@@ -296,8 +296,8 @@ TEST(RegistryFileErrorTest, AValueOfTheWrongTypeSaysWhichTypeIsExpected) {
               HasSubstr("expected a number"));
   EXPECT_THAT(build_error("defaults.adaptiveLimit.enabled=yes").what(),
               HasSubstr("expected true or false"));
-  EXPECT_THAT(build_error("defaults.adaptiveLimit.algorithm=vegas").what(),
-              HasSubstr("expected gradient2 or aimd"));
+  EXPECT_THAT(build_error("defaults.adaptiveLimit.algorithm=bbr").what(),
+              HasSubstr("expected gradient2, aimd, vegas or delay_target"));
 }
 
 TEST(RegistryFileErrorTest, AnUnknownKeyNamesItsLineAndTheClosestValidKey) {

@@ -47,13 +47,13 @@ TEST(TextTest, AFormattedDurationReadsBackInTheLargestExactUnit) {
 TEST(TextTest, EnumNamesIgnoreCaseAndAcceptTheirAliases) {
   EXPECT_EQ(r4c::from_string<r4c::LimitAlgorithm>("AIMD"), r4c::LimitAlgorithm::aimd);
   EXPECT_EQ(r4c::from_string<r4c::LimitAlgorithm>("gradient2"), r4c::LimitAlgorithm::gradient2);
-  EXPECT_EQ(r4c::from_string<r4c::LimitAlgorithm>("vegas"), std::nullopt);
+  EXPECT_EQ(r4c::from_string<r4c::LimitAlgorithm>("bbr"), std::nullopt);
   EXPECT_EQ(r4c::from_string<r4c::SlidingWindowType>("TimeBased"),
             r4c::SlidingWindowType::time_based);
   EXPECT_EQ(r4c::from_string<r4c::CircuitBreakerState>("half_open"),
             r4c::CircuitBreakerState::half_open);
   EXPECT_EQ(r4c::to_string(r4c::SlidingWindowType::time_based), "time_based");
-  EXPECT_EQ(r4c::text::choices<r4c::LimitAlgorithm>(), "gradient2 or aimd");
+  EXPECT_EQ(r4c::text::choices<r4c::LimitAlgorithm>(), "gradient2, aimd, vegas or delay_target");
   EXPECT_EQ(r4c::text::choices<r4c::SlidingWindowType>(), "count_based or time_based");
   EXPECT_EQ(r4c::text::choices<r4c::CircuitBreakerState>(),
             "closed, open, half_open, disabled, metrics_only or forced_open");

@@ -71,6 +71,10 @@ struct AdaptiveLimitSnapshot {
   std::uint64_t samples = 0;         // samples in all recomputed windows
   std::uint64_t limit_changes = 0;   // recomputed windows that changed the limit
   std::uint64_t rejected = 0;        // exact, also under concurrency
+  /// The limit as a real number: `limit`, except for delay_target below one call at a time,
+  /// where it is the share of the time one call may run (the limit paces, see
+  /// docs/adaptive-limit.md; `limit` is then 1 while a call may start and 0 while it waits).
+  double fractional_limit = 0.0;
 };
 
 /// The right to run one call under a limit, from `AdaptiveLimit::try_acquire()`. Converts to
@@ -217,7 +221,12 @@ class AdaptiveLimit {
   bool is_drop_current() const noexcept;
   [[noreturn]] void throw_rejected() const;
   // Cold: the call that ends after the window did recomputes the limit or extends the window.
-  void close_window(std::int64_t now) noexcept;
+  // While the limit paces (a delay_target limit below 1), every call that ends comes here.
+  void close_window(std::int64_t now, std::int64_t latency_ns) noexcept;
+  // Cold: a paced limit is 0 between calls; the first call after the pause reopens it.
+  Permit try_acquire_paced() noexcept;
+  void pace(std::int64_t now, std::int64_t latency_ns) noexcept;
+  void store_window_end(std::int64_t end) noexcept;
 
   // Read on every call, written once per window. Times are clock ticks (ClockReader).
   alignas(detail::kCacheLine) std::atomic<std::int32_t> limit_;
@@ -261,6 +270,14 @@ class AdaptiveLimit {
   std::atomic<std::uint64_t> last_window_samples_{0};
   std::atomic<std::uint64_t> samples_{0};
   std::atomic<std::uint64_t> limit_changes_{0};
+  std::atomic<double> fractional_limit_{0.0};
+
+  // Pacing: while the estimate is below 1 (delay_target only). Written by the closing thread;
+  // paced_resume_ is read by rejected calls too.
+  bool pacing_ = false;
+  double share_ = 1.0;
+  std::int64_t paced_window_end_ = 0;
+  std::atomic<std::int64_t> paced_resume_{0};
 };
 
 // ---- the hot path ------------------------------------------------------------------------
@@ -271,7 +288,9 @@ inline Permit AdaptiveLimit::try_acquire() noexcept {
   // relaxed: a slot guards no data; the count itself is all that is shared.
   std::int32_t running = in_flight_.load(std::memory_order_relaxed);
   do {
-    if (running >= limit_.load(std::memory_order_relaxed)) [[unlikely]] {
+    const std::int32_t limit = limit_.load(std::memory_order_relaxed);
+    if (running >= limit) [[unlikely]] {
+      if (limit == 0) return try_acquire_paced();  // only a pacing limit is ever 0
       count_rejection();
       return Permit();
     }
@@ -320,7 +339,7 @@ inline void AdaptiveLimit::complete(Permit& permit, Outcome outcome) noexcept {
   const std::int64_t latency = clock_.to_ns(now - permit.start_);
   record_sample(latency > 0 ? latency : 0, outcome == Outcome::kDrop);
   if (now >= window_end_.load(std::memory_order_relaxed)) [[unlikely]]
-    close_window(now);
+    close_window(now, latency);
 }
 
 inline void Permit::on_success() & noexcept {

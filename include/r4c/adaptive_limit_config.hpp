@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -24,18 +25,22 @@
 
 namespace r4c {
 
-/// How the limit moves once per window. Netflix concurrency-limits 0.5.4's Gradient2Limit and
-/// AIMDLimit, exactly (see docs/adaptive-limit.md). Room is left for `vegas`.
-enum class LimitAlgorithm { gradient2, aimd };
+/// How the limit moves once per window. gradient2, aimd and vegas are Netflix concurrency-limits
+/// 0.5.4's Gradient2Limit, AIMDLimit and VegasLimit, exactly; delay_target is r4c's own (see
+/// docs/adaptive-limit.md for when to choose which).
+enum class LimitAlgorithm { gradient2, aimd, vegas, delay_target };
 
 /// The algorithms' names in every text r4c reads (config file, attributes, scenarios).
 inline constexpr EnumName<LimitAlgorithm> kLimitAlgorithmNames[] = {
-    {"gradient2", LimitAlgorithm::gradient2}, {"aimd", LimitAlgorithm::aimd}};
+    {"gradient2", LimitAlgorithm::gradient2},
+    {"aimd", LimitAlgorithm::aimd},
+    {"vegas", LimitAlgorithm::vegas},
+    {"delay_target", LimitAlgorithm::delay_target}};
 constexpr std::span<const EnumName<LimitAlgorithm>> enum_names(LimitAlgorithm) noexcept {
   return kLimitAlgorithmNames;
 }
 
-/// "gradient2" or "aimd".
+/// "gradient2", "aimd", "vegas" or "delay_target".
 std::string_view to_string(LimitAlgorithm algorithm) noexcept;
 
 /// The settings of one adaptive limit. Defaults are those of resilience4cata 0.6.0's "Adaptive
@@ -55,11 +60,19 @@ class AdaptiveLimitConfig {
   static constexpr int kDefaultLongWindow = 600;
   static constexpr int kDefaultQueueSize = 4;
   static constexpr double kDefaultBackoffRatio = 0.9;
+  static constexpr double kDefaultVegasSmoothing = 1.0;
+  static constexpr int kDefaultProbeMultiplier = 30;
+  static constexpr std::uint64_t kDefaultRandomSeed = 0;
+
+  /// Draws one VEGAS probe jitter, a number in [0.5, 1). Called on the thread that closes a
+  /// window, never concurrently for one limit; it must not throw.
+  using JitterSource = std::function<double()>;
 
   /// Defaults everywhere; `drop_on` is {CallTimeoutException, BulkheadFullException}.
   AdaptiveLimitConfig();
 
-  /// gradient2 (default) or aimd. Throws R4C-REG-001 for a value outside the enum.
+  /// gradient2 (default), aimd, vegas or delay_target. Throws R4C-REG-001 for a value outside
+  /// the enum.
   AdaptiveLimitConfig& algorithm(LimitAlgorithm value);
   /// Where the limit starts (20). Throws R4C-ATR-003 below 1.
   AdaptiveLimitConfig& initial_limit(int value);
@@ -71,7 +84,8 @@ class AdaptiveLimitConfig {
   AdaptiveLimitConfig& window(std::chrono::nanoseconds value);
   /// Fewest samples a window needs before it recomputes the limit (10). R4C-REG-001 below 1.
   AdaptiveLimitConfig& min_window_samples(int value);
-  /// Gradient2: share of the new estimate taken per window (0.2). R4C-REG-001 outside (0, 1].
+  /// Gradient2 and VEGAS: share of the new estimate taken per window (gradient2 0.2, vegas 1.0,
+  /// as in Netflix; the algorithm's own default until it is set). R4C-REG-001 outside (0, 1].
   AdaptiveLimitConfig& smoothing(double value);
   /// Gradient2: how many times the long-term latency a window may take and still grow (1.5).
   /// R4C-REG-001 below 1.
@@ -83,6 +97,23 @@ class AdaptiveLimitConfig {
   /// AIMD: factor applied to the limit after a window with a drop (0.9). R4C-REG-001 outside
   /// (0, 1).
   AdaptiveLimitConfig& backoff_ratio(double value);
+  /// VEGAS: it probes for a new no-load latency after about jitter × probe_multiplier × limit
+  /// windows, jitter drawn in [0.5, 1) (30). R4C-REG-001 below 1.
+  AdaptiveLimitConfig& probe_multiplier(int value);
+  /// VEGAS: a constant alpha (the queue below which the limit grows by log10 of itself); 0, the
+  /// default, keeps Netflix's function 3 × log10root(limit). R4C-REG-001 below 0.
+  AdaptiveLimitConfig& alpha(int value);
+  /// VEGAS: a constant beta (the queue above which the limit shrinks); 0, the default, keeps
+  /// Netflix's function 6 × log10root(limit). R4C-REG-001 below 0.
+  AdaptiveLimitConfig& beta(int value);
+  /// Seeds the limit's own random source (VEGAS's probe jitter, delay_target's pacing phase).
+  /// 0, the default, seeds it from std::random_device when the limit is built; any other value
+  /// makes every draw reproducible, as a ManualClock test needs.
+  AdaptiveLimitConfig& random_seed(std::uint64_t value) noexcept;
+  /// Replaces the limit's VEGAS jitter draws with `source` (a test or a replay feeding recorded
+  /// jitters); an empty function goes back to the seeded source. Not compared by
+  /// first_difference. Values outside [0.5, 1) are used as given.
+  AdaptiveLimitConfig& probe_jitter(JitterSource source);
   /// false: every call passes and nothing is measured (true).
   AdaptiveLimitConfig& enabled(bool value) noexcept;
   /// The failures that are drops (overload signals), matched by dynamic type, derived classes
@@ -107,11 +138,22 @@ class AdaptiveLimitConfig {
   int max_limit() const noexcept { return max_limit_; }
   std::chrono::nanoseconds window() const noexcept { return window_; }
   int min_window_samples() const noexcept { return min_window_samples_; }
-  double smoothing() const noexcept { return smoothing_; }
+  /// The smoothing set, or the algorithm's default (vegas 1.0, otherwise 0.2).
+  double smoothing() const noexcept {
+    if (smoothing_) return *smoothing_;
+    return algorithm_ == LimitAlgorithm::vegas ? kDefaultVegasSmoothing : kDefaultSmoothing;
+  }
   double rtt_tolerance() const noexcept { return rtt_tolerance_; }
   int long_window() const noexcept { return long_window_; }
   int queue_size() const noexcept { return queue_size_; }
   double backoff_ratio() const noexcept { return backoff_ratio_; }
+  int probe_multiplier() const noexcept { return probe_multiplier_; }
+  /// 0: Netflix's default function.
+  int alpha() const noexcept { return alpha_; }
+  /// 0: Netflix's default function.
+  int beta() const noexcept { return beta_; }
+  std::uint64_t random_seed() const noexcept { return random_seed_; }
+  const JitterSource& probe_jitter() const noexcept { return probe_jitter_; }
   bool enabled() const noexcept { return enabled_; }
   /// The drop types.
   const std::vector<ExceptionType>& drop_on_types() const noexcept { return drop_on_; }
@@ -132,11 +174,16 @@ class AdaptiveLimitConfig {
   int max_limit_ = kDefaultMaxLimit;
   std::chrono::nanoseconds window_ = kDefaultWindow;
   int min_window_samples_ = kDefaultMinWindowSamples;
-  double smoothing_ = kDefaultSmoothing;
+  std::optional<double> smoothing_;  // unset: the algorithm's default
   double rtt_tolerance_ = kDefaultRttTolerance;
   int long_window_ = kDefaultLongWindow;
   int queue_size_ = kDefaultQueueSize;
   double backoff_ratio_ = kDefaultBackoffRatio;
+  int probe_multiplier_ = kDefaultProbeMultiplier;
+  int alpha_ = 0;
+  int beta_ = 0;
+  std::uint64_t random_seed_ = kDefaultRandomSeed;
+  JitterSource probe_jitter_;
   bool enabled_ = true;
   std::vector<ExceptionType> drop_on_;
   std::function<bool(const std::error_code&)> drop_on_error_;

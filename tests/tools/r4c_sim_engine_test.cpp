@@ -492,7 +492,8 @@ TEST(ShippedScenarioTest, CapacityDropHasTheFiveGroupsTheReadmeNames) {
   std::vector<std::string> names;
   for (const GroupSpec& g : s.groups) names.push_back(g.name);
   EXPECT_EQ(names, (std::vector<std::string>{"gradient2", "aimd", "bulkhead-good-day",
-                                             "bulkhead-right-sized", "none"}));
+                                             "bulkhead-right-sized", "none", "gradient2-defaults",
+                                             "aimd-defaults", "vegas", "delay_target"}));
   EXPECT_TRUE(s.isolated);
   EXPECT_EQ(s.server.workers, 16);
   ASSERT_EQ(s.server.changes.size(), 2u);
@@ -584,7 +585,7 @@ TEST(RunCommandTest, ReportsEveryMistakeOfTheScenarioAndExitsWithTwo) {
                          "r4c-sim run: " +
                          file.string() +
                          ":7: groups[1].policy is \"gradient3\"; expected one of gradient2, "
-                         "aimd, bulkhead, none\n");
+                         "aimd, vegas, delay_target, bulkhead, none\n");
 }
 
 TEST(RunCommandTest, ReportsAMissingFileAndAMissingArgument) {

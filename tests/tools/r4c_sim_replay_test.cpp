@@ -88,7 +88,7 @@ Trace read_trace(const fs::path& file) {
 
 std::vector<fs::path> conformance_traces() {
   std::vector<fs::path> traces;
-  for (const fs::directory_entry& entry : fs::directory_iterator(R4C_CONFORMANCE_DIR)) {
+  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(R4C_CONFORMANCE_DIR)) {
     if (entry.path().extension() == ".csv") traces.push_back(entry.path());
   }
   std::sort(traces.begin(), traces.end());
@@ -217,9 +217,20 @@ TEST(ReplayErrorTest, RejectsAMinimumLimitAboveTheInitialLimitWithTheLibrarysCod
 }
 
 TEST(ReplayErrorTest, RejectsAnUnknownAlgorithm) {
-  const ToolRun run = run_replay_binary({"--algorithm", "vegas"});
+  const ToolRun run = run_replay_binary({"--algorithm", "bbr"});
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_EQ(run.err, "r4c-sim replay: --algorithm is \"vegas\"; expected gradient2 or aimd\n");
+  EXPECT_EQ(run.err,
+            "r4c-sim replay: --algorithm is \"bbr\"; expected gradient2, aimd, vegas or "
+            "delay_target\n");
+}
+
+TEST(ReplayErrorTest, RejectsAJitterOutsideZeroToOne) {
+  const ScratchDir scratch;
+  const fs::path input =
+      scratch.write("in.csv", "avg_rtt_ns,max_in_flight,dropped,jitter_after\n1000,5,0,1.5\n");
+  const ToolRun run = run_replay_binary({"--algorithm", "vegas", "--input", input.string()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("line 2: jitter_after is \"1.5\"; expected a number in [0, 1]"));
 }
 
 TEST(ReplayErrorTest, RejectsAnOptionValueThatIsNotANumber) {
@@ -423,7 +434,10 @@ TEST(LimitSettingsTest, DefaultsToTheLibrarysDefaults) {
   EXPECT_EQ(settings.initial_limit, "20");
   EXPECT_EQ(settings.min_limit, "1");
   EXPECT_EQ(settings.max_limit, "200");
-  EXPECT_EQ(settings.smoothing, "0.2");
+  EXPECT_EQ(settings.smoothing, "");  // the algorithm's own: 0.2 for gradient2, 1.0 for vegas
+  EXPECT_EQ(settings.probe_multiplier, "30");
+  EXPECT_EQ(settings.alpha, "0");
+  EXPECT_EQ(settings.beta, "0");
   EXPECT_EQ(settings.rtt_tolerance, "1.5");
   EXPECT_EQ(settings.long_window, "600");
   EXPECT_EQ(settings.queue_size, "4");

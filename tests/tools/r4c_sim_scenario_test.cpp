@@ -193,12 +193,12 @@ rate = 100
 policy = "gradient2"
 )"),
             "test.toml:4: unknown key \"wrokers\" in server; did you mean \"workers\"? (valid: "
-            "workers, queue_limit, abandoned, service, changes)");
+            "workers, queue_limit, abandoned, knee, contention, service, changes)");
   EXPECT_THAT(error_of(std::string(kMinimal) + "polcy = \"aimd\"\n"),
               HasSubstr("test.toml:8: unknown key \"polcy\" in groups[1]; did you mean "
                         "\"policy\"?"));
-  EXPECT_THAT(error_of(std::string(kMinimal) + "limit = { queue = 2 }\n"),
-              HasSubstr("test.toml:8: unknown key \"queue\" in groups[1].limit; did you mean "
+  EXPECT_THAT(error_of(std::string(kMinimal) + "limit = { queuesize = 2 }\n"),
+              HasSubstr("test.toml:8: unknown key \"queuesize\" in groups[1].limit; did you mean "
                         "\"queue_size\"?"));
   EXPECT_THAT(error_of(R"(duration = "10s"
 [server]
@@ -238,9 +238,9 @@ TEST(ScenarioTest, NamesABadValueAndWhatIsValid) {
             "test.toml:6: groups[1].rate is -5; expected calls per second, a number from 0 to "
             "1000000");
   EXPECT_EQ(error_of(head + "workers = 4\n[[groups]]\nname = \"g\"\nrate = 5\npolicy = "
-                            "\"vegas\"\n"),
-            "test.toml:7: groups[1].policy is \"vegas\"; expected one of gradient2, aimd, "
-            "bulkhead, none");
+                            "\"bbr\"\n"),
+            "test.toml:7: groups[1].policy is \"bbr\"; expected one of gradient2, aimd, "
+            "vegas, delay_target, bulkhead, none");
   EXPECT_EQ(error_of(head + "workers = 4\n[[groups]]\nname = \"a b\"\nrate = 5\npolicy = "
                             "\"none\"\n"),
             "test.toml:5: groups[1].name is \"a b\"; expected 1 to 64 letters, digits, '-', '_' "
@@ -292,9 +292,9 @@ TEST(ScenarioTest, ReadsPoliciesAndLimitSettingsInTheLibrarysWords) {
             "test.toml:8: groups[1].limit.long_window is 1.5; expected an integer");
   EXPECT_EQ(error_of(head + "limit = { algorithm = \"aimd\" }\n"),
             "test.toml:8: unknown key \"algorithm\" in groups[1].limit; did you mean "
-            "\"min_limit\"? (valid: initial_limit, min_limit, max_limit, window, "
+            "\"alpha\"? (valid: initial_limit, min_limit, max_limit, window, "
             "min_window_samples, smoothing, rtt_tolerance, long_window, queue_size, "
-            "backoff_ratio)");
+            "backoff_ratio, probe_multiplier, alpha, beta)");
 }
 
 TEST(ScenarioTest, ReportsMissingKeys) {
@@ -307,8 +307,8 @@ TEST(ScenarioTest, ReportsMissingKeys) {
             "test.toml:2: server has no workers; expected an integer from 1 to 100000\n"
             "test.toml:4: groups[1] has no name; expected a name such as \"gradient2\"\n"
             "test.toml:4: groups[1] has no rate; expected calls per second\n"
-            "test.toml:4: groups[1] has no policy; expected one of gradient2, aimd, bulkhead, "
-            "none");
+            "test.toml:4: groups[1] has no policy; expected one of gradient2, aimd, vegas, "
+            "delay_target, bulkhead, none");
   const std::string head = kGroupWithoutPolicy;
   EXPECT_EQ(error_of(head + "policy = \"bulkhead\"\n"),
             "test.toml:4: groups[1] has no max_concurrent; expected the bulkhead's size for "
@@ -326,13 +326,13 @@ TEST(ScenarioTest, RejectsSettingsThatDoNotApplyToThePolicy) {
   EXPECT_EQ(error_of(head + "policy = \"bulkhead\"\nmax_concurrent = 3\nlimit = { max_limit = "
                             "9 }\n"),
             "test.toml:9: groups[1].limit applies to the adaptive limit's policies only "
-            "(gradient2, aimd; this group's policy is bulkhead)");
+            "(gradient2, aimd, vegas, delay_target; this group's policy is bulkhead)");
   EXPECT_EQ(error_of(head + "policy = \"aimd\"\ntimeout = \"1s\"\nlimit = { smoothing = 0.5 }\n"),
-            "test.toml:9: groups[1].limit.smoothing applies to gradient2 only (this group's "
-            "policy is aimd)");
+            "test.toml:9: groups[1].limit.smoothing applies to gradient2 and vegas only (this "
+            "group's policy is aimd)");
   EXPECT_EQ(error_of(head + "policy = \"gradient2\"\nlimit = { backoff_ratio = 0.5 }\n"),
-            "test.toml:8: groups[1].limit.backoff_ratio applies to aimd only (this group's "
-            "policy is gradient2)");
+            "test.toml:8: groups[1].limit.backoff_ratio applies to aimd and delay_target only "
+            "(this group's policy is gradient2)");
   EXPECT_EQ(error_of("duration = \"10s\"\n[server]\nworkers = 4\nservice = { sigma = 0.5 }\n"
                      "[[groups]]\nname = \"g\"\nrate = 1\npolicy = \"none\"\n"),
             "test.toml:4: server.service.sigma applies to distribution lognormal only");

@@ -7,6 +7,15 @@
 //   capacity-rise: the limit follows the new capacity within 30 s (it reaches the new workers,
 //                  and settles, within 30 s of the change).
 //
+// and issue 16's, for delay_target with the library's defaults (docs/simulator.md has every
+// algorithm's figures, the targets it misses among them):
+//
+//   capacity-drop:  p99 at most 1.3x that of bulkhead-right-sized, goodput at least 95%.
+//   knee:           the limit's mean once settled (after 10 windows) within 25% of the knee.
+//   heavy-tail,
+//   workload-shift: once settled, the limit never below 0.8x the 32 workers.
+//   no-traffic:     no algorithm's limit moves while no call comes (31 s to 90 s).
+//
 // capacity-drop is 300 s of 5 groups at 2000 calls/s (3 million calls): a few seconds in an
 // optimised build (scripts/test), minutes without optimisation. Unoptimised builds (Debug, and
 // the sanitizer builds of .ci/run) skip these two tests; every other r4c-sim test runs there.
@@ -89,6 +98,74 @@ TEST(TargetsTest, CapacityRise) {
   EXPECT_LE(*settle_s, 30.0);
   RecordProperty("reached_s", std::to_string(*reached_s));
   RecordProperty("settle_s", std::to_string(*settle_s));
+}
+
+int group_index(const Simulated& run, std::string_view name) {
+  for (std::size_t g = 0; g < run.scenario.groups.size(); ++g) {
+    if (run.scenario.groups[g].name == name) return static_cast<int>(g);
+  }
+  ADD_FAILURE() << "no group " << name;
+  return 0;
+}
+
+// The settled part of a run: after 10 windows of the default 1 s.
+constexpr Nanos kSettled = std::chrono::seconds(10);
+
+TEST(TargetsTest, DelayTargetCapacityDrop) {
+  if (!kOptimised) GTEST_SKIP() << kWhySkipped;
+  const Simulated& run = run_of("capacity-drop");
+  const GroupSummary& delay = run.summary("delay_target");
+  const GroupSummary& right_sized = run.summary("bulkhead-right-sized");
+  ASSERT_TRUE(delay.p99_ms && right_sized.p99_ms);
+  RecordProperty("delay_target_p99_ms", std::to_string(*delay.p99_ms));
+  RecordProperty("delay_target_goodput", std::to_string(delay.goodput));
+  EXPECT_LE(*delay.p99_ms, 1.3 * *right_sized.p99_ms);
+  EXPECT_GE(delay.goodput, 0.95);
+}
+
+TEST(TargetsTest, DelayTargetFindsTheKnee) {
+  if (!kOptimised) GTEST_SKIP() << kWhySkipped;
+  const Simulated& run = run_of("knee");
+  const double knee = run.scenario.server.right_concurrency_at(Nanos(0));
+  ASSERT_EQ(knee, 16.0);
+  double sum = 0.0;
+  int count = 0;
+  for (const TimelineRow& row : run.rows(group_index(run, "delay_target"))) {
+    if (row.end < kSettled || !row.limit) continue;
+    sum += *row.limit;
+    ++count;
+  }
+  ASSERT_GT(count, 0);
+  RecordProperty("delay_target_mean_limit", std::to_string(sum / count));
+  EXPECT_NEAR(sum / count, knee, 0.25 * knee);
+}
+
+TEST(TargetsTest, DelayTargetKeepsTheLimitThroughAHeavyTailAndAWorkloadShift) {
+  if (!kOptimised) GTEST_SKIP() << kWhySkipped;
+  for (const char* name : {"heavy-tail", "workload-shift"}) {
+    const Simulated& run = run_of(name);
+    const int right = run.scenario.server.workers;
+    for (const TimelineRow& row : run.rows(group_index(run, "delay_target"))) {
+      if (row.end < kSettled) continue;
+      ASSERT_TRUE(row.limit);
+      EXPECT_GE(*row.limit, 0.8 * right) << name << " at " << row.end.count() << " ns";
+    }
+  }
+}
+
+TEST(TargetsTest, NoLimitMovesWithoutTraffic) {
+  if (!kOptimised) GTEST_SKIP() << kWhySkipped;
+  const Simulated& run = run_of("no-traffic");
+  for (const char* name : {"gradient2", "aimd", "vegas", "delay_target"}) {
+    std::optional<int> held;
+    for (const TimelineRow& row : run.rows(group_index(run, name))) {
+      if (row.end < std::chrono::seconds(31) || row.end > std::chrono::seconds(90)) continue;
+      ASSERT_TRUE(row.limit);
+      if (!held) held = row.limit;
+      EXPECT_EQ(*row.limit, *held) << name << " at " << row.end.count() << " ns";
+    }
+    EXPECT_TRUE(held) << name;
+  }
 }
 
 }  // namespace

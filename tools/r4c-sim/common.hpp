@@ -68,8 +68,12 @@ struct LimitSettings {
   std::string long_window;
   std::string queue_size;
   std::string backoff_ratio;
+  std::string probe_multiplier;
+  std::string alpha;
+  std::string beta;
 };
 
+/// Empty text (smoothing's default) leaves the setting to the algorithm's own default.
 /// Builds a config through AdaptiveLimitConfig's setters and validate(), so invalid settings get
 /// the library's R4C codes. Throws InputError for text that is not a value of the option's type
 /// (naming the option, e.g. "--smoothing"), ConfigException for a value the library rejects.

@@ -24,7 +24,7 @@ using Action = std::function<int()>;
 // Options are kept as text; make_config() checks them, so every subcommand reports a bad value
 // the same way and invalid settings get the library's R4C codes.
 void add_limit_options(CLI::App& command, r4c::sim::LimitSettings& settings) {
-  command.add_option("--algorithm", settings.algorithm, "gradient2 or aimd")
+  command.add_option("--algorithm", settings.algorithm, "gradient2, aimd, vegas or delay_target")
       ->type_name("NAME")
       ->capture_default_str();
   command.add_option("--initial-limit", settings.initial_limit, "Where the limit starts")
@@ -38,7 +38,8 @@ void add_limit_options(CLI::App& command, r4c::sim::LimitSettings& settings) {
       ->capture_default_str();
   command
       .add_option("--smoothing", settings.smoothing,
-                  "gradient2: share of the new estimate taken per window, in (0, 1]")
+                  "gradient2, vegas: share of the new estimate taken per window, in (0, 1] "
+                  "(default: the algorithm's, 0.2 or 1.0)")
       ->type_name("REAL")
       ->capture_default_str();
   command
@@ -60,6 +61,21 @@ void add_limit_options(CLI::App& command, r4c::sim::LimitSettings& settings) {
       .add_option("--backoff-ratio", settings.backoff_ratio,
                   "aimd: factor applied to the limit after a window with a drop, in (0, 1)")
       ->type_name("REAL")
+      ->capture_default_str();
+  command
+      .add_option("--probe-multiplier", settings.probe_multiplier,
+                  "vegas: probe for the no-load latency every jitter x this x limit windows, >= 1")
+      ->type_name("INT")
+      ->capture_default_str();
+  command
+      .add_option("--alpha", settings.alpha,
+                  "vegas: a constant alpha; 0 keeps Netflix's 3 x log10root(limit)")
+      ->type_name("INT")
+      ->capture_default_str();
+  command
+      .add_option("--beta", settings.beta,
+                  "vegas: a constant beta; 0 keeps Netflix's 6 x log10root(limit)")
+      ->type_name("INT")
       ->capture_default_str();
 }
 

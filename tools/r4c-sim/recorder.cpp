@@ -215,7 +215,7 @@ Results Recorder::finish() const {
         if (!row.limit) continue;
         const double load = scenario.load_on_server_of(static_cast<int>(g), row.end);
         if (!(load > row.capacity_per_s)) continue;
-        const double share = scenario.isolated || load <= 0.0 ? 1.0 : spec.rate_at(row.end) / load;
+        const double share = load <= 0.0 ? 1.0 : spec.rate_at(row.end) / load;
         error_sum += std::abs(static_cast<double>(*row.limit) - row.workers * share);
         ++error_rows;
       }
@@ -274,7 +274,71 @@ Results Recorder::finish() const {
       }
     }
   }
+  results.fleets = fleet_summaries(scenario, rows, results.summary, capacity_calls);
   return results;
+}
+
+std::vector<FleetSummary> Recorder::fleet_summaries(
+    const Scenario& scenario, const std::vector<std::vector<TimelineRow>>& rows,
+    const std::vector<GroupSummary>& summaries, double capacity_calls) const {
+  std::vector<FleetSummary> fleets;
+  for (std::size_t first = 0; first < scenario.groups.size();) {
+    const std::string& name = scenario.groups[first].fleet;
+    std::size_t end = first + 1;
+    while (end < scenario.groups.size() && !name.empty() && scenario.groups[end].fleet == name) {
+      ++end;
+    }
+    if (name.empty()) {
+      first = end;
+      continue;
+    }
+    FleetSummary fleet;
+    fleet.fleet = name;
+    fleet.policy = scenario.groups[first].policy_name();
+    fleet.clients = static_cast<int>(end - first);
+    double sum = 0.0;
+    double squares = 0.0;
+    std::int64_t succeeded = 0;
+    std::vector<std::int64_t> latencies;
+    for (std::size_t g = first; g < end; ++g) {
+      const auto x = static_cast<double>(summaries[g].succeeded);
+      sum += x;
+      squares += x * x;
+      succeeded += summaries[g].succeeded;
+      for (const Bin& bin : groups_[g].bins) {
+        latencies.insert(latencies.end(), bin.latencies.begin(), bin.latencies.end());
+      }
+    }
+    fleet.goodput = capacity_calls > 0.0 ? static_cast<double>(succeeded) / capacity_calls : 0.0;
+    fleet.jain = squares > 0.0 ? sum * sum / (static_cast<double>(fleet.clients) * squares) : 0.0;
+    if (auto p99 = percentile(latencies, 0.99)) fleet.p99_ms = to_ms(*p99);
+    double in_flight_sum = 0.0;
+    double in_flight_squares = 0.0;
+    double above = 0.0;
+    double queue = 0.0;
+    std::size_t count = 0;
+    for (std::size_t k = bins_ / 2; k < bins_; ++k) {
+      double total = 0.0;
+      for (std::size_t g = first; g < end; ++g) total += rows[g][k].in_flight;
+      in_flight_sum += total;
+      in_flight_squares += total * total;
+      above += std::max(0.0, total - rows[first][k].workers);
+      queue += rows[first][k].queue;
+      ++count;
+    }
+    if (count > 0) {
+      const auto n = static_cast<double>(count);
+      fleet.in_flight = in_flight_sum / n;
+      fleet.above_workers = above / n;
+      fleet.queue = queue / n;
+      const double variance =
+          std::max(0.0, in_flight_squares / n - fleet.in_flight * fleet.in_flight);
+      fleet.in_flight_cv = fleet.in_flight > 0.0 ? std::sqrt(variance) / fleet.in_flight : 0.0;
+    }
+    fleets.push_back(fleet);
+    first = end;
+  }
+  return fleets;
 }
 
 // ---- the output folder ---------------------------------------------------------------------
@@ -444,6 +508,18 @@ void write_outputs(const Scenario& scenario, const Results& results,
     write_file(folder / "metrics.csv", metrics);
   }
 
+  if (!results.fleets.empty()) {
+    std::string fleets =
+        "fleet,policy,clients,goodput,p99_ms,jain,in_flight,above_workers,queue,in_flight_cv\n";
+    for (const FleetSummary& row : results.fleets) {
+      fleets += row.fleet + "," + row.policy + "," + std::to_string(row.clients) + "," +
+                fixed(row.goodput, 4) + "," + fixed(row.p99_ms, 3) + "," + fixed(row.jain, 4) +
+                "," + fixed(row.in_flight, 2) + "," + fixed(row.above_workers, 2) + "," +
+                fixed(row.queue, 2) + "," + fixed(row.in_flight_cv, 4) + "\n";
+    }
+    write_file(folder / "fleet.csv", fleets);
+  }
+
   std::string settle = "group,change_at_s,final_limit,settle_s\n";
   for (const SettleRow& row : results.settle) {
     settle += row.group + "," + fixed(to_s(row.change_at), 3) + "," +
@@ -532,6 +608,14 @@ void print_summary(const Results& results, std::ostream& out) {
     }
     while (!text.empty() && text.back() == ' ') text.pop_back();
     out << text << "\n";
+  }
+  for (const FleetSummary& fleet : results.fleets) {
+    out << "fleet " << fleet.fleet << " (" << fleet.policy << ", " << fleet.clients
+        << " clients): goodput " << fixed(fleet.goodput, 3) << ", p99 "
+        << (fleet.p99_ms ? fixed(*fleet.p99_ms, 1) : "-") << " ms, Jain " << fixed(fleet.jain, 3)
+        << ", in flight " << fixed(fleet.in_flight, 1) << " (cv " << fixed(fleet.in_flight_cv, 3)
+        << "), above workers " << fixed(fleet.above_workers, 1) << ", queue "
+        << fixed(fleet.queue, 1) << "\n";
   }
 }
 

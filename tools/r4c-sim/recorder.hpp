@@ -56,6 +56,21 @@ struct GroupSummary {
   std::optional<int> final_limit;
 };
 
+/// A fleet (a group with `clients = N`) over the whole run, all its clients together. "Settled"
+/// is the second half of the run.
+struct FleetSummary {
+  std::string fleet;
+  std::string policy;
+  int clients = 0;
+  double goodput = 0.0;  // the clients' successes / the server's capacity
+  std::optional<double> p99_ms;
+  double jain = 0.0;           // Jain's fairness index of the clients' successes, in (0, 1]
+  double in_flight = 0.0;      // settled: mean of the clients' calls in flight, summed
+  double above_workers = 0.0;  // settled: mean of max(0, aggregate in flight - workers)
+  double queue = 0.0;          // settled: mean of the server's queue
+  double in_flight_cv = 0.0;   // settled: coefficient of variation of the aggregate in flight
+};
+
 /// One row of the timeline: one group during one interval (times are its end).
 struct TimelineRow {
   Nanos end{0};
@@ -102,6 +117,7 @@ struct Results {
   std::vector<std::vector<WindowRow>> windows;  // per group, in order; empty without a limit
   std::vector<std::int64_t> missed_windows;     // per group: windows closed unseen (live only)
   std::vector<MetricRow> metrics;               // by time, then by group (live only)
+  std::vector<FleetSummary> fleets;             // in the scenario's order (fleet.csv)
 };
 
 /// The band and the hold of settle_s: within 25% of the final value for 10 s.
@@ -151,6 +167,10 @@ class Recorder {
     std::int64_t missed_windows = 0;
   };
 
+  std::vector<FleetSummary> fleet_summaries(const Scenario& scenario,
+                                            const std::vector<std::vector<TimelineRow>>& rows,
+                                            const std::vector<GroupSummary>& summaries,
+                                            double capacity_calls) const;
   std::size_t bin_of(Nanos at) const noexcept;      // the interval containing `at`
   std::size_t bin_ending(Nanos at) const noexcept;  // the interval ending at or after `at`
 

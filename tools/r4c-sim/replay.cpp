@@ -19,6 +19,8 @@ constexpr std::string_view kCommand = "r4c-sim replay: ";
 constexpr std::string_view kLatencyColumn = "avg_rtt_ns";
 constexpr std::string_view kInFlightColumn = "max_in_flight";
 constexpr std::string_view kDroppedColumn = "dropped";
+constexpr std::string_view kJitterColumn = "jitter_after";
+constexpr std::string_view kInitialJitterKey = "initialJitter=";
 constexpr std::string_view kRequiredColumns = "avg_rtt_ns,max_in_flight,dropped";
 
 std::vector<std::string_view> split_fields(std::string_view line) {
@@ -46,6 +48,7 @@ struct Columns {
   std::size_t latency;
   std::size_t in_flight;
   std::size_t dropped;
+  std::optional<std::size_t> jitter;
   std::size_t count;
 };
 
@@ -77,9 +80,13 @@ std::size_t find_column(const std::vector<std::string_view>& header, std::string
 
 Columns parse_header(std::string_view line, const std::string& where) {
   const std::vector<std::string_view> header = split_fields(line);
+  std::optional<std::size_t> jitter;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    if (header[i] == kJitterColumn) jitter = i;
+  }
   return Columns{find_column(header, kLatencyColumn, where),
                  find_column(header, kInFlightColumn, where),
-                 find_column(header, kDroppedColumn, where), header.size()};
+                 find_column(header, kDroppedColumn, where), jitter, header.size()};
 }
 
 [[noreturn]] void reject(const std::string& where, std::string_view column, std::string_view text,
@@ -113,25 +120,61 @@ bool parse_dropped(const std::string& where, std::string_view text) {
   reject(where, kDroppedColumn, text, "0, 1, false or true");
 }
 
-detail::WindowAggregate parse_row(std::string_view line, const Columns& columns,
-                                  const std::string& where) {
+double parse_jitter(const std::string& where, std::string_view column, std::string_view text) {
+  double value = 0.0;
+  if (parse_number(text, value) == NumberStatus::kOk && value >= 0.0 && value <= 1.0) return value;
+  reject(where, column, text, "a number in [0, 1] (a probe jitter, Java's Double.toString)");
+}
+
+void parse_row(std::string_view line, const Columns& columns, const std::string& where,
+               Recording& recording) {
   const std::vector<std::string_view> fields = split_fields(line);
   if (fields.size() != columns.count) {
     throw InputError(where + "the row has " + std::to_string(fields.size()) + " fields; expected " +
                      std::to_string(columns.count) + ", one per header column");
   }
-  return detail::WindowAggregate{
+  if (columns.jitter) {
+    recording.jitter_after.push_back(parse_jitter(where, kJitterColumn, fields[*columns.jitter]));
+  }
+  recording.windows.push_back(detail::WindowAggregate{
       parse_count<std::int64_t>(where, kLatencyColumn, fields[columns.latency], "(nanoseconds)"),
       parse_count<int>(where, kInFlightColumn, fields[columns.in_flight], "(calls in flight)"),
-      parse_dropped(where, fields[columns.dropped])};
+      parse_dropped(where, fields[columns.dropped])});
 }
 
-void replay(const AdaptiveLimitConfig& config, const std::vector<detail::WindowAggregate>& windows,
-            std::ostream& out) {
+// "# ... initialJitter=0.89 ...": the jitter VegasLimit drew at construction.
+void parse_comment(std::string_view content, const std::string& where, Recording& recording) {
+  const std::size_t at = content.find(kInitialJitterKey);
+  if (at == std::string_view::npos) return;
+  std::string_view value = content.substr(at + kInitialJitterKey.size());
+  value = value.substr(0, value.find_first_of(" \t"));
+  recording.initial_jitter = parse_jitter(where, "initialJitter", value);
+}
+
+void replay(AdaptiveLimitConfig config, const Recording& recording, std::ostream& out) {
+  const std::vector<detail::WindowAggregate>& windows = recording.windows;
+  // VEGAS draws its probe jitters from the recording when it has them: the first at
+  // construction, then the jitter_after of the row being replayed. Without them the limit's own
+  // source, seeded with 1 so that a replay is reproducible.
+  std::size_t row = 0;
+  bool constructed = false;
+  if (config.algorithm() == LimitAlgorithm::vegas && config.random_seed() == 0) {
+    config.random_seed(1);
+  }
+  if (recording.initial_jitter && !recording.jitter_after.empty()) {
+    config.probe_jitter([&]() {
+      if (!constructed) {
+        constructed = true;
+        return *recording.initial_jitter;
+      }
+      return recording.jitter_after[std::min(row, recording.jitter_after.size() - 1)];
+    });
+  }
   // Built whole first, so a failed write is noticed once and no partial table looks complete.
   std::string table = "window,limit\n";
   detail::LimitEstimator estimator(config);
   for (std::size_t i = 0; i < windows.size(); ++i) {
+    row = i;
     table += std::to_string(i + 1);
     table += ',';
     table += std::to_string(estimator.update(windows[i]));
@@ -143,19 +186,25 @@ void replay(const AdaptiveLimitConfig& config, const std::vector<detail::WindowA
 }  // namespace
 
 std::vector<detail::WindowAggregate> parse_windows(std::istream& in) {
-  std::vector<detail::WindowAggregate> windows;
+  return parse_recording(in).windows;
+}
+
+Recording parse_recording(std::istream& in) {
+  Recording recording;
   std::optional<Columns> columns;
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
     std::string_view text = line;
     if (!text.empty() && text.back() == '\r') text.remove_suffix(1);  // CRLF files
     const std::string_view content = trim(text);
-    if (content.empty() || content.front() == '#') continue;
+    if (content.empty()) continue;
     const std::string where = "line " + std::to_string(number) + ": ";
-    if (!columns) {
+    if (content.front() == '#') {
+      parse_comment(content, where, recording);
+    } else if (!columns) {
       columns = parse_header(text, where);
     } else {
-      windows.push_back(parse_row(text, *columns, where));
+      parse_row(text, *columns, where, recording);
     }
   }
   if (in.bad()) throw InputError("could not read the input");
@@ -163,7 +212,7 @@ std::vector<detail::WindowAggregate> parse_windows(std::istream& in) {
     throw InputError("the input has no header row; expected a line naming at least " +
                      std::string(kRequiredColumns));
   }
-  return windows;
+  return recording;
 }
 
 int run_replay(const ReplayOptions& options, std::istream& in, std::ostream& out,
@@ -171,9 +220,9 @@ int run_replay(const ReplayOptions& options, std::istream& in, std::ostream& out
   try {
     // Settings first: a bad option fails at once, before the input is read.
     const AdaptiveLimitConfig config = make_config(options.settings);
-    std::vector<detail::WindowAggregate> windows;
+    Recording recording;
     if (options.input.empty() || options.input == "-") {
-      windows = parse_windows(in);
+      recording = parse_recording(in);
     } else {
       std::error_code ignored;
       if (std::filesystem::is_directory(options.input, ignored)) {
@@ -183,9 +232,9 @@ int run_replay(const ReplayOptions& options, std::istream& in, std::ostream& out
       if (!file) {
         throw InputError("cannot open --input \"" + options.input + "\": " + std::strerror(errno));
       }
-      windows = parse_windows(file);
+      recording = parse_recording(file);
     }
-    replay(config, windows, out);
+    replay(config, recording, out);
   } catch (const InputError& error) {
     err << kCommand << error.what() << '\n';
     return kExitBadInput;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <istream>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -28,6 +29,17 @@ struct ReplayOptions {
 /// "line N: " (N counts every physical line from 1) and names the column, the bad value and
 /// what is valid.
 std::vector<detail::WindowAggregate> parse_windows(std::istream& in);
+
+/// What a recording holds: its windows and, for VEGAS, the probe jitters Netflix drew
+/// (tests/conformance/README.md): `initialJitter=` on a `#` line, a `jitter_after` column.
+struct Recording {
+  std::vector<detail::WindowAggregate> windows;
+  std::optional<double> initial_jitter;
+  std::vector<double> jitter_after;  // one per window, or empty when the column is absent
+};
+
+/// parse_windows, keeping the jitters too. A bad jitter is an InputError like a bad row.
+Recording parse_recording(std::istream& in);
 
 /// Replays the CSV in `options.input` (or `in`) with `options.settings` and writes
 /// "window,limit" rows to `out`. On a mistake writes one "r4c-sim replay: ..." line to `err`,

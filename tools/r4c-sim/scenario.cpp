@@ -36,11 +36,33 @@ ServerState ServerSpec::state_at(Nanos t) const {
   return state;
 }
 
+double ServerSpec::contention_at(int busy) const noexcept {
+  if (knee <= 0 || busy <= knee) return 1.0;
+  return 1.0 + contention * static_cast<double>(busy - knee);
+}
+
 double ServerSpec::capacity_at(Nanos t) const {
   const ServerState state = state_at(t);
-  const double service_s =
-      std::chrono::duration<double>(service.mean).count() * state.service_scale;
-  return static_cast<double>(state.workers) / service_s;
+  const double service_s = std::chrono::duration<double>(service.mean).count() *
+                           state.service_scale * service.tail_mean();
+  const int best = right_concurrency_at(t);
+  return static_cast<double>(best) / (service_s * contention_at(best));
+}
+
+int ServerSpec::right_concurrency_at(Nanos t) const {
+  const int workers_now = state_at(t).workers;
+  if (knee <= 0) return workers_now;
+  // Calls in service n serve n / contention_at(n) calls per mean service time; the best n.
+  int best = 1;
+  double best_rate = 0.0;
+  for (int n = 1; n <= workers_now; ++n) {
+    const double rate = static_cast<double>(n) / contention_at(n);
+    if (rate > best_rate * (1.0 + 1e-12)) {
+      best = n;
+      best_rate = rate;
+    }
+  }
+  return best;
 }
 
 namespace {
@@ -84,9 +106,10 @@ std::vector<Nanos> Scenario::change_times() const {
 }
 
 double Scenario::load_on_server_of(int group, Nanos t) const {
-  if (isolated) return groups[static_cast<std::size_t>(group)].rate_at(t);
   double load = 0.0;
-  for (const GroupSpec& g : groups) load += g.rate_at(t);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (server_of(static_cast<int>(g)) == server_of(group)) load += groups[g].rate_at(t);
+  }
   return load;
 }
 
@@ -321,20 +344,32 @@ std::optional<std::string> plain_name(Reader& reader, const toml::node& node,
 constexpr std::int64_t kMaxWorkers = 100000;
 constexpr double kMaxRate = 1e6;
 constexpr double kMaxScale = 1000.0;
+constexpr std::int64_t kMaxClients = 1000;
 
 // The settings a group's policy decides itself, which its limit table does not take: the
 // algorithm (the policy names it), the drops (the simulator's timeouts) and `enabled`.
 constexpr std::string_view kSetByThePolicy[] = {"algorithm", "drop_on", "enabled"};
 
-// The algorithm a limit-table key belongs to, when only one.
+// The algorithms a limit-table key tunes, when not all of them.
 // WORKAROUND (remove when the adaptive limit's descriptor says which algorithm a setting
 // tunes): the library applies them whatever the algorithm, but a key the algorithm ignores is
 // a mistake in a scenario worth reporting.
-std::optional<LimitAlgorithm> algorithm_of(std::string_view key) {
-  if (key == "smoothing" || key == "rtt_tolerance" || key == "long_window" || key == "queue_size")
-    return LimitAlgorithm::gradient2;
-  if (key == "backoff_ratio") return LimitAlgorithm::aimd;
-  return std::nullopt;
+std::vector<LimitAlgorithm> algorithms_of(std::string_view key) {
+  using enum LimitAlgorithm;
+  if (key == "smoothing") return {gradient2, vegas};
+  if (key == "rtt_tolerance" || key == "long_window" || key == "queue_size") return {gradient2};
+  if (key == "backoff_ratio") return {aimd, delay_target};  // the cut after a drop
+  if (key == "probe_multiplier" || key == "alpha" || key == "beta") return {vegas};
+  return {};
+}
+
+std::string join_algorithms(const std::vector<LimitAlgorithm>& algorithms) {
+  std::string text;
+  for (std::size_t i = 0; i < algorithms.size(); ++i) {
+    if (i > 0) text += i + 1 == algorithms.size() ? " and " : ", ";
+    text += to_string(algorithms[i]);
+  }
+  return text;
 }
 
 // A TOML value as the text the library's parser reads, when its TOML type suits the setting's
@@ -385,9 +420,10 @@ void read_limit(Reader& reader, const toml::table& table, const std::string& pat
             }
             return;
           }
-          const std::optional<LimitAlgorithm> only = algorithm_of(setting.name);
-          if (only && *only != group.limit.algorithm()) {
-            reader.error(node.source(), key + " applies to " + std::string(to_string(*only)) +
+          const std::vector<LimitAlgorithm> only = algorithms_of(setting.name);
+          if (!only.empty() &&
+              std::find(only.begin(), only.end(), group.limit.algorithm()) == only.end()) {
+            reader.error(node.source(), key + " applies to " + join_algorithms(only) +
                                             " only (this group's policy is " + policy + ")");
             return;
           }
@@ -478,6 +514,12 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
            [&](const toml::node& node, const std::string& key) {
              timeout_node = &node;
              group.timeout = reader.duration(node, key, Nanos(1), std::chrono::hours(1));
+           }},
+          {"clients",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto n = reader.integer(node, key, 1, kMaxClients)) {
+               group.clients = static_cast<int>(*n);
+             }
            }},
           {"max_concurrent",
            [&](const toml::node& node, const std::string& key) {
@@ -598,6 +640,18 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
                server.abandoned = *a;
              }
            }},
+          {"knee",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto n = reader.integer(node, key, 0, kMaxWorkers)) {
+               server.knee = static_cast<int>(*n);
+             }
+           }},
+          {"contention",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto c = reader.number(node, key, 0.0, 100.0, true, "a number in (0, 100]")) {
+               server.contention = *c;
+             }
+           }},
           {"service",
            [&](const toml::node& node, const std::string& key) {
              const toml::table* service = reader.table(node, key);
@@ -616,6 +670,20 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
                      if (auto mean = reader.duration(n, k, std::chrono::microseconds(1),
                                                      std::chrono::minutes(1))) {
                        server.service.mean = *mean;
+                     }
+                   }},
+                  {"tail_share",
+                   [&](const toml::node& n, const std::string& k) {
+                     if (auto share = reader.number(n, k, 0.0, 1.0, false,
+                                                    "a share of calls, a number from 0 to 1")) {
+                       server.service.tail_share = *share;
+                     }
+                   }},
+                  {"tail_factor",
+                   [&](const toml::node& n, const std::string& k) {
+                     if (auto factor =
+                             reader.number(n, k, 0.0, 1000.0, true, "a number in (0, 1000]")) {
+                       server.service.tail_factor = *factor;
                      }
                    }},
                   {"sigma", [&](const toml::node& n, const std::string& k) {
@@ -708,6 +776,31 @@ void read_live(Reader& reader, const toml::table& table, LiveSpec& live) {
         }}});
 }
 
+// A group of N clients becomes N groups sharing its load, each with its own limit (the engine
+// gives each its own random seed, so that VEGAS's clients do not probe in step).
+void expand_fleets(Scenario& scenario) {
+  std::vector<GroupSpec> groups;
+  for (std::size_t origin = 0; origin < scenario.groups.size(); ++origin) {
+    GroupSpec& group = scenario.groups[origin];
+    group.origin = static_cast<int>(origin);
+    if (group.clients <= 1) {
+      groups.push_back(std::move(group));
+      continue;
+    }
+    for (int i = 1; i <= group.clients; ++i) {
+      GroupSpec client = group;
+      client.client = i;
+      client.fleet = group.name;
+      client.name = group.name + "." + std::to_string(i);
+      const double share = 1.0 / static_cast<double>(group.clients);
+      client.rate = group.rate * share;
+      for (RateChange& change : client.changes) change.rate *= share;
+      groups.push_back(std::move(client));
+    }
+  }
+  scenario.groups = std::move(groups);
+}
+
 Scenario read_scenario(const toml::table& root, Reader& reader, std::string_view source) {
   Scenario scenario;
   const std::filesystem::path stem = std::filesystem::path(std::string(source)).stem();
@@ -785,6 +878,7 @@ Scenario read_scenario(const toml::table& root, Reader& reader, std::string_view
              }
            }},
       });
+  expand_fleets(scenario);
   if (!has_server) reader.missing(root, "", "server", "a [server] table");
   if (!has_groups) reader.missing(root, "", "groups", "at least one [[groups]] table");
   if (has_groups && scenario.groups.empty()) {

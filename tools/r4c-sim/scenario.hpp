@@ -53,6 +53,11 @@ struct ServiceTime {
   Distribution distribution = Distribution::exponential;
   Nanos mean = std::chrono::milliseconds(10);
   double sigma = 0.5;  // lognormal: the standard deviation of the logarithm
+  /// A heavy tail: this share of calls takes tail_factor times the draw (0: none).
+  double tail_share = 0.0;
+  double tail_factor = 10.0;
+  /// The mean of a call's standardized time, the tail included: 1 without one.
+  double tail_mean() const noexcept { return 1.0 + tail_share * (tail_factor - 1.0); }
 };
 
 /// One change of the server at time `at`; what is not given keeps its value.
@@ -75,11 +80,22 @@ struct ServerSpec {
   int queue_limit = 0;  // calls waiting beyond the busy workers; 0: unbounded
   Abandoned abandoned = Abandoned::serve;
   ServiceTime service;
+  /// Lock contention: past `knee` calls in service (0: no knee), each call's service time is
+  /// multiplied by 1 + contention × (calls in service − knee) when it starts, so throughput
+  /// falls past the knee (when contention × knee > 1).
+  int knee = 0;
+  double contention = 0.1;
   std::vector<ServerChange> changes;  // sorted by `at`, no two at the same time
 
   ServerState state_at(Nanos t) const;
-  /// Calls per second the server completes with every worker busy: workers / mean service time.
+  /// The slowdown of a call that starts with `busy` calls in service (itself included).
+  double contention_at(int busy) const noexcept;
+  /// Calls per second the server completes at best: the most, over the calls in service up to
+  /// its workers, of calls in service / their mean service time (workers / mean without a knee).
   double capacity_at(Nanos t) const;
+  /// The concurrency the server serves without queueing at t: the number in service that gives
+  /// the capacity (its workers, or the knee).
+  int right_concurrency_at(Nanos t) const;
 };
 
 /// The policy a group calls through: r4c's adaptive limit (with the algorithm the scenario
@@ -100,6 +116,12 @@ struct GroupSpec {
   int max_concurrent = 0;           // bulkhead only
   AdaptiveLimitConfig limit;        // adaptive_limit; its algorithm is the one the policy names
   std::vector<RateChange> changes;  // sorted by `at`
+  /// A fleet of identical clients: the file's group with `clients = N` is read as N groups, each
+  /// with its own limit and rate / N, named "<fleet>.<i>" (i from 1); empty for a single client.
+  std::string fleet;
+  int clients = 1;  // how many clients the fleet has
+  int client = 0;   // this client's number in its fleet, from 1; 0 outside a fleet
+  int origin = 0;   // the index of the file's group it comes from (a fleet's clients share it)
 
   double rate_at(Nanos t) const;
   /// The policy as a scenario names it: the limit's algorithm ("gradient2", "aimd", in the
@@ -128,9 +150,21 @@ struct Scenario {
 
   /// The times at which the server or a group's load changes, after 0, sorted, without repeats.
   std::vector<Nanos> change_times() const;
-  /// The server `group` calls: its own copy when isolated, else the shared one (index 0).
-  int server_of(int group) const noexcept { return isolated ? group : 0; }
-  int server_count() const noexcept { return isolated ? static_cast<int>(groups.size()) : 1; }
+  /// The server `group` calls: its own copy when isolated (one per group of the file: a fleet's
+  /// clients share theirs), else the shared one (index 0).
+  int server_of(int group) const noexcept {
+    return isolated ? groups[static_cast<std::size_t>(group)].origin : 0;
+  }
+  int server_count() const noexcept {
+    return isolated && !groups.empty() ? groups.back().origin + 1 : 1;
+  }
+  /// The arrival stream of a group: isolated groups of the file share one (a like-for-like
+  /// comparison), and so do the same-numbered clients of isolated fleets; otherwise each its own.
+  std::uint64_t stream_of(int group) const noexcept {
+    const GroupSpec& spec = groups[static_cast<std::size_t>(group)];
+    if (isolated) return static_cast<std::uint64_t>(spec.client);
+    return static_cast<std::uint64_t>(group);
+  }
   /// The load offered to the server `group` calls at time t (calls per second).
   double load_on_server_of(int group, Nanos t) const;
 };

@@ -108,8 +108,14 @@ class Simulation {
       const GroupSpec& spec = scenario.groups[g];
       // Isolated groups see the same offered calls, for a like-for-like comparison; groups
       // sharing a server get independent streams.
-      groups_.emplace_back(build_pipeline(registry_, spec),
-                           Rng(scenario.seed, scenario.isolated ? 0 : g));
+      // Each limit's own random source (VEGAS's jitter, delay_target's pacing) is seeded from
+      // the scenario's seed, so that a run is reproducible.
+      GroupSpec seeded = spec;
+      if (seeded.limit.random_seed() == 0) {
+        seeded.limit.random_seed(scenario.seed * 0x9e3779b97f4a7c15ULL + g + 1);
+      }
+      groups_.emplace_back(build_pipeline(registry_, seeded),
+                           Rng(scenario.seed, scenario.stream_of(static_cast<int>(g))));
     }
     for (std::size_t i = 0; i < scenario.server.changes.size(); ++i) {
       changes_.push_back({scenario.server.changes[i].at, -1, i});
@@ -306,6 +312,11 @@ class Simulation {
     call->group = g;
     call->start = Nanos(now_);
     call->size = standard_draw(group.rng, scenario_.server.service);
+    // The heavy tail draws only when there is one, so that other scenarios keep their streams.
+    if (scenario_.server.service.tail_share > 0.0 &&
+        group.rng.uniform() < scenario_.server.service.tail_share) {
+      call->size *= scenario_.server.service.tail_factor;
+    }
     call->server = &servers_[static_cast<std::size_t>(scenario_.server_of(g))];
     ++stats_.calls;
     recorder_.offered(g, Nanos(now_));
@@ -319,7 +330,8 @@ class Simulation {
     Server& server = *call->server;
     ++server.busy;
     const double mean_ns = static_cast<double>(scenario_.server.service.mean.count());
-    const double ns = call->size * mean_ns * server.state.service_scale;
+    const double ns = call->size * mean_ns * server.state.service_scale *
+                      scenario_.server.contention_at(server.busy);
     push(now_ + static_cast<std::int64_t>(std::llround(ns)), Kind::service_done, 0, call);
   }
 
