@@ -585,7 +585,7 @@ TEST(RunCommandTest, ReportsEveryMistakeOfTheScenarioAndExitsWithTwo) {
                          "r4c-sim run: " +
                          file.string() +
                          ":7: groups[1].policy is \"gradient3\"; expected one of gradient2, "
-                         "aimd, vegas, delay_target, bulkhead, none\n");
+                         "aimd, vegas, delay_target, bulkhead, throttle, none\n");
 }
 
 TEST(RunCommandTest, ReportsAMissingFileAndAMissingArgument) {

@@ -240,7 +240,7 @@ TEST(ScenarioTest, NamesABadValueAndWhatIsValid) {
   EXPECT_EQ(error_of(head + "workers = 4\n[[groups]]\nname = \"g\"\nrate = 5\npolicy = "
                             "\"bbr\"\n"),
             "test.toml:7: groups[1].policy is \"bbr\"; expected one of gradient2, aimd, "
-            "vegas, delay_target, bulkhead, none");
+            "vegas, delay_target, bulkhead, throttle, none");
   EXPECT_EQ(error_of(head + "workers = 4\n[[groups]]\nname = \"a b\"\nrate = 5\npolicy = "
                             "\"none\"\n"),
             "test.toml:5: groups[1].name is \"a b\"; expected 1 to 64 letters, digits, '-', '_' "
@@ -308,7 +308,7 @@ TEST(ScenarioTest, ReportsMissingKeys) {
             "test.toml:4: groups[1] has no name; expected a name such as \"gradient2\"\n"
             "test.toml:4: groups[1] has no rate; expected calls per second\n"
             "test.toml:4: groups[1] has no policy; expected one of gradient2, aimd, vegas, "
-            "delay_target, bulkhead, none");
+            "delay_target, bulkhead, throttle, none");
   const std::string head = kGroupWithoutPolicy;
   EXPECT_EQ(error_of(head + "policy = \"bulkhead\"\n"),
             "test.toml:4: groups[1] has no max_concurrent; expected the bulkhead's size for "

@@ -446,7 +446,8 @@ std::vector<std::string_view> algorithm_names() {
   return names;
 }
 
-// What a group's `policy` may name: an algorithm of the adaptive limit, the bulkhead, none.
+// What a group's `policy` may name: an algorithm of the adaptive limit, the bulkhead, the throttle,
+// none.
 std::vector<std::string_view> policy_names() {
   std::vector<std::string_view> names = algorithm_names();
   names.push_back(BulkheadKind::kNames.cpp);
