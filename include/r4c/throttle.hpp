@@ -89,7 +89,7 @@ class ThrottleConfig {
   }
   /// Same as `refused_on<...>()` with types known at run time.
   ThrottleConfig& refused_on(std::vector<ExceptionType> types);
-  /// The seed of the throttle's own random source (0x5eed), so that a run on a ManualClock
+  /// The random seed of the throttle's own source (0x5eed), so that a run on a ManualClock
   /// rejects the same calls every time. Any integer.
   ThrottleConfig& seed(std::int64_t value);
 

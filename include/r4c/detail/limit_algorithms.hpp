@@ -34,7 +34,7 @@ class SplitMix {
   std::uint64_t state_;
 };
 
-/// The seed a config asks for: its random_seed, or one from std::random_device when that is 0.
+/// The random seed a config asks for: its random_seed, or one from std::random_device for 0.
 std::uint64_t seed_of(const AdaptiveLimitConfig& config) noexcept;
 
 /// GRADIENT2: grows while the window's latency stays within rtt_tolerance of the long-term
