@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// A randomized stress test of a pipeline with all seven policies (issue 6, reliability):
+// A randomized stress test of a pipeline with seven policies, all but the throttle (issue 6):
 //
-//   retry -> hedge -> throttle -> circuit breaker -> rate limiter -> adaptive limit -> timeout -> bulkhead
+//   retry -> hedge -> circuit breaker -> rate limiter -> adaptive limit -> timeout -> bulkhead
 //
 // Eight threads call through one pipeline while a driver thread advances the ManualClock in
 // small steps. Every attempt draws its behaviour (a quick or slow success, a user failure, a
