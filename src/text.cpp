@@ -180,5 +180,54 @@ std::string expected_value(SettingType type, std::string (*choices)()) {
   return {};
 }
 
+std::string format_value(const SettingValue& value, std::string_view (*choice_name)(int)) {
+  switch (value.type) {
+    case SettingType::integer:
+      return std::to_string(value.integer);
+    case SettingType::number: {
+      char text[32];
+      const auto result = std::to_chars(text, text + sizeof text, value.number);
+      return std::string(text, result.ptr);
+    }
+    case SettingType::boolean:
+      return value.boolean ? "true" : "false";
+    case SettingType::duration:
+      return text::format_duration(value.duration);
+    case SettingType::choice:
+      return choice_name != nullptr ? std::string(choice_name(value.choice))
+                                    : std::to_string(value.choice);
+    case SettingType::exception_types: {
+      std::string text;
+      const std::size_t count =
+          value.type_names.empty() ? value.types.size() : value.type_names.size();
+      for (std::size_t i = 0; i < count; ++i) {
+        if (!text.empty()) text += ", ";
+        text += value.type_names.empty() ? value.types[i].name() : value.type_names[i];
+      }
+      return text;
+    }
+  }
+  return {};
+}
+
+bool same_value(const SettingValue& first, const SettingValue& second) noexcept {
+  if (first.type != second.type) return false;
+  switch (first.type) {
+    case SettingType::integer:
+      return first.integer == second.integer;
+    case SettingType::number:
+      return first.number == second.number;
+    case SettingType::boolean:
+      return first.boolean == second.boolean;
+    case SettingType::duration:
+      return first.duration == second.duration;
+    case SettingType::choice:
+      return first.choice == second.choice;
+    case SettingType::exception_types:
+      return first.types == second.types;
+  }
+  return false;
+}
+
 }  // namespace detail
 }  // namespace r4c
