@@ -847,21 +847,11 @@ ResolvedConfiguration ResilienceRegistry::describe() const {
 }
 
 std::string_view to_string(SettingSource source) noexcept {
-  switch (source) {
-    case SettingSource::default_value:
-      return "default";
-    case SettingSource::builder_defaults:
-      return "builder defaults";
-    case SettingSource::named_config:
-      return "named config";
-    case SettingSource::call_site:
-      return "call site";
-    case SettingSource::instance:
-      return "instance";
-    case SettingSource::file:
-      return "file";
-  }
-  return "default";
+  // In SettingSource's order.
+  static constexpr std::string_view kNames[] = {"default",   "builder defaults", "named config",
+                                                "call site", "instance",         "file"};
+  const auto index = static_cast<std::size_t>(source);
+  return index < std::size(kNames) ? kNames[index] : kNames[0];
 }
 
 std::vector<const ResolvedPolicy*> ResolvedConfiguration::instance(std::string_view id) const {
@@ -944,38 +934,37 @@ std::string ResolvedConfiguration::text() const {
 }
 
 std::string ResolvedConfiguration::json() const {
+  // `"name":"value"` after a comma unless it is the object's first member.
+  auto member = [](std::string& out, std::string_view name, std::string_view value) {
+    if (out.back() != '{') out += ',';
+    json_string(out, name);
+    out += ':';
+    json_string(out, value);
+  };
   std::string out = "{\"policies\":[";
   for (std::size_t p = 0; p < policies.size(); ++p) {
     const ResolvedPolicy& policy = policies[p];
-    out += p ? ",\n" : "\n";
-    out += "{\"kind\":";
-    json_string(out, policy.kind);
-    out += ",\"scope\":";
-    json_string(out, policy.scope);
-    out += ",\"id\":";
-    json_string(out, policy.id);
+    out += p ? ",\n{" : "\n{";
+    member(out, "kind", policy.kind);
+    member(out, "scope", policy.scope);
+    member(out, "id", policy.id);
     out += policy.live ? ",\"live\":true" : ",\"live\":false";
     out += ",\"usedBy\":[";
     for (std::size_t i = 0; i < policy.used_by.size(); ++i) {
       if (i) out += ',';
       json_string(out, policy.used_by[i]);
     }
-    out += "],\"namedConfig\":";
-    json_string(out, policy.named_config);
+    out += ']';
+    member(out, "namedConfig", policy.named_config);
     out += ",\"settings\":[";
     for (std::size_t i = 0; i < policy.settings.size(); ++i) {
       const ResolvedSetting& setting = policy.settings[i];
-      out += i ? "," : "";
-      out += "{\"key\":";
-      json_string(out, setting.key);
-      out += ",\"value\":";
-      json_string(out, setting.value);
-      out += ",\"source\":";
-      json_string(out, to_string(setting.source));
-      out += ",\"origin\":";
-      json_string(out, setting.origin);
-      out += ",\"fileKey\":";
-      json_string(out, setting.file_key);
+      out += i ? ",{" : "{";
+      member(out, "key", setting.key);
+      member(out, "value", setting.value);
+      member(out, "source", to_string(setting.source));
+      member(out, "origin", setting.origin);
+      member(out, "fileKey", setting.file_key);
       out += '}';
     }
     out += "]}";

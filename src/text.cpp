@@ -124,37 +124,23 @@ std::optional<SettingValue> parse_value(SettingType type,
                                         std::string_view text) {
   SettingValue value;
   value.type = type;
+  // The parsed value into the type's member, or nullopt for malformed text.
+  auto take = [&value](const auto& parsed, auto& member) -> std::optional<SettingValue> {
+    if (!parsed) return std::nullopt;
+    member = *parsed;
+    return value;
+  };
   switch (type) {
-    case SettingType::integer: {
-      const auto parsed = text::parse_int(text);
-      if (!parsed) return std::nullopt;
-      value.integer = *parsed;
-      return value;
-    }
-    case SettingType::number: {
-      const auto parsed = text::parse_number(text);
-      if (!parsed) return std::nullopt;
-      value.number = *parsed;
-      return value;
-    }
-    case SettingType::boolean: {
-      const auto parsed = text::parse_bool(text);
-      if (!parsed) return std::nullopt;
-      value.boolean = *parsed;
-      return value;
-    }
-    case SettingType::duration: {
-      const auto parsed = text::parse_duration(text);
-      if (!parsed) return std::nullopt;
-      value.duration = *parsed;
-      return value;
-    }
-    case SettingType::choice: {
-      const auto parsed = choice != nullptr ? choice(text) : std::nullopt;
-      if (!parsed) return std::nullopt;
-      value.choice = *parsed;
-      return value;
-    }
+    case SettingType::integer:
+      return take(text::parse_int(text), value.integer);
+    case SettingType::number:
+      return take(text::parse_number(text), value.number);
+    case SettingType::boolean:
+      return take(text::parse_bool(text), value.boolean);
+    case SettingType::duration:
+      return take(text::parse_duration(text), value.duration);
+    case SettingType::choice:
+      return take(choice != nullptr ? choice(text) : std::nullopt, value.choice);
     case SettingType::exception_types:
       for (std::string_view name : text::split_list(text)) value.type_names.emplace_back(name);
       return value;
@@ -211,22 +197,11 @@ std::string format_value(const SettingValue& value, std::string_view (*choice_na
 }
 
 bool same_value(const SettingValue& first, const SettingValue& second) noexcept {
-  if (first.type != second.type) return false;
-  switch (first.type) {
-    case SettingType::integer:
-      return first.integer == second.integer;
-    case SettingType::number:
-      return first.number == second.number;
-    case SettingType::boolean:
-      return first.boolean == second.boolean;
-    case SettingType::duration:
-      return first.duration == second.duration;
-    case SettingType::choice:
-      return first.choice == second.choice;
-    case SettingType::exception_types:
-      return first.types == second.types;
-  }
-  return false;
+  // A value sets only its type's member; the others keep their defaults on both sides.
+  return first.type == second.type && first.integer == second.integer &&
+         first.number == second.number && first.boolean == second.boolean &&
+         first.duration == second.duration && first.choice == second.choice &&
+         first.types == second.types;
 }
 
 }  // namespace detail
