@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <type_traits>
+#include <vector>
 
+#include "r4c/detail/kinds.hpp"
 #include "r4c/registry.hpp"
 #include "test_support.hpp"
 
@@ -184,6 +187,63 @@ TEST(RegistryDescribeTest, ADefaultsMistakeNamesTheScopesFirstLine) {
   });
   ASSERT_EQ(e.errors().size(), 1u);
   EXPECT_THAT(e.what(), HasSubstr("config text:2: adaptive limit defaults: "));
+}
+
+// Values of the same type as `value` and different from it.
+std::vector<r4c::detail::SettingValue> other_values(const r4c::detail::SettingValue& value) {
+  const int integers[] = {value.integer + 1, value.integer - 1, 2, 10};
+  const double numbers[] = {value.number / 2 + 0.25, value.number + 1, 0.5, 1.5};
+  const std::chrono::nanoseconds durations[] = {value.duration * 2 + 1ms, value.duration / 2 + 1ms,
+                                                1s, 10ms};
+  std::vector<r4c::detail::SettingValue> others;
+  for (int i = 0; i < 4; ++i) {
+    // Only the type's member: a read value leaves the others at their defaults.
+    r4c::detail::SettingValue other = value;
+    using enum r4c::detail::SettingType;
+    if (value.type == integer) other.integer = integers[i];
+    if (value.type == number) other.number = numbers[i];
+    if (value.type == boolean) other.boolean = !value.boolean;
+    if (value.type == duration) other.duration = durations[i];
+    if (value.type == choice) other.choice = value.choice == 0 ? 1 : 0;  // two names at least
+    if (!r4c::detail::same_value(other, value)) others.push_back(other);
+  }
+  return others;
+}
+
+// Every kind's descriptor reads each of its settings back, and what describe() writes reads in
+// as the same value: a setting added without its getter, or with another setting's, fails here.
+TEST(RegistryDescribeTest, EverySettingOfEveryKindReadsBackWhatTheFileWrites) {
+  r4c::detail::for_each_kind([]<class Kind>(std::type_identity<Kind>) {
+    const typename Kind::Config defaults;
+    for (const auto& setting : Kind::settings()) {
+      SCOPED_TRACE(std::string(Kind::kNames.file) + "." + std::string(setting.key));
+      ASSERT_NE(setting.read, nullptr);
+      const r4c::detail::SettingValue value = setting.read(defaults);
+      EXPECT_EQ(value.type, setting.type);
+      if (setting.type == r4c::detail::SettingType::exception_types) continue;  // by name
+      const std::string text = r4c::detail::format_value(value, setting.choice_name);
+      const auto parsed = r4c::detail::parse(setting, text);
+      ASSERT_TRUE(parsed.has_value()) << text;
+      typename Kind::Config config;
+      setting.apply(config, *parsed);
+      EXPECT_TRUE(r4c::detail::same_value(setting.read(config), value)) << text;
+
+      // Another value the setter takes reads back as itself (not as another setting's).
+      int taken = 0;
+      for (r4c::detail::SettingValue other : other_values(value)) {
+        typename Kind::Config changed;
+        try {
+          setting.apply(changed, other);
+        } catch (const r4c::ConfigException&) {
+          continue;  // out of this setting's range
+        }
+        ++taken;
+        EXPECT_TRUE(r4c::detail::same_value(setting.read(changed), other))
+            << r4c::detail::format_value(other, setting.choice_name);
+      }
+      EXPECT_GT(taken, 0);
+    }
+  });
 }
 
 TEST(RegistryDescribeTest, AnExceptionOfOneMistakeListsIt) {
