@@ -255,32 +255,60 @@ std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::s
   using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      R::row("enabled", "enabled", boolean, [](auto& c, auto& v) { c.enabled(v.boolean); }),
+      R::row(
+          "enabled", "enabled", boolean, [](auto& c, auto& v) { c.enabled(v.boolean); },
+          [](const auto& c) { return detail::value_of(c.enabled()); }),
       R::choice<LimitAlgorithm>(
           "algorithm", "algorithm",
-          [](auto& c, auto& v) { c.algorithm(static_cast<LimitAlgorithm>(v.choice)); }),
-      R::row("initialLimit", "initial_limit", integer,
-             [](auto& c, auto& v) { c.initial_limit(v.integer); }),
-      R::row("minLimit", "min_limit", integer, [](auto& c, auto& v) { c.min_limit(v.integer); }),
-      R::row("maxLimit", "max_limit", integer, [](auto& c, auto& v) { c.max_limit(v.integer); }),
-      R::row("window", "window", duration, [](auto& c, auto& v) { c.window(v.duration); }),
-      R::file_only("minWindowSamples", "min_window_samples", integer,
-                   [](auto& c, auto& v) { c.min_window_samples(v.integer); }),
-      R::file_only("smoothing", "smoothing", number,
-                   [](auto& c, auto& v) { c.smoothing(v.number); }),
-      R::file_only("rttTolerance", "rtt_tolerance", number,
-                   [](auto& c, auto& v) { c.rtt_tolerance(v.number); }),
-      R::file_only("longWindow", "long_window", integer,
-                   [](auto& c, auto& v) { c.long_window(v.integer); }),
-      R::file_only("queueSize", "queue_size", integer,
-                   [](auto& c, auto& v) { c.queue_size(v.integer); }),
-      R::file_only("backoffRatio", "backoff_ratio", number,
-                   [](auto& c, auto& v) { c.backoff_ratio(v.number); }),
-      R::file_only("probeMultiplier", "probe_multiplier", integer,
-                   [](auto& c, auto& v) { c.probe_multiplier(v.integer); }),
-      R::file_only("alpha", "alpha", integer, [](auto& c, auto& v) { c.alpha(v.integer); }),
-      R::file_only("beta", "beta", integer, [](auto& c, auto& v) { c.beta(v.integer); }),
-      R::row("dropOn", "drop_on", exception_types, [](auto& c, auto& v) { c.drop_on(v.types); })};
+          [](auto& c, auto& v) { c.algorithm(static_cast<LimitAlgorithm>(v.choice)); },
+          [](const auto& c) { return detail::value_of(c.algorithm()); }),
+      R::row(
+          "initialLimit", "initial_limit", integer,
+          [](auto& c, auto& v) { c.initial_limit(v.integer); },
+          [](const auto& c) { return detail::value_of(c.initial_limit()); }),
+      R::row(
+          "minLimit", "min_limit", integer, [](auto& c, auto& v) { c.min_limit(v.integer); },
+          [](const auto& c) { return detail::value_of(c.min_limit()); }),
+      R::row(
+          "maxLimit", "max_limit", integer, [](auto& c, auto& v) { c.max_limit(v.integer); },
+          [](const auto& c) { return detail::value_of(c.max_limit()); }),
+      R::row(
+          "window", "window", duration, [](auto& c, auto& v) { c.window(v.duration); },
+          [](const auto& c) { return detail::value_of(c.window()); }),
+      R::file_only(
+          "minWindowSamples", "min_window_samples", integer,
+          [](auto& c, auto& v) { c.min_window_samples(v.integer); },
+          [](const auto& c) { return detail::value_of(c.min_window_samples()); }),
+      R::file_only(
+          "smoothing", "smoothing", number, [](auto& c, auto& v) { c.smoothing(v.number); },
+          [](const auto& c) { return detail::value_of(c.smoothing()); }),
+      R::file_only(
+          "rttTolerance", "rtt_tolerance", number,
+          [](auto& c, auto& v) { c.rtt_tolerance(v.number); },
+          [](const auto& c) { return detail::value_of(c.rtt_tolerance()); }),
+      R::file_only(
+          "longWindow", "long_window", integer, [](auto& c, auto& v) { c.long_window(v.integer); },
+          [](const auto& c) { return detail::value_of(c.long_window()); }),
+      R::file_only(
+          "queueSize", "queue_size", integer, [](auto& c, auto& v) { c.queue_size(v.integer); },
+          [](const auto& c) { return detail::value_of(c.queue_size()); }),
+      R::file_only(
+          "backoffRatio", "backoff_ratio", number,
+          [](auto& c, auto& v) { c.backoff_ratio(v.number); },
+          [](const auto& c) { return detail::value_of(c.backoff_ratio()); }),
+      R::file_only(
+          "probeMultiplier", "probe_multiplier", integer,
+          [](auto& c, auto& v) { c.probe_multiplier(v.integer); },
+          [](const auto& c) { return detail::value_of(c.probe_multiplier()); }),
+      R::file_only(
+          "alpha", "alpha", integer, [](auto& c, auto& v) { c.alpha(v.integer); },
+          [](const auto& c) { return detail::value_of(c.alpha()); }),
+      R::file_only(
+          "beta", "beta", integer, [](auto& c, auto& v) { c.beta(v.integer); },
+          [](const auto& c) { return detail::value_of(c.beta()); }),
+      R::row(
+          "dropOn", "drop_on", exception_types, [](auto& c, auto& v) { c.drop_on(v.types); },
+          [](const auto& c) { return detail::value_of(c.drop_on_types()); })};
   return kSettings;
 }
 

@@ -82,9 +82,10 @@ BulkheadSnapshot Bulkhead::snapshot() const {
 std::span<const detail::Setting<BulkheadKind::Config>> BulkheadKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
-  static constexpr detail::Setting<Config> kSettings[] = {
-      R::row("maxConcurrent", "max_concurrent", integer,
-             [](auto& c, auto& v) { c.max_concurrent(v.integer); })};
+  static constexpr detail::Setting<Config> kSettings[] = {R::row(
+      "maxConcurrent", "max_concurrent", integer,
+      [](auto& c, auto& v) { c.max_concurrent(v.integer); },
+      [](const auto& c) { return detail::value_of(c.max_concurrent()); })};
   return kSettings;
 }
 

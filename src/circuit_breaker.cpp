@@ -736,52 +736,75 @@ CircuitBreakerKind::settings() noexcept {
   using Config = CircuitBreakerKind::Config;
   using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
-  static constexpr detail::Setting<Config> kSettings[] =
-      {R::row("failureRateThreshold", "failure_rate_threshold", number,
-              [](auto& c, auto& v) { c.failure_rate_threshold(v.number); }),
-       R::row("slowCallRateThreshold", "slow_call_rate_threshold", number,
-              [](auto& c, auto& v) { c.slow_call_rate_threshold(v.number); }),
-       R::row("slowCallDuration", "slow_call_duration", duration,
-              [](auto& c, auto& v) { c.slow_call_duration(v.duration); }),
-       R::choice<SlidingWindowType>("slidingWindowType", "sliding_window_type",
-                                    [](auto& c, auto& v) {
-                                      c.sliding_window_type(
-                                          static_cast<SlidingWindowType>(v.choice));
-                                    }),
-       R::row("slidingWindowSize", "sliding_window_size", integer,
-              [](auto& c, auto& v) { c.sliding_window_size(v.integer); }),
-       R::row("minimumNumberOfCalls", "minimum_number_of_calls", integer,
-              [](auto& c, auto& v) { c.minimum_number_of_calls(v.integer); }),
-       R::row("waitInOpen", "wait_in_open", duration,
-              [](auto& c, auto& v) { c.wait_in_open(v.duration); }),
-       R::row("permittedCallsInHalfOpen", "permitted_calls_in_half_open", integer,
-              [](auto& c, auto& v) { c.permitted_calls_in_half_open(v.integer); }),
-       // As the retry's backoff pair: a multiplier alone is capped only by the longest wait
-       // (24 h); a maxWaitInOpen alone keeps the multiplier (1 when none was set).
-       R::row("waitInOpenMultiplier", "wait_in_open_multiplier", number,
-              [](auto& c, auto& v) {
-                c.exponential_wait_in_open(v.number, c.exponential_wait_in_open()
-                                                         ? c.max_wait_in_open()
-                                                         : CircuitBreakerConfig::kMaxWaitInOpen);
-              }),
-       R::row("maxWaitInOpen", "max_wait_in_open", duration,
-              [](auto& c, auto& v) {
-                c.exponential_wait_in_open(c.wait_in_open_multiplier(), v.duration);
-              }),
-       R::row("maxWaitInHalfOpen", "max_wait_in_half_open", duration,
-              [](auto& c, auto& v) { c.max_wait_in_half_open(v.duration); }),
-       R::choice<CircuitBreakerState>(
-           "stateAfterMaxWaitInHalfOpen", "state_after_max_wait_in_half_open",
-           [](auto& c, auto& v) {
-             c.state_after_max_wait_in_half_open(static_cast<CircuitBreakerState>(v.choice));
-           }),
-       R::choice<CircuitBreakerState>(
-           "initialState", "initial_state",
-           [](auto& c, auto& v) { c.initial_state(static_cast<CircuitBreakerState>(v.choice)); }),
-       R::row("recordOn", "record_on", exception_types,
-              [](auto& c, auto& v) { c.record_on(v.types); }),
-       R::row("ignoreOn", "ignore_on", exception_types,
-              [](auto& c, auto& v) { c.ignore_on(v.types); })};
+  static constexpr detail::Setting<Config> kSettings[] = {
+      R::row(
+          "failureRateThreshold", "failure_rate_threshold", number,
+          [](auto& c, auto& v) { c.failure_rate_threshold(v.number); },
+          [](const auto& c) { return detail::value_of(c.failure_rate_threshold()); }),
+      R::row(
+          "slowCallRateThreshold", "slow_call_rate_threshold", number,
+          [](auto& c, auto& v) { c.slow_call_rate_threshold(v.number); },
+          [](const auto& c) { return detail::value_of(c.slow_call_rate_threshold()); }),
+      R::row(
+          "slowCallDuration", "slow_call_duration", duration,
+          [](auto& c, auto& v) { c.slow_call_duration(v.duration); },
+          [](const auto& c) { return detail::value_of(c.slow_call_duration()); }),
+      R::choice<SlidingWindowType>(
+          "slidingWindowType", "sliding_window_type",
+          [](auto& c, auto& v) { c.sliding_window_type(static_cast<SlidingWindowType>(v.choice)); },
+          [](const auto& c) { return detail::value_of(c.sliding_window_type()); }),
+      R::row(
+          "slidingWindowSize", "sliding_window_size", integer,
+          [](auto& c, auto& v) { c.sliding_window_size(v.integer); },
+          [](const auto& c) { return detail::value_of(c.sliding_window_size()); }),
+      R::row(
+          "minimumNumberOfCalls", "minimum_number_of_calls", integer,
+          [](auto& c, auto& v) { c.minimum_number_of_calls(v.integer); },
+          [](const auto& c) { return detail::value_of(c.minimum_number_of_calls()); }),
+      R::row(
+          "waitInOpen", "wait_in_open", duration,
+          [](auto& c, auto& v) { c.wait_in_open(v.duration); },
+          [](const auto& c) { return detail::value_of(c.wait_in_open()); }),
+      R::row(
+          "permittedCallsInHalfOpen", "permitted_calls_in_half_open", integer,
+          [](auto& c, auto& v) { c.permitted_calls_in_half_open(v.integer); },
+          [](const auto& c) { return detail::value_of(c.permitted_calls_in_half_open()); }),
+      // As the retry's backoff pair: a multiplier alone is capped only by the longest wait
+      // (24 h); a maxWaitInOpen alone keeps the multiplier (1 when none was set).
+      R::row(
+          "waitInOpenMultiplier", "wait_in_open_multiplier", number,
+          [](auto& c, auto& v) {
+            c.exponential_wait_in_open(v.number, c.exponential_wait_in_open()
+                                                     ? c.max_wait_in_open()
+                                                     : CircuitBreakerConfig::kMaxWaitInOpen);
+          },
+          [](const auto& c) { return detail::value_of(c.wait_in_open_multiplier()); }),
+      R::row(
+          "maxWaitInOpen", "max_wait_in_open", duration,
+          [](auto& c, auto& v) {
+            c.exponential_wait_in_open(c.wait_in_open_multiplier(), v.duration);
+          },
+          [](const auto& c) { return detail::value_of(c.max_wait_in_open()); }),
+      R::row(
+          "maxWaitInHalfOpen", "max_wait_in_half_open", duration,
+          [](auto& c, auto& v) { c.max_wait_in_half_open(v.duration); },
+          [](const auto& c) { return detail::value_of(c.max_wait_in_half_open()); }),
+      R::choice<CircuitBreakerState>(
+          "stateAfterMaxWaitInHalfOpen", "state_after_max_wait_in_half_open",
+          [](auto& c, auto& v) {
+            c.state_after_max_wait_in_half_open(static_cast<CircuitBreakerState>(v.choice));
+          },
+          [](const auto& c) { return detail::value_of(c.state_after_max_wait_in_half_open()); }),
+      R::choice<CircuitBreakerState>(
+          "initialState", "initial_state",
+          [](auto& c, auto& v) { c.initial_state(static_cast<CircuitBreakerState>(v.choice)); },
+          [](const auto& c) { return detail::value_of(c.initial_state()); }),
+      R::row(
+          "recordOn", "record_on", exception_types, [](auto& c, auto& v) { c.record_on(v.types); },
+          [](const auto& c) { return detail::value_of(c.record_on_types()); }),
+      R::row(
+          "ignoreOn", "ignore_on", exception_types, [](auto& c, auto& v) { c.ignore_on(v.types); },
+          [](const auto& c) { return detail::value_of(c.ignore_on_types()); })};
   return kSettings;
 }
 

@@ -151,18 +151,13 @@ std::string_view closest(std::string_view word, std::span<const std::string_view
 }
 
 std::vector<ConfigEntry> parse_config(std::string_view text, std::string_view origin,
-                                      std::span<const KindKeys> kinds) {
+                                      std::span<const KindKeys> kinds,
+                                      std::vector<ConfigError>& errors) {
   std::vector<ConfigEntry> entries;
   std::vector<std::string_view> kind_names;
   for (const KindKeys& kind : kinds) kind_names.push_back(kind.kind);
-  int line_number = 0;
-  while (!text.empty()) {
-    const auto end = text.find('\n');
-    const std::string_view raw = text.substr(0, end);
-    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
-    ++line_number;
-    const std::string_view line = trim(raw);
-    if (line.empty() || line.front() == '#' || line.front() == '!') continue;
+  // One line; throws its error, which the loop collects.
+  auto parse_line = [&](std::string_view line, int line_number) {
     const std::string where = std::string(origin) + ":" + std::to_string(line_number);
     const auto eq = line.find('=');
     if (eq == std::string_view::npos) {
@@ -194,7 +189,29 @@ std::vector<ConfigEntry> parse_config(std::string_view text, std::string_view or
                                               "? valid: " + joined(kind->keys));
     }
     entries.push_back(std::move(entry));
+  };
+  int line_number = 0;
+  while (!text.empty()) {
+    const auto end = text.find('\n');
+    const std::string_view raw = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    ++line_number;
+    const std::string_view line = trim(raw);
+    if (line.empty() || line.front() == '#' || line.front() == '!') continue;
+    try {
+      parse_line(line, line_number);
+    } catch (const ConfigException& e) {
+      errors.push_back({e.code(), e.what()});
+    }
   }
+  return entries;
+}
+
+std::vector<ConfigEntry> parse_config(std::string_view text, std::string_view origin,
+                                      std::span<const KindKeys> kinds) {
+  std::vector<ConfigError> errors;
+  std::vector<ConfigEntry> entries = parse_config(text, origin, kinds, errors);
+  if (!errors.empty()) throw ConfigException(errors.front().message);
   return entries;
 }
 

@@ -81,7 +81,26 @@ std::string without_nul(const std::string& message) {
 }  // namespace
 
 ConfigException::ConfigException(const std::string& message)
-    : std::invalid_argument(without_nul(message)), code_(code_prefix(message)) {}
+    : std::invalid_argument(without_nul(message)),
+      code_(code_prefix(message)),
+      errors_(std::make_shared<const std::vector<ConfigError>>(
+          std::vector<ConfigError>{{code_, without_nul(message)}})) {}
+
+namespace {
+std::string joined_messages(const std::vector<ConfigError>& errors) {
+  std::string text;
+  for (const ConfigError& error : errors) {
+    if (!text.empty()) text += '\n';
+    text += error.message;
+  }
+  return text;
+}
+}  // namespace
+
+ConfigException::ConfigException(std::vector<ConfigError> errors)
+    : std::invalid_argument(without_nul(joined_messages(errors))),
+      code_(errors.empty() ? std::string() : errors.front().code),
+      errors_(std::make_shared<const std::vector<ConfigError>>(std::move(errors))) {}
 
 ConfigException::ConfigException(std::string_view code, std::string_view detail)
     : ConfigException(std::string(code) + ": " + std::string(detail)) {}

@@ -229,9 +229,13 @@ std::span<const detail::Setting<HedgeKind::Config>> HedgeKind::settings() noexce
   using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      R::row("delay", "delay", duration, [](auto& c, auto& v) { c.delay(v.duration); }),
-      R::row("maxAttempts", "max_attempts", integer,
-             [](auto& c, auto& v) { c.max_attempts(v.integer); })};
+      R::row(
+          "delay", "delay", duration, [](auto& c, auto& v) { c.delay(v.duration); },
+          [](const auto& c) { return detail::value_of(c.delay()); }),
+      R::row(
+          "maxAttempts", "max_attempts", integer,
+          [](auto& c, auto& v) { c.max_attempts(v.integer); },
+          [](const auto& c) { return detail::value_of(c.max_attempts()); })};
   return kSettings;
 }
 

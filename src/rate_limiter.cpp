@@ -235,12 +235,18 @@ std::span<const detail::Setting<RateLimiterKind::Config>> RateLimiterKind::setti
   using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      R::row("limitForPeriod", "limit_for_period", integer,
-             [](auto& c, auto& v) { c.limit_for_period(v.integer); }),
-      R::row("refreshPeriod", "refresh_period", duration,
-             [](auto& c, auto& v) { c.refresh_period(v.duration); }),
-      R::row("timeoutDuration", "timeout_duration", duration,
-             [](auto& c, auto& v) { c.timeout_duration(v.duration); })};
+      R::row(
+          "limitForPeriod", "limit_for_period", integer,
+          [](auto& c, auto& v) { c.limit_for_period(v.integer); },
+          [](const auto& c) { return detail::value_of(c.limit_for_period()); }),
+      R::row(
+          "refreshPeriod", "refresh_period", duration,
+          [](auto& c, auto& v) { c.refresh_period(v.duration); },
+          [](const auto& c) { return detail::value_of(c.refresh_period()); }),
+      R::row(
+          "timeoutDuration", "timeout_duration", duration,
+          [](auto& c, auto& v) { c.timeout_duration(v.duration); },
+          [](const auto& c) { return detail::value_of(c.timeout_duration()); })};
   return kSettings;
 }
 

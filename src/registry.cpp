@@ -152,6 +152,262 @@ struct CodeSettings {
 
 using AllCodeSettings = detail::AllKinds::Tuple<CodeSettings>;
 
+// What goes wrong while a configuration is checked, collected so that every mistake is
+// reported at once.
+using Errors = std::vector<ConfigError>;
+
+template <class F>
+bool collect(Errors& errors, F&& action) {
+  try {
+    action();
+    return true;
+  } catch (const ConfigException& e) {
+    errors.insert(errors.end(), e.errors().begin(), e.errors().end());
+    return false;
+  }
+}
+
+// "<path>:<line>", for a source.
+std::string line_of(const ConfigEntry& entry) {
+  return entry.origin + ":" + std::to_string(entry.line);
+}
+
+std::string scope_key(ConfigScope scope, std::string_view name) {
+  switch (scope) {
+    case ConfigScope::defaults:
+      return "defaults";
+    case ConfigScope::named:
+      return "configs." + std::string(name);
+    case ConfigScope::instance:
+      return "instances." + std::string(name);
+  }
+  return {};
+}
+
+// The name the file knows an exception type by: the shortest registered one, else its C++ name.
+std::string file_name_of(const ExceptionType& type, const ExceptionCatalog& catalog) {
+  std::string best;
+  for (const auto& [name, known] : catalog) {
+    if (known == type && (best.empty() || name.size() < best.size())) best = name;
+  }
+  return best.empty() ? type.name() : best;
+}
+
+// What code levels a registry cannot run again did to a policy (call-site attributes and
+// instance settings, whose functions belong to the caller): the settings they changed.
+using Delta = std::vector<std::pair<std::size_t, detail::SettingValue>>;
+
+// One code level of a resolution: a function to run (at creation), or what it did (later).
+template <class Config>
+struct CodeLevel {
+  const std::function<void(Config&)>* setup = nullptr;
+  const Delta* delta = nullptr;
+};
+
+// Where every setting of one resolution came from, and what its untouchable levels did.
+struct Trace {
+  std::vector<ResolvedSetting> settings;
+  Delta site;
+  Delta instance;
+};
+
+// What one kind's configuration says: the code's defaults and named configs, and the external
+// file's lines of that kind. Copied for a reconfiguration, which checks a new one in full before
+// the registry takes it.
+template <class Kind>
+struct Layers {
+  using Config = typename Kind::Config;
+  using Setup = std::function<void(Config&)>;
+
+  const CodeSettings<Kind>* code = nullptr;
+  const ExceptionCatalog* catalog = nullptr;
+  std::vector<ConfigEntry> entries;
+
+  static std::string label() { return std::string(Kind::kNames.display); }
+
+  // Every line's value on its own (a bad line is dropped, so that each mistake is reported
+  // once), then every complete config: the defaults, each named config, and each instance the
+  // file names (over the defaults). In the order build() always checked them.
+  void validate(Errors& errors) {
+    std::erase_if(entries, [&](const ConfigEntry& entry) {
+      Config scratch;
+      return !collect(errors, [&] { apply_entry<Kind>(entry, scratch, *catalog); });
+    });
+    collect(errors, [&] {
+      const Config defaults = resolve("", {}, {}, "", nullptr);
+      with_context(scope_context(ConfigScope::defaults, "", label() + " defaults"),
+                   [&] { defaults.validate(); });
+    });
+    for (const std::string& name : named_configs()) {
+      collect(errors, [&] {
+        const Config config = resolve(name, {}, {}, "", nullptr);
+        with_context(scope_context(ConfigScope::named, name, named_context(name)),
+                     [&] { config.validate(); });
+      });
+    }
+    for (const std::string& id : file_instances()) {
+      collect(errors, [&] {
+        const Config config = resolve("", {}, {}, id, nullptr);
+        with_context(scope_context(ConfigScope::instance, id,
+                                   label() + " '" + id + "' (instances." + id + "." +
+                                       std::string(Kind::kNames.file) + ")"),
+                     [&] { config.validate(); });
+      });
+    }
+  }
+
+  // A complete config's context, named after the scope's first line in the file: that is where
+  // an operator looks.
+  std::string scope_context(ConfigScope scope, std::string_view name, std::string what) const {
+    for (const ConfigEntry& entry : entries) {
+      if (entry.scope == scope && entry.scope_name == name) return line_of(entry) + ": " + what;
+    }
+    return what;
+  }
+
+  std::string named_context(std::string_view name) const {
+    return "named config '" + std::string(name) + "' of " + label();
+  }
+
+  bool has_named_config(std::string_view name) const {
+    if (code->named.count(name)) return true;
+    return std::any_of(entries.begin(), entries.end(), [&](const ConfigEntry& e) {
+      return e.scope == ConfigScope::named && e.scope_name == name;
+    });
+  }
+
+  std::vector<std::string> named_configs() const {
+    std::vector<std::string> names;
+    for (const auto& [name, setups] : code->named) names.push_back(name);
+    for (const ConfigEntry& e : entries) {
+      if (e.scope == ConfigScope::named &&
+          std::find(names.begin(), names.end(), e.scope_name) == names.end()) {
+        names.push_back(e.scope_name);
+      }
+    }
+    return names;
+  }
+
+  // The instance ids the file names, in file order.
+  std::vector<std::string> file_instances() const {
+    std::vector<std::string> ids;
+    for (const ConfigEntry& e : entries) {
+      if (e.scope == ConfigScope::instance &&
+          std::find(ids.begin(), ids.end(), e.scope_name) == ids.end()) {
+        ids.push_back(e.scope_name);
+      }
+    }
+    return ids;
+  }
+
+  [[noreturn]] void unknown_named_config(std::string_view name, std::string_view method_id) const {
+    const std::vector<std::string> known = named_configs();
+    const std::vector<std::string_view> names(known.begin(), known.end());
+    std::string message = "unknown named config " + detail::quote(name) + " of " + label() +
+                          ", asked for by " + std::string(method_id);
+    message += names.empty() ? std::string("; no named config is defined")
+                             : "; did you mean '" + std::string(text::closest(name, names)) + "'?";
+    throw ConfigException("R4C-REG-004", message);
+  }
+
+  // Built-in defaults < registry defaults < named config < call site < instance; at each
+  // level the file after the code. With a trace, also where each setting came from.
+  Config resolve(std::string_view named, CodeLevel<Config> site, CodeLevel<Config> instance,
+                 std::string_view id, Trace* trace) const {
+    const auto settings = Kind::settings();
+    Config config;
+    std::vector<std::optional<detail::SettingValue>> before;
+    auto read_all = [&] {
+      before.clear();
+      for (const auto& setting : settings) {
+        before.push_back(setting.read ? std::optional(setting.read(config)) : std::nullopt);
+      }
+    };
+    // Marks what a code level changed as its own (a level that sets a value the levels below
+    // gave already leaves it theirs: code cannot be asked what it set).
+    auto mark_code = [&](SettingSource source, std::string_view origin, Delta* delta) {
+      if (trace == nullptr) return;
+      for (std::size_t i = 0; i < settings.size(); ++i) {
+        if (!settings[i].read) continue;
+        detail::SettingValue now = settings[i].read(config);
+        if (before[i] && detail::same_value(*before[i], now)) continue;
+        trace->settings[i].source = source;
+        trace->settings[i].origin = std::string(origin);
+        trace->settings[i].file_key.clear();
+        if (delta != nullptr) delta->emplace_back(i, std::move(now));
+      }
+    };
+    auto apply_file = [&](ConfigScope scope, std::string_view scope_name) {
+      for (const ConfigEntry& entry : entries) {
+        if (entry.scope != scope || entry.scope_name != scope_name) continue;
+        apply_entry<Kind>(entry, config, *catalog);
+        if (trace == nullptr) continue;
+        for (std::size_t i = 0; i < settings.size(); ++i) {
+          if (settings[i].key != entry.key) continue;
+          trace->settings[i].source = SettingSource::file;
+          trace->settings[i].origin = line_of(entry);
+          trace->settings[i].file_key =
+              scope_key(scope, scope_name) + "." + entry.kind + "." + entry.key;
+        }
+      }
+    };
+    auto run_code = [&](const CodeLevel<Config>& level, SettingSource source,
+                        const std::string& context, Delta* delta) {
+      if (trace != nullptr) read_all();
+      if (level.setup && *level.setup) with_context(context, [&] { (*level.setup)(config); });
+      if (level.delta) {
+        for (const auto& [index, value] : *level.delta) {
+          with_context(context, [&] { settings[index].apply(config, value); });
+        }
+      }
+      mark_code(source, "", delta);
+    };
+    if (trace != nullptr) {
+      trace->settings.assign(settings.size(), ResolvedSetting{});
+      for (std::size_t i = 0; i < settings.size(); ++i) {
+        trace->settings[i].key = std::string(settings[i].key);
+      }
+    }
+
+    if (trace != nullptr) read_all();
+    with_context(label() + " defaults", [&] {
+      for (const auto& setup : code->defaults) setup(config);
+    });
+    mark_code(SettingSource::builder_defaults, "", nullptr);
+    apply_file(ConfigScope::defaults, "");
+    if (!named.empty()) {
+      if (trace != nullptr) read_all();
+      with_context(named_context(named), [&] {
+        if (const auto found = code->named.find(named); found != code->named.end()) {
+          for (const auto& setup : found->second) setup(config);
+        }
+      });
+      mark_code(SettingSource::named_config, named, nullptr);
+      apply_file(ConfigScope::named, named);
+    }
+    const std::string context = label() + " '" + std::string(id) + "'";
+    run_code(site, SettingSource::call_site, context + ", call-site attributes",
+             trace ? &trace->site : nullptr);
+    run_code(instance, SettingSource::instance, context + ", instance settings",
+             trace ? &trace->instance : nullptr);
+    if (!id.empty()) apply_file(ConfigScope::instance, id);
+
+    if (trace != nullptr) {
+      for (std::size_t i = 0; i < settings.size(); ++i) {
+        if (!settings[i].read) continue;
+        detail::SettingValue value = settings[i].read(config);
+        if (value.type == detail::SettingType::exception_types) {
+          for (const ExceptionType& type : value.types) {
+            value.type_names.push_back(file_name_of(type, *catalog));
+          }
+        }
+        trace->settings[i].value = detail::format_value(value, settings[i].choice_name);
+      }
+    }
+    return config;
+  }
+};
+
 // One kind's configuration and instances in a built registry.
 template <class Kind>
 class PolicyTable {
@@ -165,53 +421,38 @@ class PolicyTable {
     std::string id;
     Config config;
     Policy* existing = nullptr;
+    std::string named;
+    Trace trace;
   };
 
   void configure(CodeSettings<Kind> code, const std::vector<ConfigEntry>& entries,
                  const ExceptionCatalog& catalog) {
     code_ = std::move(code);
-    catalog_ = &catalog;
-    for (const ConfigEntry& entry : entries) {
-      if (entry.kind == Kind::kNames.file) entries_.push_back(entry);
-    }
+    layers_ = layers_for(entries, catalog);
   }
 
-  // build(): every line's value on its own, then every complete config: the defaults, each
-  // named config, and each instance the file names (over the defaults).
-  void validate() const {
-    for (const ConfigEntry& entry : entries_) {
-      Config scratch;
-      apply_entry<Kind>(entry, scratch, *catalog_);
+  // This kind's lines of `entries`, over the code's settings.
+  Layers<Kind> layers_for(const std::vector<ConfigEntry>& entries,
+                          const ExceptionCatalog& catalog) const {
+    Layers<Kind> layers{&code_, &catalog, {}};
+    for (const ConfigEntry& entry : entries) {
+      if (entry.kind == Kind::kNames.file) layers.entries.push_back(entry);
     }
-    const Config defaults = resolve("", nullptr, nullptr, "");
-    with_context(label() + " defaults", [&] { defaults.validate(); });
-    for (const std::string& name : named_configs()) {
-      const Config config = resolve(name, nullptr, nullptr, "");
-      with_context(named_context(name), [&] { config.validate(); });
-    }
-    std::vector<std::string_view> instances;
-    for (const ConfigEntry& entry : entries_) {
-      if (entry.scope != ConfigScope::instance ||
-          std::find(instances.begin(), instances.end(), entry.scope_name) != instances.end()) {
-        continue;
-      }
-      instances.push_back(entry.scope_name);
-      const Config config = resolve("", nullptr, nullptr, entry.scope_name);
-      // Named after the instance's first line: that is where an operator looks.
-      with_context(entry.origin + ":" + std::to_string(entry.line) + ": " + label() + " '" +
-                       entry.scope_name + "' (instances." + entry.scope_name + "." +
-                       std::string(Kind::kNames.file) + ")",
-                   [&] { config.validate(); });
-    }
+    return layers;
   }
+
+  void validate(Errors& errors) { layers_.validate(errors); }
 
   // Resolves and checks a policy without creating it: throws for an unknown named config,
   // invalid settings, or an id whose policy has other settings.
   Prepared prepare(std::string_view method_id, std::string_view name, std::string_view named,
                    const Setup* site, const Setup* instance) const {
     std::string id(name.empty() ? method_id : name);
-    if (!named.empty() && !has_named_config(named)) unknown_named_config(named, method_id);
-    Config resolved = resolve(named, site, instance, id);
+    if (!named.empty() && !layers_.has_named_config(named)) {
+      layers_.unknown_named_config(named, method_id);
+    }
+    Trace trace;
+    Config resolved = layers_.resolve(named, {site, nullptr}, {instance, nullptr}, id, &trace);
     const std::string context = label() + " '" + id + "'";
     with_context(context, [&] { resolved.validate(); });
 
@@ -221,7 +462,7 @@ class PolicyTable {
       const Instance& instance_found = found->second;
       if (const auto difference = first_difference(instance_found.policy->config(), resolved)) {
         throw ConfigException(
-            "R4C-REG-008", context + " is shared by " + instance_found.method_id + " and " +
+            "R4C-REG-008", context + " is shared by " + instance_found.used_by.front() + " and " +
                                std::string(method_id) +
                                ", whose settings differ: " + difference->setting + " is " +
                                difference->first + " for the first and " + difference->second +
@@ -229,17 +470,29 @@ class PolicyTable {
       }
       existing = instance_found.policy.get();
     }
-    return Prepared{std::move(id), std::move(resolved), existing};
+    return Prepared{std::move(id), std::move(resolved), existing, std::string(named),
+                    std::move(trace)};
   }
 
   // Creates what prepare() found missing; the caller holds the registry's creation mutex, so
   // nothing was created in between.
   Policy& commit(Prepared prepared, std::string_view method_id, Resources& resources) {
-    if (prepared.existing != nullptr) return *prepared.existing;
+    if (prepared.existing != nullptr) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& users = instances_.find(prepared.id)->second.used_by;
+      if (std::find(users.begin(), users.end(), method_id) == users.end()) {
+        users.emplace_back(method_id);
+      }
+      return *prepared.existing;
+    }
     auto policy = Kind::make(prepared.id, std::move(prepared.config), resources);
     Policy& created = *policy;
     std::lock_guard<std::mutex> lock(mutex_);
-    instances_.emplace(std::move(prepared.id), Instance{std::move(policy), std::string(method_id)});
+    instances_.emplace(std::move(prepared.id), Instance{std::move(policy),
+                                                        {std::string(method_id)},
+                                                        std::move(prepared.named),
+                                                        std::move(prepared.trace.site),
+                                                        std::move(prepared.trace.instance)});
     return created;
   }
 
@@ -272,84 +525,63 @@ class PolicyTable {
       snapshots.emplace(id, instance.policy->snapshot());
   }
 
+  // describe(): the defaults, each named config, each instance (created or named by the
+  // file). The caller holds the registry's creation mutex, so layers_ stays.
+  void describe_into(std::vector<ResolvedPolicy>& defaults, std::vector<ResolvedPolicy>& named,
+                     std::vector<ResolvedPolicy>& instances) const {
+    auto resolved = [&](std::string scope, std::string id, auto&& resolve) {
+      ResolvedPolicy policy;
+      policy.kind = std::string(Kind::kNames.file);
+      policy.scope = std::move(scope);
+      policy.id = std::move(id);
+      Trace trace;
+      // A level that throws has been reported by build(); what came before it still shows.
+      try {
+        resolve(trace);
+      } catch (const ConfigException&) {
+      }
+      policy.settings = std::move(trace.settings);
+      return policy;
+    };
+    defaults.push_back(resolved(
+        "defaults", "", [&](Trace& trace) { (void)layers_.resolve("", {}, {}, "", &trace); }));
+    for (const std::string& name : layers_.named_configs()) {
+      named.push_back(resolved("configs." + name, name, [&](Trace& trace) {
+        (void)layers_.resolve(name, {}, {}, "", &trace);
+      }));
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [id, instance] : instances_) {
+      ResolvedPolicy policy = resolved("instances." + id, id, [&](Trace& trace) {
+        (void)layers_.resolve(instance.named, {nullptr, &instance.site},
+                              {nullptr, &instance.instance}, id, &trace);
+      });
+      policy.live = true;
+      policy.used_by = instance.used_by;
+      policy.named_config = instance.named;
+      instances.push_back(std::move(policy));
+    }
+    for (const std::string& id : layers_.file_instances()) {
+      if (instances_.count(id)) continue;
+      instances.push_back(resolved("instances." + id, id, [&](Trace& trace) {
+        (void)layers_.resolve("", {}, {}, id, &trace);
+      }));
+    }
+  }
+
  private:
   struct Instance {
     std::unique_ptr<Policy> policy;
-    std::string method_id;
+    std::vector<std::string> used_by;  // the creator first
+    std::string named;                 // its named config ("" for none)
+    Delta site;                        // what its call-site attributes set
+    Delta instance;                    // what its instance settings from code set
   };
 
   static std::string label() { return std::string(Kind::kNames.display); }
 
-  void apply_file(ConfigScope scope, std::string_view scope_name, Config& config) const {
-    for (const ConfigEntry& entry : entries_) {
-      if (entry.scope == scope && entry.scope_name == scope_name) {
-        apply_entry<Kind>(entry, config, *catalog_);
-      }
-    }
-  }
-
-  std::string named_context(std::string_view name) const {
-    return "named config '" + std::string(name) + "' of " + label();
-  }
-
-  bool has_named_config(std::string_view name) const {
-    if (code_.named.count(name)) return true;
-    return std::any_of(entries_.begin(), entries_.end(), [&](const ConfigEntry& e) {
-      return e.scope == ConfigScope::named && e.scope_name == name;
-    });
-  }
-
-  std::vector<std::string> named_configs() const {
-    std::vector<std::string> names;
-    for (const auto& [name, setups] : code_.named) names.push_back(name);
-    for (const ConfigEntry& e : entries_) {
-      if (e.scope == ConfigScope::named &&
-          std::find(names.begin(), names.end(), e.scope_name) == names.end()) {
-        names.push_back(e.scope_name);
-      }
-    }
-    return names;
-  }
-
-  [[noreturn]] void unknown_named_config(std::string_view name, std::string_view method_id) const {
-    const std::vector<std::string> known = named_configs();
-    const std::vector<std::string_view> names(known.begin(), known.end());
-    std::string message = "unknown named config " + detail::quote(name) + " of " + label() +
-                          ", asked for by " + std::string(method_id);
-    message += names.empty() ? std::string("; no named config is defined")
-                             : "; did you mean '" + std::string(text::closest(name, names)) + "'?";
-    throw ConfigException("R4C-REG-004", message);
-  }
-
-  // Built-in defaults < registry defaults < named config < call site < instance; at each
-  // level the file after the code.
-  Config resolve(std::string_view named, const Setup* site, const Setup* instance,
-                 std::string_view id) const {
-    Config config;
-    with_context(label() + " defaults", [&] {
-      for (const auto& setup : code_.defaults) setup(config);
-    });
-    apply_file(ConfigScope::defaults, "", config);
-    if (!named.empty()) {
-      with_context(named_context(named), [&] {
-        if (const auto found = code_.named.find(named); found != code_.named.end()) {
-          for (const auto& setup : found->second) setup(config);
-        }
-      });
-      apply_file(ConfigScope::named, named, config);
-    }
-    const std::string context = label() + " '" + std::string(id) + "'";
-    if (site && *site) with_context(context + ", call-site attributes", [&] { (*site)(config); });
-    if (instance && *instance) {
-      with_context(context + ", instance settings", [&] { (*instance)(config); });
-    }
-    if (!id.empty()) apply_file(ConfigScope::instance, id, config);
-    return config;
-  }
-
   CodeSettings<Kind> code_;
-  const ExceptionCatalog* catalog_ = nullptr;
-  std::vector<ConfigEntry> entries_;
+  Layers<Kind> layers_;
   mutable std::mutex mutex_;  // guards instances_ (cold: creation, lookup, snapshots)
   std::map<std::string, Instance, std::less<>> instances_;
 };
@@ -474,10 +706,11 @@ ResilienceRegistry::Builder& ResilienceRegistry::Builder::exception_type(std::st
 
 ResilienceRegistry ResilienceRegistry::Builder::build() {
   std::vector<ConfigEntry> entries;
+  Errors errors;
   for (const Settings::Source& source : settings_->sources) {
     const std::string text = source.file ? detail::read_config_file(*source.file) : source.text;
     const std::string origin = source.file ? source.file->string() : std::string("config text");
-    auto parsed = detail::parse_config(text, origin, file_kinds());
+    auto parsed = detail::parse_config(text, origin, file_kinds(), errors);
     entries.insert(entries.end(), std::make_move_iterator(parsed.begin()),
                    std::make_move_iterator(parsed.end()));
   }
@@ -485,8 +718,11 @@ ResilienceRegistry ResilienceRegistry::Builder::build() {
                              settings_->executor_threads, settings_->executor_queue};
   auto state = std::make_unique<State>(std::move(options), settings_->exception_types,
                                        settings_->code, entries);
+  // Every mistake at once: the exception's code and first line are the first one's, as when
+  // build() stopped there; errors() lists them all.
   detail::for_each_kind(
-      [&]<class Kind>(std::type_identity<Kind>) { state->table<Kind>().validate(); });
+      [&]<class Kind>(std::type_identity<Kind>) { state->table<Kind>().validate(errors); });
+  if (!errors.empty()) throw ConfigException(std::move(errors));
   return ResilienceRegistry(std::move(state));
 }
 
@@ -586,6 +822,155 @@ RegistrySnapshot ResilienceRegistry::snapshot() const {
     state_->table<Kind>().snapshot_into(std::get<detail::kKindIndex<Kind>>(snapshot.snapshots_));
   });
   return snapshot;
+}
+
+ResolvedConfiguration ResilienceRegistry::describe() const {
+  std::vector<ResolvedPolicy> defaults;
+  std::vector<ResolvedPolicy> named;
+  std::vector<ResolvedPolicy> instances;
+  {
+    std::lock_guard<std::mutex> lock(state_->creation_mutex);
+    detail::for_each_kind([&]<class Kind>(std::type_identity<Kind>) {
+      state_->table<Kind>().describe_into(defaults, named, instances);
+    });
+  }
+  // By id, each id's policies in pipeline order (the kinds' order, kept by a stable sort).
+  std::stable_sort(instances.begin(), instances.end(),
+                   [](const ResolvedPolicy& a, const ResolvedPolicy& b) { return a.id < b.id; });
+  ResolvedConfiguration resolved;
+  resolved.policies = std::move(defaults);
+  for (auto* group : {&named, &instances}) {
+    resolved.policies.insert(resolved.policies.end(), std::make_move_iterator(group->begin()),
+                             std::make_move_iterator(group->end()));
+  }
+  return resolved;
+}
+
+std::string_view to_string(SettingSource source) noexcept {
+  // In SettingSource's order.
+  static constexpr std::string_view kNames[] = {"default",   "builder defaults", "named config",
+                                                "call site", "instance",         "file"};
+  const auto index = static_cast<std::size_t>(source);
+  return index < std::size(kNames) ? kNames[index] : kNames[0];
+}
+
+std::vector<const ResolvedPolicy*> ResolvedConfiguration::instance(std::string_view id) const {
+  std::vector<const ResolvedPolicy*> found;
+  for (const ResolvedPolicy& policy : policies) {
+    if (policy.scope.starts_with("instances.") && policy.id == id) found.push_back(&policy);
+  }
+  return found;
+}
+
+namespace {
+
+std::string source_text(const ResolvedSetting& setting) {
+  switch (setting.source) {
+    case SettingSource::file:
+      return setting.origin + " " + setting.file_key;
+    case SettingSource::named_config:
+      return "named config '" + setting.origin + "' (code)";
+    case SettingSource::builder_defaults:
+    case SettingSource::call_site:
+    case SettingSource::instance:
+      return std::string(to_string(setting.source)) + " (code)";
+    case SettingSource::default_value:
+      break;
+  }
+  return "default";
+}
+
+void json_string(std::string& out, std::string_view text) {
+  constexpr std::string_view kHex = "0123456789abcdef";
+  out += '"';
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (byte < 0x20) {
+      out += "\\u00";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+}  // namespace
+
+std::string ResolvedConfiguration::text() const {
+  std::string out;
+  for (const ResolvedPolicy& policy : policies) {
+    if (!out.empty()) out += '\n';
+    out += "# " + policy.kind + " " + policy.scope;
+    if (policy.scope.starts_with("instances.")) {
+      out += policy.live ? ": live" : ": not created yet (resolved over the defaults)";
+      if (!policy.used_by.empty()) {
+        out += ", used by ";
+        for (std::size_t i = 0; i < policy.used_by.size(); ++i) {
+          out += (i ? ", " : "") + policy.used_by[i];
+        }
+      }
+      if (!policy.named_config.empty()) out += ", named config '" + policy.named_config + "'";
+    }
+    out += '\n';
+    std::vector<std::string> lines;
+    std::size_t width = 0;
+    for (const ResolvedSetting& setting : policy.settings) {
+      lines.push_back(policy.scope + "." + policy.kind + "." + setting.key + " = " + setting.value);
+      width = std::max(width, lines.back().size());
+    }
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      out += lines[i] + std::string(width - lines[i].size(), ' ') + "  # " +
+             source_text(policy.settings[i]) + '\n';
+    }
+  }
+  return out;
+}
+
+std::string ResolvedConfiguration::json() const {
+  // `"name":"value"` after a comma unless it is the object's first member.
+  auto member = [](std::string& out, std::string_view name, std::string_view value) {
+    if (out.back() != '{') out += ',';
+    json_string(out, name);
+    out += ':';
+    json_string(out, value);
+  };
+  std::string out = "{\"policies\":[";
+  for (std::size_t p = 0; p < policies.size(); ++p) {
+    const ResolvedPolicy& policy = policies[p];
+    out += p ? ",\n{" : "\n{";
+    member(out, "kind", policy.kind);
+    member(out, "scope", policy.scope);
+    member(out, "id", policy.id);
+    out += policy.live ? ",\"live\":true" : ",\"live\":false";
+    out += ",\"usedBy\":[";
+    for (std::size_t i = 0; i < policy.used_by.size(); ++i) {
+      if (i) out += ',';
+      json_string(out, policy.used_by[i]);
+    }
+    out += ']';
+    member(out, "namedConfig", policy.named_config);
+    out += ",\"settings\":[";
+    for (std::size_t i = 0; i < policy.settings.size(); ++i) {
+      const ResolvedSetting& setting = policy.settings[i];
+      out += i ? ",{" : "{";
+      member(out, "key", setting.key);
+      member(out, "value", setting.value);
+      member(out, "source", to_string(setting.source));
+      member(out, "origin", setting.origin);
+      member(out, "fileKey", setting.file_key);
+      out += '}';
+    }
+    out += "]}";
+  }
+  out += "\n]}\n";
+  return out;
 }
 
 const std::shared_ptr<Clock>& ResilienceRegistry::clock() const noexcept {

@@ -383,24 +383,40 @@ std::span<const detail::Setting<RetryKind::Config>> RetryKind::settings() noexce
   using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      R::row("maxAttempts", "max_attempts", integer,
-             [](auto& c, auto& v) { c.max_attempts(v.integer); }),
-      R::row("wait", "wait", duration, [](auto& c, auto& v) { c.wait(v.duration); }),
+      R::row(
+          "maxAttempts", "max_attempts", integer,
+          [](auto& c, auto& v) { c.max_attempts(v.integer); },
+          [](const auto& c) { return detail::value_of(c.max_attempts()); }),
+      R::row(
+          "wait", "wait", duration, [](auto& c, auto& v) { c.wait(v.duration); },
+          [](const auto& c) { return detail::value_of(c.wait()); }),
       // As the file always did: a multiplier alone is capped only by the longest wait (1 h);
       // a maxWait alone keeps the multiplier (1 when none was set).
-      R::row("exponentialBackoffMultiplier", "exponential_backoff_multiplier", number,
-             [](auto& c, auto& v) {
-               c.exponential_backoff(
-                   v.number, c.exponential_backoff() ? c.max_wait() : RetryConfig::kLongestWait);
-             }),
-      R::row("maxWait", "max_wait", duration,
-             [](auto& c, auto& v) { c.exponential_backoff(c.backoff_multiplier(), v.duration); }),
-      R::row("randomizedWait", "randomized_wait", number,
-             [](auto& c, auto& v) { c.randomized_wait(v.number); }),
-      R::row("retryOn", "retry_on", exception_types, [](auto& c, auto& v) { c.retry_on(v.types); }),
-      R::row("abortOn", "abort_on", exception_types, [](auto& c, auto& v) { c.abort_on(v.types); }),
-      R::row("failAfterMaxAttempts", "fail_after_max_attempts", boolean,
-             [](auto& c, auto& v) { c.fail_after_max_attempts(v.boolean); })};
+      R::row(
+          "exponentialBackoffMultiplier", "exponential_backoff_multiplier", number,
+          [](auto& c, auto& v) {
+            c.exponential_backoff(
+                v.number, c.exponential_backoff() ? c.max_wait() : RetryConfig::kLongestWait);
+          },
+          [](const auto& c) { return detail::value_of(c.backoff_multiplier()); }),
+      R::row(
+          "maxWait", "max_wait", duration,
+          [](auto& c, auto& v) { c.exponential_backoff(c.backoff_multiplier(), v.duration); },
+          [](const auto& c) { return detail::value_of(c.max_wait()); }),
+      R::row(
+          "randomizedWait", "randomized_wait", number,
+          [](auto& c, auto& v) { c.randomized_wait(v.number); },
+          [](const auto& c) { return detail::value_of(c.randomized_wait()); }),
+      R::row(
+          "retryOn", "retry_on", exception_types, [](auto& c, auto& v) { c.retry_on(v.types); },
+          [](const auto& c) { return detail::value_of(c.retry_on_types()); }),
+      R::row(
+          "abortOn", "abort_on", exception_types, [](auto& c, auto& v) { c.abort_on(v.types); },
+          [](const auto& c) { return detail::value_of(c.abort_on_types()); }),
+      R::row(
+          "failAfterMaxAttempts", "fail_after_max_attempts", boolean,
+          [](auto& c, auto& v) { c.fail_after_max_attempts(v.boolean); },
+          [](const auto& c) { return detail::value_of(c.fail_after_max_attempts()); })};
   return kSettings;
 }
 

@@ -124,37 +124,23 @@ std::optional<SettingValue> parse_value(SettingType type,
                                         std::string_view text) {
   SettingValue value;
   value.type = type;
+  // The parsed value into the type's member, or nullopt for malformed text.
+  auto take = [&value](const auto& parsed, auto& member) -> std::optional<SettingValue> {
+    if (!parsed) return std::nullopt;
+    member = *parsed;
+    return value;
+  };
   switch (type) {
-    case SettingType::integer: {
-      const auto parsed = text::parse_int(text);
-      if (!parsed) return std::nullopt;
-      value.integer = *parsed;
-      return value;
-    }
-    case SettingType::number: {
-      const auto parsed = text::parse_number(text);
-      if (!parsed) return std::nullopt;
-      value.number = *parsed;
-      return value;
-    }
-    case SettingType::boolean: {
-      const auto parsed = text::parse_bool(text);
-      if (!parsed) return std::nullopt;
-      value.boolean = *parsed;
-      return value;
-    }
-    case SettingType::duration: {
-      const auto parsed = text::parse_duration(text);
-      if (!parsed) return std::nullopt;
-      value.duration = *parsed;
-      return value;
-    }
-    case SettingType::choice: {
-      const auto parsed = choice != nullptr ? choice(text) : std::nullopt;
-      if (!parsed) return std::nullopt;
-      value.choice = *parsed;
-      return value;
-    }
+    case SettingType::integer:
+      return take(text::parse_int(text), value.integer);
+    case SettingType::number:
+      return take(text::parse_number(text), value.number);
+    case SettingType::boolean:
+      return take(text::parse_bool(text), value.boolean);
+    case SettingType::duration:
+      return take(text::parse_duration(text), value.duration);
+    case SettingType::choice:
+      return take(choice != nullptr ? choice(text) : std::nullopt, value.choice);
     case SettingType::exception_types:
       for (std::string_view name : text::split_list(text)) value.type_names.emplace_back(name);
       return value;
@@ -178,6 +164,44 @@ std::string expected_value(SettingType type, std::string (*choices)()) {
       return "exception type names separated by commas";
   }
   return {};
+}
+
+std::string format_value(const SettingValue& value, std::string_view (*choice_name)(int)) {
+  switch (value.type) {
+    case SettingType::integer:
+      return std::to_string(value.integer);
+    case SettingType::number: {
+      char text[32];
+      const auto result = std::to_chars(text, text + sizeof text, value.number);
+      return std::string(text, result.ptr);
+    }
+    case SettingType::boolean:
+      return value.boolean ? "true" : "false";
+    case SettingType::duration:
+      return text::format_duration(value.duration);
+    case SettingType::choice:
+      return choice_name != nullptr ? std::string(choice_name(value.choice))
+                                    : std::to_string(value.choice);
+    case SettingType::exception_types: {
+      std::string text;
+      const std::size_t count =
+          value.type_names.empty() ? value.types.size() : value.type_names.size();
+      for (std::size_t i = 0; i < count; ++i) {
+        if (!text.empty()) text += ", ";
+        text += value.type_names.empty() ? value.types[i].name() : value.type_names[i];
+      }
+      return text;
+    }
+  }
+  return {};
+}
+
+bool same_value(const SettingValue& first, const SettingValue& second) noexcept {
+  // A value sets only its type's member; the others keep their defaults on both sides.
+  return first.type == second.type && first.integer == second.integer &&
+         first.number == second.number && first.boolean == second.boolean &&
+         first.duration == second.duration && first.choice == second.choice &&
+         first.types == second.types;
 }
 
 }  // namespace detail

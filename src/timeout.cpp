@@ -70,8 +70,9 @@ TimeoutSnapshot Timeout::snapshot() const {
 std::span<const detail::Setting<TimeoutKind::Config>> TimeoutKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
-  static constexpr detail::Setting<Config> kSettings[] = {
-      R::row("timeout", "timeout", duration, [](auto& c, auto& v) { c.timeout(v.duration); })};
+  static constexpr detail::Setting<Config> kSettings[] = {R::row(
+      "timeout", "timeout", duration, [](auto& c, auto& v) { c.timeout(v.duration); },
+      [](const auto& c) { return detail::value_of(c.timeout()); })};
   return kSettings;
 }
 

@@ -10,9 +10,12 @@
 //   };
 #pragma once
 
+#include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace r4c {
 
@@ -96,20 +99,34 @@ class MaxRetriesExceededException : public std::runtime_error {
   int attempts_;
 };
 
+/// One configuration mistake among several: its code and its whole message, code first.
+struct ConfigError {
+  std::string code;     // "R4C-CFG-004"
+  std::string message;  // "R4C-CFG-004: r4c.properties:3: key ... is 'x'; expected an integer"
+};
+
 /// A configuration mistake. `what()` starts with the documented code, e.g.
 /// "R4C-ATR-009: min_limit (30) is greater than initial_limit (20); valid: ...".
+/// A registry's build() and reconfigure() report every mistake of the file at once: code() and
+/// the first line of what() are the first mistake's, errors() lists them all.
 class ConfigException : public std::invalid_argument {
  public:
   /// `message` should start with an R4C code followed by ':'; `code()` extracts it.
   explicit ConfigException(const std::string& message);
   /// Builds the message "<code>: <detail>".
   ConfigException(std::string_view code, std::string_view detail);
+  /// Several mistakes at once (`errors` not empty): what() is their messages, one a line.
+  explicit ConfigException(std::vector<ConfigError> errors);
 
   /// The code the message starts with, e.g. "R4C-ATR-009"; "" when the message carries none.
   const std::string& code() const noexcept { return code_; }
+  /// Every mistake reported, in the order found (one for an exception built from one message).
+  std::span<const ConfigError> errors() const noexcept { return *errors_; }
 
  private:
   std::string code_;
+  // Shared, so that copying the exception cannot throw.
+  std::shared_ptr<const std::vector<ConfigError>> errors_;
 };
 
 }  // namespace r4c

@@ -16,10 +16,15 @@
 // A setting resolves, lowest to highest: built-in default < registry defaults < named config <
 // call-site attributes < instance settings; at each level the external file overrides what the
 // code says. See docs/configuration.md.
+//
+// Operating it (docs/operations.md): `registry.describe()` shows what every policy resolved to and
+// where each value came from; `registry.reconfigure(text)` retunes live instances from a new
+// external configuration, all or nothing.
 #pragma once
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -57,6 +62,60 @@ template <class Kind>
 using SnapshotMap = std::map<std::string, typename Kind::Snapshot>;
 struct RegistryAccess;  // what Pipeline<T>::Builder asks of a registry
 }  // namespace detail
+
+/// Where a resolved setting's value came from, lowest level first.
+enum class SettingSource : std::uint8_t {
+  default_value,     // the built-in default
+  builder_defaults,  // Builder::*_defaults in code
+  named_config,      // a named config in code (Builder::adaptive_limit(name, ...), ...)
+  call_site,         // call-site attributes (an annotated method's)
+  instance,          // instance settings in code (a pipeline's own, *_policy's `instance`)
+  file               // a line of the external configuration
+};
+
+/// One setting as a policy resolved it.
+struct ResolvedSetting {
+  std::string key;    // the file's key: "maxLimit"
+  std::string value;  // as the file writes it: "50", "500ms", "aimd"; "" when it cannot be read
+  SettingSource source = SettingSource::default_value;
+  /// file: "<path>:<line>" ("config text:3" for text); named_config: the config's name.
+  std::string origin;
+  /// file: the line's whole key, "instances.orders.adaptiveLimit.maxLimit".
+  std::string file_key;
+};
+
+/// What one kind's defaults, one named config or one instance resolved to.
+struct ResolvedPolicy {
+  std::string kind;   // the file's kind: "adaptiveLimit"
+  std::string scope;  // the file's scope: "defaults", "configs.<name>" or "instances.<id>"
+  std::string id;     // the instance id or the named config's name; "" for defaults
+  /// An instance the registry has created; false for one only the file names (resolved over
+  /// the defaults: its call site's named config and settings are not known yet).
+  bool live = false;
+  std::vector<std::string> used_by;  // the method ids (pipelines, call sites) that asked for it
+  std::string named_config;          // the named config it was created with ("" for none)
+  std::vector<ResolvedSetting> settings;  // every setting of the kind, in the documented order
+};
+
+/// The whole resolved configuration of a registry, from `ResilienceRegistry::describe()`.
+struct ResolvedConfiguration {
+  /// Every kind's defaults, then every named config, then every instance by id (a pipeline's
+  /// policies share its id, so they come together).
+  std::vector<ResolvedPolicy> policies;
+
+  /// The instances of id `id` (every policy of a pipeline or a generated wrapper of that name).
+  std::vector<const ResolvedPolicy*> instance(std::string_view id) const;
+  /// In the external file's syntax: a `# kind scope` header per policy, then one
+  /// `scope.kind.key = value` line per setting with its source as a comment.
+  std::string text() const;
+  /// As JSON: {"policies":[{"kind","scope","id","live","usedBy","namedConfig","settings":
+  /// [{"key","value","source","origin","fileKey"}]}]}; every value is a string.
+  std::string json() const;
+};
+
+/// The name `describe()` gives a source: "default", "builder defaults", "named config",
+/// "call site", "instance", "file".
+std::string_view to_string(SettingSource source) noexcept;
 
 /// A value copy of every policy's snapshot, safe to keep.
 class RegistrySnapshot {
@@ -201,6 +260,11 @@ class ResilienceRegistry {
 
   /// A copy of every policy's snapshot.
   RegistrySnapshot snapshot() const;
+
+  /// What every policy resolved to: each kind's defaults, each named config and each instance
+  /// (created, or named by the external file), with every setting's value and its source.
+  /// Thread safety: may run while calls and reconfigurations do. Allocation: yes (cold).
+  ResolvedConfiguration describe() const;
 
   /// The clock every policy of this registry reads.
   const std::shared_ptr<Clock>& clock() const noexcept;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "r4c/detail/setting.hpp"
+#include "r4c/errors.hpp"
 
 namespace r4c::detail {
 
@@ -45,6 +46,11 @@ struct KindKeys {
 /// checked later, by the kind that applies them.
 std::vector<ConfigEntry> parse_config(std::string_view text, std::string_view origin,
                                       std::span<const KindKeys> kinds);
+/// The same, collecting every bad line's error into `errors` (in line order) instead of throwing
+/// at the first; returns the good lines.
+std::vector<ConfigEntry> parse_config(std::string_view text, std::string_view origin,
+                                      std::span<const KindKeys> kinds,
+                                      std::vector<ConfigError>& errors);
 
 /// Reads a whole file; R4C-CFG-001 naming the path when it is missing or unreadable.
 std::string read_config_file(const std::filesystem::path& path);

@@ -86,7 +86,64 @@ struct Setting {
   std::string (*choices)() = nullptr;
   /// Sets the value on `config` through its setter; throws what the setter throws.
   void (*apply)(Config& config, const SettingValue& value) = nullptr;
+  /// Reads the value back from `config` through its getter (what `registry.describe()` and a
+  /// live reconfiguration compare); null for a setting that cannot be read back.
+  SettingValue (*read)(const Config& config) = nullptr;
+  /// choice only: the name of the enum value `value`.
+  std::string_view (*choice_name)(int value) = nullptr;
 };
+
+/// A value as Setting::read returns it, one overload per setting type.
+inline SettingValue value_of(int value) {
+  SettingValue v;
+  v.type = SettingType::integer;
+  v.integer = value;
+  return v;
+}
+inline SettingValue value_of(double value) {
+  SettingValue v;
+  v.type = SettingType::number;
+  v.number = value;
+  return v;
+}
+inline SettingValue value_of(bool value) {
+  SettingValue v;
+  v.type = SettingType::boolean;
+  v.boolean = value;
+  return v;
+}
+inline SettingValue value_of(std::chrono::nanoseconds value) {
+  SettingValue v;
+  v.type = SettingType::duration;
+  v.duration = value;
+  return v;
+}
+inline SettingValue value_of(const std::vector<ExceptionType>& types) {
+  SettingValue v;
+  v.type = SettingType::exception_types;
+  v.types = types;
+  return v;
+}
+template <NamedEnum E>
+SettingValue value_of(E value) {
+  SettingValue v;
+  v.type = SettingType::choice;
+  v.choice = static_cast<int>(value);
+  return v;
+}
+
+/// Setting::choice_name for an enum of the vocabulary.
+template <NamedEnum E>
+std::string_view choice_name_of(int value) noexcept {
+  return to_string(static_cast<E>(value));
+}
+
+/// `value` written as the external file writes it ("500ms", "aimd", "0.9"); exception types by
+/// `type_names` when the caller filled them, else by their C++ names.
+std::string format_value(const SettingValue& value, std::string_view (*choice_name)(int));
+
+/// Whether two values of the same setting are equal (exception types by type, in order).
+bool same_value(const SettingValue& first, const SettingValue& second) noexcept;
 
 /// Setting::choice for an enum of the vocabulary.
 template <NamedEnum E>
