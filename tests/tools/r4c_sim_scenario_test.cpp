@@ -6,6 +6,7 @@
 
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "common.hpp"
 #include "r4c/detail/config_file.hpp"
@@ -319,16 +320,20 @@ TEST(ScenarioTest, ReadsAThrottleGroupsSettingsInTheLibrarysWords) {
   EXPECT_EQ(parse_scenario(head + "policy = \"throttle\"\n", "test.toml").groups[0].throttle.k(),
             ThrottleConfig::kDefaultK);
 
-  EXPECT_EQ(error_of(head + "policy = \"throttle\"\nthrottle = { k = 0.5 }\n"),
-            "test.toml:8: groups[1].throttle.k: R4C-REG-001: k is 0.5; valid: 1 .. 100");
-  EXPECT_EQ(error_of(head + "policy = \"throttle\"\nthrottle = { window = \"1.5s\" }\n"),
-            "test.toml:8: R4C-ATR-001: groups[1].throttle.window is '1.5s'; " + kLibraryDuration);
-  EXPECT_EQ(error_of(head + "policy = \"throttle\"\nthrottle = { refused_on = \"refusd\" }\n"),
-            "test.toml:8: groups[1].throttle.refused_on names \"refusd\"; expected outcomes "
-            "among refused, timeout (did you mean \"refused\"?)");
-  EXPECT_EQ(error_of(head + "policy = \"throttle\"\nthrottle = { kk = 2 }\n"),
-            "test.toml:8: unknown key \"kk\" in groups[1].throttle; did you mean \"k\"? (valid: "
-            "k, window, refused_on, seed)");
+  // Each mistake in the table, and the line reporting it (line 8: the table's).
+  const std::pair<std::string, std::string> mistakes[] = {
+      {"throttle = { k = 0.5 }", "groups[1].throttle.k: R4C-REG-001: k is 0.5; valid: 1 .. 100"},
+      {"throttle = { window = \"1.5s\" }",
+       "R4C-ATR-001: groups[1].throttle.window is '1.5s'; " + kLibraryDuration},
+      {"throttle = { refused_on = \"refusd\" }",
+       "groups[1].throttle.refused_on names \"refusd\"; expected outcomes among refused, "
+       "timeout (did you mean \"refused\"?)"},
+      {"throttle = { kk = 2 }",
+       "unknown key \"kk\" in groups[1].throttle; did you mean \"k\"? (valid: k, window, "
+       "refused_on, seed)"}};
+  for (const auto& [table, message] : mistakes) {
+    EXPECT_EQ(error_of(head + "policy = \"throttle\"\n" + table + "\n"), "test.toml:8: " + message);
+  }
   EXPECT_EQ(error_of(head + "policy = \"none\"\nthrottle = { k = 2 }\n"),
             "test.toml:8: groups[1].throttle applies to policy throttle only (this group's policy "
             "is none)");
