@@ -52,10 +52,6 @@ ThrottleConfig& ThrottleConfig::refused_on(std::vector<ExceptionType> types) {
   return *this;
 }
 
-void ThrottleConfig::check_predicate(const char* setting, bool present) {
-  if (!present) detail::fail(detail::kInvalidValue, setting, "an empty function", "a callable");
-}
-
 ThrottleConfig& ThrottleConfig::refused_on(
     std::function<bool(const std::exception_ptr&)> predicate) {
   check_predicate("refused_on", static_cast<bool>(predicate));
@@ -68,6 +64,10 @@ ThrottleConfig& ThrottleConfig::seed(std::int64_t value) {
   return *this;
 }
 
+void ThrottleConfig::check_predicate(const char* setting, bool present) {
+  if (!present) detail::fail(detail::kInvalidValue, setting, "an empty function", "a callable");
+}
+
 void ThrottleConfig::validate() const { ThrottleConfig().k(k_).window(window_); }
 
 std::optional<SettingDifference> first_difference(const ThrottleConfig& first,
@@ -78,8 +78,8 @@ std::optional<SettingDifference> first_difference(const ThrottleConfig& first,
       .compare("refused_on", first.refused_on_types(), second.refused_on_types())
       .compare("refused_on_predicate", static_cast<bool>(first.refused_on_predicate()),
                static_cast<bool>(second.refused_on_predicate()))
-      .compare("refused_result", first.refused_result_type().has_value(),
-               second.refused_result_type().has_value())
+      .compare("refused_result", first.refused_result_predicate().type().has_value(),
+               second.refused_result_predicate().type().has_value())
       .compare("seed", first.seed(), second.seed())
       .result();
 }

@@ -45,7 +45,6 @@
 #include <span>
 #include <string>
 #include <type_traits>
-#include <typeindex>
 #include <utility>
 #include <vector>
 
@@ -92,6 +91,13 @@ class ThrottleConfig {
     refused_on_ = {ExceptionType::of<Exception>(), ExceptionType::of<More>()...};
     return *this;
   }
+  /// `refused_on(predicate)` (below) for failures of dynamic type Exception (others answer false),
+  /// e.g. `refused_on<HttpError>([](const HttpError& e) { return e.status() == 503; })`.
+  template <class Exception, class Predicate>
+  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> ThrottleConfig& refused_on(
+      Predicate predicate) {
+    return refused_on(detail::exception_predicate<Exception>(std::move(predicate)));
+  }
   /// Same as `refused_on<...>()` with types known at run time.
   ThrottleConfig& refused_on(std::vector<ExceptionType> types);
   /// Also takes the failures for which `predicate` is true as refusals, besides the types
@@ -99,13 +105,6 @@ class ThrottleConfig {
   /// type does. Replaces an earlier predicate. A predicate that throws answers false.
   /// R4C-REG-001 when empty. Thread safety: called from every thread whose call fails.
   ThrottleConfig& refused_on(std::function<bool(const std::exception_ptr&)> predicate);
-  /// `refused_on(predicate)` for failures of dynamic type Exception (others answer false), e.g.
-  /// `refused_on<HttpError>([](const HttpError& e) { return e.status() == 503; })`.
-  template <class Exception, class Predicate>
-  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> ThrottleConfig& refused_on(
-      Predicate predicate) {
-    return refused_on(detail::exception_predicate<Exception>(std::move(predicate)));
-  }
   /// Takes a result for which `predicate` is true as the backend's refusal (the result is
   /// still returned); any other result is an accept. Applies to execute() and
   /// async_execute() calls whose result type, without reference and const, is T. Replaces an
@@ -125,14 +124,10 @@ class ThrottleConfig {
   std::chrono::nanoseconds window() const noexcept { return window_; }
   const std::vector<ExceptionType>& refused_on_types() const noexcept { return refused_on_; }
   const detail::ExceptionPredicate& refused_on_predicate() const noexcept { return refused_if_; }
-  /// The refused_result predicate for results of type T, or nullptr.
-  template <class T>
-  const std::function<bool(const T&)>* refused_result_predicate() const noexcept {
-    return result_predicate_.get<T>();
-  }
-  /// The result type refused_result applies to, or nullopt without one.
-  std::optional<std::type_index> refused_result_type() const noexcept {
-    return result_predicate_.type();
+  /// The refused_result predicate: `.get<T>()` for results of type T (nullptr when it applies
+  /// to another type or none was set), `.type()` the type it applies to.
+  const detail::ResultPredicate& refused_result_predicate() const noexcept {
+    return result_predicate_;
   }
   std::int64_t seed() const noexcept { return seed_; }
   /// Checks every setting; throws ConfigException.
@@ -341,7 +336,7 @@ inline void ThrottlePermit::on_refused() noexcept {
 template <class T>
 void ThrottlePermit::on_result(const T& result) {
   if (throttle_ == nullptr) return;
-  const auto* refused = throttle_->config_.template refused_result_predicate<T>();
+  const auto* refused = throttle_->config_.refused_result_predicate().template get<T>();
   if (refused == nullptr) [[likely]]
     return on_accepted();
   bool refusal = false;
