@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The code of docs/throttle.md, and of the rate limiter's weighted permits (docs/pipeline.md)
-// and the bulkhead's events (docs/observability.md), in // [doc:NAME] regions (tests/docs
-// checks the pages against them). Each region is followed by checks; the program exits
-// non-zero if one fails.
+// The code of docs/throttle.md (its predicates included), and of the rate limiter's weighted
+// permits (docs/pipeline.md) and the bulkhead's events (docs/observability.md), in // [doc:NAME]
+// regions (tests/docs checks the pages against them). Each region is followed by checks; the
+// program exits non-zero if one fails.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -71,6 +71,34 @@ int main() {
     check(s.requests == 100 && s.accepts == 0, "every call is a request, none an accept");
     check(s.refused == static_cast<std::uint64_t>(backend.received), "refusals are the backend's");
     check(s.throttled == static_cast<std::uint64_t>(shed), "local rejections are counted apart");
+  }
+
+  {
+    auto clock = std::make_shared<r4c::ManualClock>();
+    // [doc:throttle-predicates]
+    struct HttpError : std::runtime_error {
+      explicit HttpError(int code) : std::runtime_error("http error"), status(code) {}
+      int status;
+    };
+    r4c::Throttle throttle(
+        "search",
+        r4c::ThrottleConfig()
+            // thrown: a 503 or a 429 is the backend refusing, a 404 is an answer
+            .refused_on<HttpError>(
+                [](const HttpError& e) { return e.status == 503 || e.status == 429; })
+            // returned: a status code the client hands back rather than throws
+            .refused_result<int>([](const int& status) { return status == 503; }),
+        clock);
+    try {
+      throttle.execute([]() -> int { throw HttpError(404); });  // the backend answered
+    } catch (const HttpError&) {
+    }
+    int status = throttle.execute([] { return 503; });  // returned, and counted as refused
+    // [/doc:throttle-predicates]
+    check(status == 503, "a refused result is still returned");
+    const r4c::ThrottleSnapshot s = throttle.snapshot();
+    check(s.requests == 2 && s.accepts == 1 && s.refused == 1,
+          "the returned 503 is a refusal, the thrown 404 an accept");
   }
 
   {

@@ -52,9 +52,20 @@ ThrottleConfig& ThrottleConfig::refused_on(std::vector<ExceptionType> types) {
   return *this;
 }
 
+ThrottleConfig& ThrottleConfig::refused_on(
+    std::function<bool(const std::exception_ptr&)> predicate) {
+  check_predicate("refused_on", static_cast<bool>(predicate));
+  refused_if_ = std::move(predicate);
+  return *this;
+}
+
 ThrottleConfig& ThrottleConfig::seed(std::int64_t value) {
   seed_ = value;
   return *this;
+}
+
+void ThrottleConfig::check_predicate(const char* setting, bool present) {
+  if (!present) detail::fail(detail::kInvalidValue, setting, "an empty function", "a callable");
 }
 
 void ThrottleConfig::validate() const { ThrottleConfig().k(k_).window(window_); }
@@ -65,6 +76,10 @@ std::optional<SettingDifference> first_difference(const ThrottleConfig& first,
       .compare("k", first.k(), second.k())
       .compare("window", first.window(), second.window())
       .compare("refused_on", first.refused_on_types(), second.refused_on_types())
+      .compare("refused_on_predicate", static_cast<bool>(first.refused_on_predicate()),
+               static_cast<bool>(second.refused_on_predicate()))
+      .compare("refused_result", first.refused_result_predicate().type().has_value(),
+               second.refused_result_predicate().type().has_value())
       .compare("seed", first.seed(), second.seed())
       .result();
 }
@@ -183,14 +198,15 @@ void Throttle::record(std::int64_t bucket, std::uint64_t counts) noexcept {
   }
 }
 
+// The order of the overview: refused_on (type or predicate), an inner policy's refusal,
+// then an accept when refused_on says which failures are refusals, else a refusal.
 void Throttle::record_failure(std::int64_t bucket) noexcept {
   const std::vector<ExceptionType>& refused = config_.refused_on_types();
-  const bool listed = std::any_of(refused.begin(), refused.end(),
-                                  [](const ExceptionType& type) { return type.matches_current(); });
-  if (!listed) {
+  const detail::ExceptionPredicate& refused_if = config_.refused_on_predicate();
+  if (!detail::matches_current(refused, refused_if)) {
     // An inner policy's refusal never reached the backend.
     if (ExceptionType::of<RejectedException>().matches_current()) return;
-    if (!refused.empty()) return record(bucket, kRequest | 1);  // the backend answered
+    if (!refused.empty() || refused_if) return record(bucket, kRequest | 1);  // it answered
   }
   record(bucket, kRequest);
   refused_.increment();

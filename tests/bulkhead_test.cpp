@@ -6,6 +6,7 @@
 
 #include <exception>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -172,6 +173,33 @@ TEST(BulkheadEventsTest, ASubscriptionAfterTheLastOneEndedHearsAgain) {
   bulkhead.execute([] {});
   early.release();  // announced: it took its slot while someone listened
   EXPECT_THAT(heard.lines, ::testing::ElementsAre("finished 1/2", "finished 0/2"));
+}
+
+// A listened-to bulkhead sends its calls the long way round (the flag rides in the slot count):
+// the count, the snapshot and the limit stay exact while it listens and once it stops, and a
+// bulkhead of the largest size listens as any other.
+TEST(BulkheadEventsTest, ListeningLeavesTheCountsExactAndStopsWithTheLastListener) {
+  for (const int size : {2, std::numeric_limits<int>::max()}) {
+    r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(size));
+    Heard heard;
+    r4c::Subscription permitted = bulkhead.on_call_permitted(heard.listener());
+    r4c::BulkheadPermit first = bulkhead.try_acquire();
+    r4c::BulkheadPermit second = bulkhead.try_acquire();
+    EXPECT_EQ(bulkhead.in_flight(), 2);
+    EXPECT_EQ(bulkhead.snapshot().in_flight, 2);
+    EXPECT_EQ(bulkhead.snapshot().max_concurrent, size);
+    EXPECT_EQ(bulkhead.snapshot().available, size - 2);
+    EXPECT_EQ(static_cast<bool>(bulkhead.try_acquire()), size > 2);
+    permitted.reset();
+    second.release();
+    r4c::BulkheadPermit third = bulkhead.try_acquire();  // finds nobody: clears the flag
+    r4c::BulkheadPermit fourth = bulkhead.try_acquire();
+    EXPECT_EQ(static_cast<bool>(fourth), size > 2);
+    EXPECT_EQ(bulkhead.in_flight(), size > 2 ? 3 : 2);
+    const std::string last = "permitted 2/" + std::to_string(size);
+    ASSERT_EQ(heard.lines.size(), size > 2 ? 3u : 2u);
+    EXPECT_EQ(heard.lines[1], last);
+  }
 }
 
 TEST(BulkheadConcurrencyTest, NeverAdmitsMoreThanMaxConcurrentAndCountsEveryRejection) {

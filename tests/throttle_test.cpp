@@ -199,6 +199,83 @@ TEST_F(ThrottleTest, RefusedOnNamesTheRefusalsAndOtherFailuresAreAccepts) {
   EXPECT_EQ(s.refused, 2u);
 }
 
+struct HttpError : std::runtime_error {
+  explicit HttpError(int code) : std::runtime_error("http"), status(code) {}
+  int status;
+};
+
+// The overview's order: refused_on (type or predicate) first, then an inner policy's refusal
+// (nothing), then an accept because refused_on says what a refusal is.
+TEST_F(ThrottleTest, ARefusedOnPredicateNamesRefusalsBesideTheTypesInTheDocumentedOrder) {
+  auto throttle = make(r4c::ThrottleConfig().refused_on<Overloaded>().refused_on<HttpError>(
+      [](const HttpError& e) { return e.status == 503 || e.status == 429; }));
+  EXPECT_THROW(throttle->execute([] { throw HttpError(503); }), HttpError);  // 1: refusal
+  EXPECT_THROW(throttle->execute([] { throw Overloaded(); }), Overloaded);   // 1: by type
+  EXPECT_THROW(throttle->execute([] { throw r4c::BulkheadFullException("full"); }),
+               r4c::BulkheadFullException);                                  // 2: nothing
+  EXPECT_THROW(throttle->execute([] { throw HttpError(404); }), HttpError);  // 3: an accept
+  EXPECT_THROW(throttle->execute([] { throw std::logic_error("bug"); }), std::logic_error);  // 3
+  r4c::ThrottleSnapshot s = throttle->snapshot();
+  EXPECT_EQ(s.requests, 4u);
+  EXPECT_EQ(s.accepts, 2u);
+  EXPECT_EQ(s.refused, 2u);
+
+  // A predicate alone also makes the failures it does not match accepts; one that names an
+  // inner refusal makes it a refusal; one that throws answers false.
+  auto by_predicate = make(r4c::ThrottleConfig().refused_on([](const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const r4c::CallNotPermittedException&) {
+      return true;
+    } catch (const Overloaded&) {
+      throw std::runtime_error("predicate");
+    } catch (...) {
+      return false;
+    }
+  }));
+  EXPECT_THROW(by_predicate->execute([] { throw r4c::CallNotPermittedException("open"); }),
+               r4c::CallNotPermittedException);
+  EXPECT_THROW(by_predicate->execute([] { throw Overloaded(); }), Overloaded);  // false: accept
+  EXPECT_THROW(by_predicate->execute([] { throw std::logic_error("bug"); }), std::logic_error);
+  s = by_predicate->snapshot();
+  EXPECT_EQ(s.requests, 3u);
+  EXPECT_EQ(s.accepts, 2u);
+  EXPECT_EQ(s.refused, 1u);
+}
+
+// A result can be the backend's refusal (a 503 returned, not thrown): it is returned, counted
+// as a refusal, and moves the probability as a thrown refusal does.
+TEST_F(ThrottleTest, ARefusedResultIsReturnedAndCountsAsTheBackendsRefusal) {
+  auto throttle = make(
+      r4c::ThrottleConfig().refused_result<int>([](const int& status) { return status == 503; }));
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(throttle->execute([] { return 503; }), 503);
+  EXPECT_DOUBLE_EQ(throttle->rejection_probability(), 10.0 / 11.0);
+  EXPECT_EQ(throttle->execute([] { return 200; }), 200);
+  throttle->execute([] {});  // no result of type int: an accept
+  EXPECT_EQ(throttle->execute([] { return std::string("503"); }), "503");  // other type: accept
+  const r4c::ThrottleSnapshot s = throttle->snapshot();
+  EXPECT_EQ(s.requests, 13u);
+  EXPECT_EQ(s.accepts, 3u);
+  EXPECT_EQ(s.refused, 10u);
+  EXPECT_DOUBLE_EQ(s.rejection_probability, (13.0 - 2.0 * 3.0) / 14.0);
+}
+
+TEST_F(ThrottleTest, AThrowingResultPredicateEndsTheCallAndCountsNothing) {
+  auto throttle = make(r4c::ThrottleConfig().refused_result<int>(
+      [](const int&) -> bool { throw std::runtime_error("predicate"); }));
+  EXPECT_THROW(throttle->execute([] { return 1; }), std::runtime_error);
+  EXPECT_EQ(throttle->snapshot().requests, 0u);
+  EXPECT_EQ(throttle->snapshot().refused, 0u);
+  EXPECT_THAT(r4c::test::config_error([] {
+                r4c::ThrottleConfig().refused_on(std::function<bool(const std::exception_ptr&)>());
+              }).what(),
+              HasSubstr("R4C-REG-001: refused_on is an empty function"));
+  EXPECT_THAT(r4c::test::config_error([] {
+                r4c::ThrottleConfig().refused_result<int>(std::function<bool(const int&)>());
+              }).what(),
+              HasSubstr("R4C-REG-001: refused_result is an empty function"));
+}
+
 TEST_F(ThrottleTest, OnFailureClassifiesAnExceptionPtrAsExecuteDoes) {
   auto throttle = make();
   throttle->try_acquire().on_failure(std::make_exception_ptr(Overloaded()));

@@ -9,7 +9,8 @@
 //   auto rows = bulkhead.execute([&] { return db.query(sql); });   // BulkheadFullException
 //
 // It publishes each call's permission, rejection and end (<r4c/events.hpp>) to whoever
-// listens; a type of event nobody listens for costs its calls one load of a flag.
+// listens; while nobody listens for permissions and ends, an admitted call runs exactly the
+// instructions of a bulkhead without events (the listening flag rides in the slot count).
 //
 //   r4c::Subscription s = bulkhead.on_call_rejected(
 //       [](const r4c::BulkheadEvent& e) { log("{} full ({})", e.instance_id, e.max_concurrent); });
@@ -122,19 +123,15 @@ class Bulkhead {
   BulkheadPermit try_acquire() noexcept {
     std::int32_t running = in_flight_.load(std::memory_order_relaxed);
     do {
-      if (running >= max_concurrent_) [[unlikely]] {
-        rejected_.increment();
-        if (listening(kRejected)) [[unlikely]]
-          publish(*rejected_listeners_, kRejected, BulkheadEventType::call_rejected, running);
-        return BulkheadPermit();
-      }
+      // A listened-to bulkhead's count carries kListened, above any max_concurrent: its calls
+      // and the full bulkhead's take the one out-of-line branch, the others the path of a
+      // bulkhead without events.
+      if (running >= max_concurrent_) [[unlikely]]
+        return acquire_slowly();
       // relaxed: a slot guards no data.
     } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
                                                std::memory_order_relaxed));
-    const std::uint8_t listening = listening_.load(std::memory_order_relaxed);
-    if (listening & kPermitted) [[unlikely]]
-      publish(*permitted_listeners_, kPermitted, BulkheadEventType::call_permitted, running + 1);
-    return BulkheadPermit(this, (listening & kFinished) != 0);
+    return BulkheadPermit(this, false);
   }
 
   /// Runs `f` in a slot; when full, throws this bulkhead's BulkheadFullException (one
@@ -161,7 +158,9 @@ class Bulkhead {
   BulkheadHandle handle() const noexcept { return BulkheadHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }
   const BulkheadConfig& config() const noexcept { return config_; }
-  int in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
+  int in_flight() const noexcept {
+    return in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
+  }
   BulkheadSnapshot snapshot() const;
 
   /// Calls `listener` for every call that takes a slot, on the caller's thread, until the
@@ -182,27 +181,39 @@ class Bulkhead {
   static constexpr std::uint8_t kPermitted = 1;
   static constexpr std::uint8_t kRejected = 2;
   static constexpr std::uint8_t kFinished = 4;
+  // In in_flight_ while call_permitted or call_finished may have listeners, above every count
+  // (max_concurrent_ is the setting capped below it: 2^30 calls at once never happen); the
+  // count is the bits below.
+  static constexpr std::int32_t kListened = std::int32_t{1} << 30;
 
   // Whether the type may have listeners: set when one subscribes, cleared by the first
-  // publication that finds none, so a bulkhead nobody listens to reads one byte of a line its
-  // calls read anyway. relaxed: an event racing a subscription may go either way.
+  // publication that finds none. relaxed: an event racing a subscription may go either way.
   bool listening(std::uint8_t type) const noexcept {
     return (listening_.load(std::memory_order_relaxed) & type) != 0;
   }
   Subscription subscribe(Listeners& listeners, std::uint8_t type,
                          std::function<void(const BulkheadEvent&)> listener) const;
-  // Out of line: only a call of a listened-to type gets here.
+  // Out of line: a full bulkhead, or one whose permissions or ends are listened to.
+  BulkheadPermit acquire_slowly() noexcept;
+  // Clears `bit` (and kListened when no permission or end is listened to any more) once its
+  // listeners have gone; false when they had.
+  bool forget(const Listeners& listeners, std::uint8_t bit) const noexcept;
   void publish(const Listeners& listeners, std::uint8_t bit, BulkheadEventType type,
                std::int32_t in_flight) const noexcept;
   void finish(bool announce) noexcept {
-    const std::int32_t left = in_flight_.fetch_sub(1, std::memory_order_relaxed) - 1;
-    if (announce) [[unlikely]]
-      publish(*finished_listeners_, kFinished, BulkheadEventType::call_finished, left);
+    if (announce) [[unlikely]] {
+      finish_announced();
+      return;
+    }
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
   }
+  void finish_announced() noexcept;
 
-  alignas(detail::kCacheLine) std::atomic<std::int32_t> in_flight_{0};
+  // The calls holding a slot, and kListened (set by a const subscription: mutable).
+  alignas(detail::kCacheLine) mutable std::atomic<std::int32_t> in_flight_{0};
   // Read by every call, written never: apart from the slot count's line.
   alignas(detail::kCacheLine) const std::int32_t max_concurrent_;
+  // Read only off the admitted path (acquire_slowly and the announced release).
   mutable std::atomic<std::uint8_t> listening_{0};
   const std::shared_ptr<Listeners> permitted_listeners_;
   const std::shared_ptr<Listeners> rejected_listeners_;

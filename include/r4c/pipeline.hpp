@@ -145,8 +145,11 @@ struct PipelineStages {
   }
 
   /// Runs `f` through the stages at positions I and after, then calls it.
+  // always_inline: each kind adds a level, present or not; past GCC's inlining budget the
+  // levels became calls (each moving the stop_token), so an absent stage cost a call. Inlined,
+  // an absent stage costs its pointer test.
   template <std::size_t I, class F>
-  T through(F& f, std::stop_token stop) const {
+  [[gnu::always_inline]] T through(F& f, std::stop_token stop) const {
     if constexpr (I == kKindCount) {
       return call(f, std::move(stop));
     } else {

@@ -20,11 +20,14 @@
 //  - accepts: calls the backend accepted. A call the throttle rejected is never one, and never
 //    a refusal of the backend either (snapshot().refused counts the backend's only); go-zero's
 //    breaker once counted its own rejections as backend failures (zeromicro/go-zero#5011).
-//  - a failure is the backend's refusal when it matches `refused_on` (any failure when the list
-//    is empty, the default); another failure counts as accepted (the backend answered). A
-//    RejectedException from a policy inside the throttle (circuit breaker, rate limiter,
-//    adaptive limit, bulkhead) never reached the backend and counts as nothing, unless
-//    `refused_on` names it.
+//  - a failure is classified in this order (the first that applies decides):
+//      1. of a `refused_on` type, or `refused_on(predicate)` says so: a refusal;
+//      2. a RejectedException from a policy inside the throttle (circuit breaker, rate limiter,
+//         adaptive limit, bulkhead): it never reached the backend and counts as nothing;
+//      3. with a `refused_on` type or predicate set: an accept (the backend answered);
+//      4. with neither set (the default): a refusal.
+//  - a result is an accept, unless `refused_result` says it is a refusal (an HTTP 503 that a
+//    client returns rather than throws); it is returned either way.
 // A call counts when its outcome is known, in the window's bucket of its admission; a call
 // whose outcome is never known (an abandoned asynchronous call) counts as nothing.
 //
@@ -48,6 +51,7 @@
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
 #include "r4c/detail/handle.hpp"
+#include "r4c/detail/outcome_predicates.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
@@ -87,8 +91,31 @@ class ThrottleConfig {
     refused_on_ = {ExceptionType::of<Exception>(), ExceptionType::of<More>()...};
     return *this;
   }
+  /// `refused_on(predicate)` (below) for failures of dynamic type Exception (others answer false),
+  /// e.g. `refused_on<HttpError>([](const HttpError& e) { return e.status() == 503; })`.
+  template <class Exception, class Predicate>
+  requires std::is_invocable_r_v<bool, Predicate&, const Exception&> ThrottleConfig& refused_on(
+      Predicate predicate) {
+    return refused_on(detail::exception_predicate<Exception>(std::move(predicate)));
+  }
   /// Same as `refused_on<...>()` with types known at run time.
   ThrottleConfig& refused_on(std::vector<ExceptionType> types);
+  /// Also takes the failures for which `predicate` is true as refusals, besides the types
+  /// (see the overview for the order); setting it makes the unmatched failures accepts, as a
+  /// type does. Replaces an earlier predicate. A predicate that throws answers false.
+  /// R4C-REG-001 when empty. Thread safety: called from every thread whose call fails.
+  ThrottleConfig& refused_on(std::function<bool(const std::exception_ptr&)> predicate);
+  /// Takes a result for which `predicate` is true as the backend's refusal (the result is
+  /// still returned); any other result is an accept. Applies to execute() and
+  /// async_execute() calls whose result type, without reference and const, is T. Replaces an
+  /// earlier predicate. A predicate that throws ends a synchronous call with its exception,
+  /// counting nothing. R4C-REG-001 when empty. Thread safety: called from every thread.
+  template <class T>
+  ThrottleConfig& refused_result(std::function<bool(const T&)> predicate) {
+    check_predicate("refused_result", static_cast<bool>(predicate));
+    result_predicate_.set<T>(std::move(predicate));
+    return *this;
+  }
   /// The random seed of the throttle's own source (0x5eed), so that a run on a ManualClock
   /// rejects the same calls every time. Any integer.
   ThrottleConfig& seed(std::int64_t value);
@@ -96,6 +123,12 @@ class ThrottleConfig {
   double k() const noexcept { return k_; }
   std::chrono::nanoseconds window() const noexcept { return window_; }
   const std::vector<ExceptionType>& refused_on_types() const noexcept { return refused_on_; }
+  const detail::ExceptionPredicate& refused_on_predicate() const noexcept { return refused_if_; }
+  /// The refused_result predicate: `.get<T>()` for results of type T (nullptr when it applies
+  /// to another type or none was set), `.type()` the type it applies to.
+  const detail::ResultPredicate& refused_result_predicate() const noexcept {
+    return result_predicate_;
+  }
   std::int64_t seed() const noexcept { return seed_; }
   /// Checks every setting; throws ConfigException.
   void validate() const;
@@ -103,7 +136,11 @@ class ThrottleConfig {
  private:
   double k_ = kDefaultK;
   std::chrono::nanoseconds window_ = kDefaultWindow;
+  static void check_predicate(const char* setting, bool present);
+
   std::vector<ExceptionType> refused_on_;
+  detail::ExceptionPredicate refused_if_;
+  detail::ResultPredicate result_predicate_;
   std::int64_t seed_ = kDefaultSeed;
 };
 
@@ -148,6 +185,10 @@ class [[nodiscard]] ThrottlePermit {
   void on_accepted() noexcept;
   /// The backend refused it: a request only.
   void on_refused() noexcept;
+  /// The call returned `result`: a refusal when refused_result says so, else an accept. A
+  /// throwing predicate leaves the call unanswered (it counts as nothing) and propagates.
+  template <class T>
+  void on_result(const T& result);
   /// The call failed with `failure`, classified by refused_on (see the overview).
   void on_failure(const std::exception_ptr& failure) noexcept;
   /// The same for the exception being handled now (inside a `catch`).
@@ -200,11 +241,11 @@ class Throttle {
         permit.on_accepted();
       } else {
         std::invoke_result_t<F&> result = std::invoke(f);
-        permit.on_accepted();
+        permit.on_result(result);
         return result;
       }
     } catch (...) {
-      permit.on_current_exception();
+      permit.on_current_exception();  // nothing when on_result has answered or thrown
       throw;
     }
   }
@@ -290,6 +331,22 @@ inline void ThrottlePermit::on_refused() noexcept {
     throttle->record(bucket_, Throttle::kRequest);
     throttle->refused_.increment();
   }
+}
+
+template <class T>
+void ThrottlePermit::on_result(const T& result) {
+  if (throttle_ == nullptr) return;
+  const auto* refused = throttle_->config_.refused_result_predicate().template get<T>();
+  if (refused == nullptr) [[likely]]
+    return on_accepted();
+  bool refusal = false;
+  try {
+    refusal = (*refused)(result);
+  } catch (...) {
+    throttle_ = nullptr;  // unanswered: the predicate's exception ends the call
+    throw;
+  }
+  refusal ? on_refused() : on_accepted();
 }
 
 /// The throttle as a policy kind: what the registry, the pipelines, the metrics and the tools

@@ -49,6 +49,29 @@ TEST_F(AsyncThrottleTest, AnAnsweredCallCountsAsAnAcceptOrARefusal) {
   EXPECT_EQ(s.refused, 1u);
 }
 
+// refused_result and refused_on(predicate) classify an asynchronous outcome as execute() does.
+TEST_F(AsyncThrottleTest, TheResultAndFailurePredicatesClassifyTheOutcome) {
+  r4c::Throttle throttle(
+      "search",
+      r4c::ThrottleConfig()
+          .refused_result<std::string>([](const std::string& reply) { return reply == "busy"; })
+          .refused_on<Overloaded>([](const Overloaded&) { return false; }),
+      clock_, [this] { return draw_; });
+  auto busy = throttle.async_execute<std::string>(backend_.place("a"), asio::use_future);
+  auto hits = throttle.async_execute<std::string>(backend_.place("b"), asio::use_future);
+  auto failed = throttle.async_execute<std::string>(backend_.place("c"), asio::use_future);
+  backend_.complete("a", "busy");
+  backend_.complete("b", "hits");
+  backend_.fail("c", std::make_exception_ptr(Overloaded()));
+  EXPECT_EQ(busy.get(), "busy");  // returned, and a refusal
+  EXPECT_EQ(hits.get(), "hits");
+  EXPECT_THROW(failed.get(), Overloaded);  // the predicate says no: an accept
+  const r4c::ThrottleSnapshot s = throttle.snapshot();
+  EXPECT_EQ(s.requests, 3u);
+  EXPECT_EQ(s.accepts, 2u);
+  EXPECT_EQ(s.refused, 1u);
+}
+
 TEST_F(AsyncThrottleTest, ALocallyRejectedCallCompletesAtOnceWithoutStartingTheOperation) {
   for (int i = 0; i < 4; ++i) throttle_.try_acquire().on_refused();  // p = 4 / 5
   draw_ = 0.5;

@@ -474,7 +474,7 @@ TEST_P(ShippedScenarioTest, RunsShortened) {
     expect_conservation(s);
     for (const TimelineRow& row : run.rows(static_cast<int>(g))) {
       EXPECT_EQ(row.limit.has_value(), spec.has_limit()) << spec.name;
-      if (row.limit && spec.policy != PolicyKind::bulkhead) {
+      if (row.limit && spec.policy != r4c::sim::kBulkhead) {
         EXPECT_GE(*row.limit, spec.limit.min_limit());
         EXPECT_LE(*row.limit, spec.limit.max_limit());
       }
@@ -503,7 +503,7 @@ TEST(ShippedScenarioTest, CapacityDropHasTheFiveGroupsTheReadmeNames) {
   EXPECT_EQ(s.server.changes[1].workers, 12);
   EXPECT_EQ(s.groups[2].max_concurrent, 16);  // sized for the capacity before the drop
   EXPECT_EQ(s.groups[3].max_concurrent, 4);   // and after it
-  EXPECT_EQ(s.groups[1].policy, PolicyKind::adaptive_limit);
+  EXPECT_EQ(s.groups[1].policy, r4c::sim::kAdaptiveLimit);
   EXPECT_EQ(s.groups[1].limit.algorithm(), LimitAlgorithm::aimd);
   EXPECT_TRUE(s.groups[1].timeout);
 }

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <system_error>
+#include <utility>
 
 #include "common.hpp"
 #include "r4c/detail/config_file.hpp"
@@ -121,7 +123,7 @@ drain = "3s"
   const GroupSpec& g2 = s.groups[0];
   EXPECT_EQ(g2.name, "g2");
   EXPECT_DOUBLE_EQ(g2.rate, 1500.5);
-  EXPECT_EQ(g2.policy, PolicyKind::adaptive_limit);
+  EXPECT_EQ(g2.policy, r4c::sim::kAdaptiveLimit);
   EXPECT_EQ(g2.policy_name(), "gradient2");
   EXPECT_EQ(g2.timeout, seconds(1));
   EXPECT_EQ(g2.limit.algorithm(), LimitAlgorithm::gradient2);
@@ -138,16 +140,16 @@ drain = "3s"
   EXPECT_EQ(g2.changes[0].at, seconds(30));
   EXPECT_DOUBLE_EQ(g2.changes[0].rate, 10.0);
 
-  EXPECT_EQ(s.groups[1].policy, PolicyKind::adaptive_limit);
+  EXPECT_EQ(s.groups[1].policy, r4c::sim::kAdaptiveLimit);
   EXPECT_EQ(s.groups[1].limit.algorithm(), LimitAlgorithm::aimd);
   EXPECT_EQ(s.groups[1].policy_name(), "aimd");
   EXPECT_DOUBLE_EQ(s.groups[1].limit.backoff_ratio(), 0.8);
   EXPECT_EQ(s.groups[1].timeout, milliseconds(50));
-  EXPECT_EQ(s.groups[2].policy, PolicyKind::bulkhead);
+  EXPECT_EQ(s.groups[2].policy, r4c::sim::kBulkhead);
   EXPECT_EQ(s.groups[2].policy_name(), "bulkhead");
   EXPECT_EQ(s.groups[2].max_concurrent, 8);
   EXPECT_FALSE(s.groups[2].timeout);
-  EXPECT_EQ(s.groups[3].policy, PolicyKind::none);
+  EXPECT_EQ(s.groups[3].policy, r4c::sim::kNoPolicy);
   EXPECT_EQ(s.groups[3].policy_name(), "none");
   EXPECT_DOUBLE_EQ(s.groups[3].rate, 0.0);
 
@@ -276,7 +278,7 @@ TEST(ScenarioTest, ReadsPoliciesAndLimitSettingsInTheLibrarysWords) {
       "duration = \"10s\"\n[server]\nworkers = 4\n[[groups]]\nname = "
       "\"g\"\nrate = 1\npolicy = \"AIMD\"\ntimeout = \"1s\"\n",
       "test.toml");
-  EXPECT_EQ(s.groups[0].policy, PolicyKind::adaptive_limit);
+  EXPECT_EQ(s.groups[0].policy, r4c::sim::kAdaptiveLimit);
   EXPECT_EQ(s.groups[0].limit.algorithm(), LimitAlgorithm::aimd);
   // r4c-sim's own enums join the vocabulary too, and read the same way.
   const Scenario fixed = parse_scenario(
@@ -295,6 +297,46 @@ TEST(ScenarioTest, ReadsPoliciesAndLimitSettingsInTheLibrarysWords) {
             "\"alpha\"? (valid: initial_limit, min_limit, max_limit, window, "
             "min_window_samples, smoothing, rtt_tolerance, long_window, queue_size, "
             "backoff_ratio, probe_multiplier, alpha, beta)");
+}
+
+// A throttle group's table: the throttle's settings by the library's ThrottleKind descriptor
+// (its grammar, its setters' codes), refused_on naming the scenario's outcomes.
+TEST(ScenarioTest, ReadsAThrottleGroupsSettingsInTheLibrarysWords) {
+  const std::string head = kGroupWithoutPolicy;
+  const Scenario s = parse_scenario(
+      head +
+          "policy = \"throttle\"\nthrottle = { k = 3, window = \"10s\", refused_on = "
+          "\"refused, timeout\", seed = 7 }\n",
+      "test.toml");
+  EXPECT_EQ(s.groups[0].policy, r4c::sim::kThrottle);
+  EXPECT_EQ(s.groups[0].policy_name(), "throttle");
+  EXPECT_DOUBLE_EQ(s.groups[0].throttle.k(), 3.0);
+  EXPECT_EQ(s.groups[0].throttle.window(), seconds(10));
+  EXPECT_EQ(s.groups[0].throttle.seed(), 7);
+  ASSERT_EQ(s.groups[0].throttle.refused_on_types().size(), 2u);
+  EXPECT_TRUE(s.groups[0].throttle.refused_on_types()[0] == ExceptionType::of<std::system_error>());
+  EXPECT_TRUE(s.groups[0].throttle.refused_on_types()[1] ==
+              ExceptionType::of<CallTimeoutException>());
+  EXPECT_EQ(parse_scenario(head + "policy = \"throttle\"\n", "test.toml").groups[0].throttle.k(),
+            ThrottleConfig::kDefaultK);
+
+  // Each mistake in the table, and the line reporting it (line 8: the table's).
+  const std::pair<std::string, std::string> mistakes[] = {
+      {"throttle = { k = 0.5 }", "groups[1].throttle.k: R4C-REG-001: k is 0.5; valid: 1 .. 100"},
+      {"throttle = { window = \"1.5s\" }",
+       "R4C-ATR-001: groups[1].throttle.window is '1.5s'; " + kLibraryDuration},
+      {"throttle = { refused_on = \"refusd\" }",
+       "groups[1].throttle.refused_on names \"refusd\"; expected outcomes among refused, "
+       "timeout (did you mean \"refused\"?)"},
+      {"throttle = { kk = 2 }",
+       "unknown key \"kk\" in groups[1].throttle; did you mean \"k\"? (valid: k, window, "
+       "refused_on, seed)"}};
+  for (const auto& [table, message] : mistakes) {
+    EXPECT_EQ(error_of(head + "policy = \"throttle\"\n" + table + "\n"), "test.toml:8: " + message);
+  }
+  EXPECT_EQ(error_of(head + "policy = \"none\"\nthrottle = { k = 2 }\n"),
+            "test.toml:8: groups[1].throttle applies to policy throttle only (this group's policy "
+            "is none)");
 }
 
 TEST(ScenarioTest, ReportsMissingKeys) {

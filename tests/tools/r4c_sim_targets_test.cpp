@@ -16,6 +16,8 @@
 //   workload-shift: once settled, the limit never below 0.8x the 32 workers.
 //   no-traffic:     no algorithm's limit moves while no call comes (31 s to 90 s).
 //
+// and issue 20's throttle on throttle-overload: half the backend load, the same goodput.
+//
 // capacity-drop is 300 s of 5 groups at 2000 calls/s (3 million calls): a few seconds in an
 // optimised build (scripts/test), minutes without optimisation. Unoptimised builds (Debug, and
 // the sanitizer builds of .ci/run) skip these two tests; every other r4c-sim test runs there.
@@ -166,6 +168,27 @@ TEST(TargetsTest, NoLimitMovesWithoutTraffic) {
     }
     EXPECT_TRUE(held) << name;
   }
+}
+
+// Issue 20's throttle (docs/simulator.md, "Client-side throttling"): offered 4x its capacity, the
+// throttled group sends the server about k = 2 calls per accept, half the unprotected group's
+// load, for the same goodput, and the server refuses a third as many of its calls.
+TEST(TargetsTest, TheThrottleHalvesTheBackendLoadForTheSameGoodput) {
+  if (!kOptimised) GTEST_SKIP() << kWhySkipped;
+  const Simulated& run = run_of("throttle-overload");
+  const GroupSummary& throttled = run.summary("throttled");
+  const GroupSummary& unprotected = run.summary("unprotected");
+  const auto sent = [](const GroupSummary& g) {
+    return static_cast<double>(g.offered - g.rejected_calls);
+  };
+  RecordProperty("throttled_backend_load", std::to_string(sent(throttled)));
+  RecordProperty("unprotected_backend_load", std::to_string(sent(unprotected)));
+  RecordProperty("throttled_rejected", std::to_string(throttled.rejected));
+  EXPECT_EQ(unprotected.rejected_calls, 0);
+  EXPECT_LE(sent(throttled), 0.55 * sent(unprotected));
+  EXPECT_GE(throttled.rejected, 0.45);  // shed locally, never sent
+  EXPECT_GE(throttled.goodput, 0.95 * unprotected.goodput);
+  EXPECT_LE(static_cast<double>(throttled.errors), 0.4 * static_cast<double>(unprotected.errors));
 }
 
 }  // namespace

@@ -12,23 +12,24 @@
 namespace r4c::sim {
 
 /// adaptive_limit: the adaptive limit with the group's settings (its algorithm among them);
-/// bulkhead: a bulkhead of max_concurrent; throttle: the throttle with its defaults (the
-/// server's refusals, queue_limit's 503s, are what it answers); none: no policy. A group's timeout
+/// bulkhead: a bulkhead of max_concurrent; throttle: the throttle with its `throttle` table
+/// (by default every failure, queue_limit's 503s and the timeouts, is a refusal); none: no
+/// policy. A group's timeout
 /// goes inside (for aimd, its drop signal).
 inline Pipeline<void> build_pipeline(ResilienceRegistry& registry, const GroupSpec& group) {
   auto builder = Pipeline<void>::builder(registry, group.name);
   switch (group.policy) {
-    case PolicyKind::adaptive_limit:
+    case kAdaptiveLimit:
       builder.adaptive_limit([&group](AdaptiveLimitConfig& config) { config = group.limit; });
       break;
-    case PolicyKind::bulkhead:
+    case kBulkhead:
       builder.bulkhead(
           [&group](BulkheadConfig& config) { config.max_concurrent(group.max_concurrent); });
       break;
-    case PolicyKind::throttle:
-      builder.throttle();
+    case kThrottle:
+      builder.throttle([&group](ThrottleConfig& config) { config = group.throttle; });
       break;
-    case PolicyKind::none:
+    default:  // kNoPolicy
       break;
   }
   if (group.timeout) {
@@ -40,7 +41,7 @@ inline Pipeline<void> build_pipeline(ResilienceRegistry& registry, const GroupSp
 /// The group's limit now: the adaptive limit's, the bulkhead's size, or none.
 inline std::optional<int> current_limit(const Pipeline<void>& pipeline, const GroupSpec& group) {
   if (const AdaptiveLimit* limit = pipeline.adaptive_limit()) return limit->limit();
-  if (group.policy == PolicyKind::bulkhead) return group.max_concurrent;
+  if (group.policy == kBulkhead) return group.max_concurrent;
   return std::nullopt;
 }
 

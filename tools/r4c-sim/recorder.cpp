@@ -529,7 +529,7 @@ void write_outputs(const Scenario& scenario, const Results& results,
 
   for (std::size_t g = 0; g < scenario.groups.size(); ++g) {
     const GroupSpec& spec = scenario.groups[g];
-    if (spec.policy != PolicyKind::adaptive_limit) continue;
+    if (spec.policy != kAdaptiveLimit) continue;
     const bool recorded = g < results.windows.size();
     write_file(folder / ("windows-" + spec.name + ".csv"),
                windows_csv(scenario, spec, recorded ? results.windows[g] : std::vector<WindowRow>{},

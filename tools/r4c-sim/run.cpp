@@ -59,7 +59,7 @@ int run_scenario(std::string_view command, const RunOptions& options, std::ostre
     out << "\nOutputs in " << folder.string() << "/: timeline.csv, summary.csv, settle.csv, ";
     bool any_windows = false;
     for (const GroupSpec& group : scenario.groups) {
-      any_windows = any_windows || group.policy == PolicyKind::adaptive_limit;
+      any_windows = any_windows || group.policy == kAdaptiveLimit;
     }
     if (any_windows) out << "windows-<group>.csv, ";
     out << "plots.gp";

@@ -12,6 +12,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 #include "common.hpp"
 #include "r4c/adaptive_limit.hpp"
@@ -20,6 +21,7 @@
 #include "r4c/errors.hpp"
 #include "r4c/text.hpp"
 #include "r4c/throttle.hpp"
+#include "r4c/timeout.hpp"
 
 namespace r4c::sim {
 
@@ -66,21 +68,13 @@ int ServerSpec::right_concurrency_at(Nanos t) const {
 }
 
 namespace {
-constexpr std::string_view kNoPolicy = "none";
+constexpr std::string_view kNoPolicyName = "none";
 }  // namespace
 
 std::string_view GroupSpec::policy_name() const noexcept {
-  switch (policy) {
-    case PolicyKind::adaptive_limit:
-      return to_string(limit.algorithm());
-    case PolicyKind::bulkhead:
-      return BulkheadKind::kNames.cpp;
-    case PolicyKind::throttle:
-      return ThrottleKind::kNames.cpp;
-    case PolicyKind::none:
-      return kNoPolicy;
-  }
-  return kNoPolicy;
+  if (policy == kAdaptiveLimit) return to_string(limit.algorithm());
+  if (policy >= detail::kKindCount) return kNoPolicyName;
+  return detail::AllKinds::names[policy].cpp;
 }
 
 double GroupSpec::rate_at(Nanos t) const {
@@ -395,22 +389,26 @@ std::optional<std::string> setting_text(const toml::node& node, detail::SettingT
   return std::nullopt;
 }
 
-// The limit table: every setting of the adaptive limit's descriptor but those the policy sets,
+// A policy's table (`limit`, `throttle`): every setting of the kind's descriptor but `skipped`,
 // parsed by the library's vocabulary and applied by the library's setter, so the library
-// judges every value and its message (with its R4C code) is what the user reads.
-void read_limit(Reader& reader, const toml::table& table, const std::string& path, GroupSpec& group,
-                const std::string& policy) {
+// judges every value and its message (with its R4C code) is what the user reads. `check` may
+// refuse a key for the group (returns false after reporting); `types` resolves the exception
+// names of an exception_types setting (returns false after reporting).
+template <class Kind>
+void read_settings(
+    Reader& reader, const toml::table& table, const std::string& path,
+    typename Kind::Config& config, std::span<const std::string_view> skipped,
+    const std::function<bool(std::string_view name, const toml::node&, const std::string&)>& check,
+    const std::function<bool(detail::SettingValue&, const toml::node&, const std::string&)>&
+        types) {
   std::vector<Reader::Field> fields;
-  for (const auto& setting : AdaptiveLimitKind::settings()) {
-    if (std::find(std::begin(kSetByThePolicy), std::end(kSetByThePolicy), setting.name) !=
-        std::end(kSetByThePolicy)) {
-      continue;
-    }
+  for (const auto& setting : Kind::settings()) {
+    if (std::find(skipped.begin(), skipped.end(), setting.name) != skipped.end()) continue;
     fields.push_back(Reader::Field{
-        setting.name,
-        [&reader, &group, &setting, &policy](const toml::node& node, const std::string& key) {
+        setting.name, [&reader, &config, &setting, &check, &types](const toml::node& node,
+                                                                   const std::string& key) {
           const std::optional<std::string> text = setting_text(node, setting.type);
-          const std::optional<detail::SettingValue> value =
+          std::optional<detail::SettingValue> value =
               text ? detail::parse(setting, *text) : std::nullopt;
           if (!value) {
             if (setting.type == detail::SettingType::duration && text) {
@@ -420,21 +418,74 @@ void read_limit(Reader& reader, const toml::table& table, const std::string& pat
             }
             return;
           }
-          const std::vector<LimitAlgorithm> only = algorithms_of(setting.name);
-          if (!only.empty() &&
-              std::find(only.begin(), only.end(), group.limit.algorithm()) == only.end()) {
-            reader.error(node.source(), key + " applies to " + join_algorithms(only) +
-                                            " only (this group's policy is " + policy + ")");
+          if (check && !check(setting.name, node, key)) return;
+          if (setting.type == detail::SettingType::exception_types && !types(*value, node, key))
             return;
-          }
           try {
-            setting.apply(group.limit, *value);
+            setting.apply(config, *value);
           } catch (const ConfigException& e) {
             reader.error(node.source(), key + ": " + e.what());
           }
         }});
   }
   reader.read_table(table, path, fields);
+}
+
+// The limit table: the adaptive limit's settings but those the policy sets.
+void read_limit(Reader& reader, const toml::table& table, const std::string& path, GroupSpec& group,
+                const std::string& policy) {
+  read_settings<AdaptiveLimitKind>(
+      reader, table, path, group.limit, kSetByThePolicy,
+      [&reader, &group, &policy](std::string_view name, const toml::node& node,
+                                 const std::string& key) {
+        const std::vector<LimitAlgorithm> only = algorithms_of(name);
+        if (only.empty() ||
+            std::find(only.begin(), only.end(), group.limit.algorithm()) != only.end()) {
+          return true;
+        }
+        reader.error(node.source(), key + " applies to " + join_algorithms(only) +
+                                        " only (this group's policy is " + policy + ")");
+        return false;
+      },
+      {});
+}
+
+// The failures a scenario's calls end with, by the names a throttle's refused_on takes: the
+// server's refusal past queue_limit (a 503, std::system_error) and the group's timeout.
+struct RefusalOutcome {
+  std::string_view name;
+  ExceptionType type;
+};
+const std::array<RefusalOutcome, 2>& refusal_outcomes() {
+  static const std::array<RefusalOutcome, 2> kOutcomes = {
+      RefusalOutcome{"refused", ExceptionType::of<std::system_error>()},
+      RefusalOutcome{"timeout", ExceptionType::of<CallTimeoutException>()}};
+  return kOutcomes;
+}
+
+// The throttle table: the throttle's settings (k, window, refused_on, seed), refused_on naming
+// the outcomes above.
+void read_throttle(Reader& reader, const toml::table& table, const std::string& path,
+                   GroupSpec& group) {
+  read_settings<ThrottleKind>(
+      reader, table, path, group.throttle, {}, {},
+      [&reader](detail::SettingValue& value, const toml::node& node, const std::string& key) {
+        std::vector<std::string_view> valid;
+        for (const RefusalOutcome& outcome : refusal_outcomes()) valid.push_back(outcome.name);
+        for (const std::string& name : value.type_names) {
+          const auto found =
+              std::find_if(refusal_outcomes().begin(), refusal_outcomes().end(),
+                           [&name](const RefusalOutcome& outcome) { return outcome.name == name; });
+          if (found == refusal_outcomes().end()) {
+            reader.error(node.source(), key + " names \"" + name + "\"; expected outcomes among " +
+                                            join(valid) + " (did you mean \"" +
+                                            std::string(text::closest(name, valid)) + "\"?)");
+            return false;
+          }
+          value.types.push_back(found->type);
+        }
+        return true;
+      });
 }
 
 // The names of the adaptive limit's algorithms, in the library's vocabulary (aliases left out).
@@ -446,13 +497,14 @@ std::vector<std::string_view> algorithm_names() {
   return names;
 }
 
-// What a group's `policy` may name: an algorithm of the adaptive limit, the bulkhead, the throttle,
-// none.
+// What a group's `policy` may name: an algorithm of the adaptive limit, another simulated kind
+// by its name in the library's list, none.
 std::vector<std::string_view> policy_names() {
   std::vector<std::string_view> names = algorithm_names();
-  names.push_back(BulkheadKind::kNames.cpp);
-  names.push_back(ThrottleKind::kNames.cpp);
-  names.push_back(kNoPolicy);
+  for (const PolicyKind kind : kSimulatedKinds) {
+    if (kind != kAdaptiveLimit) names.push_back(detail::AllKinds::names[kind].cpp);
+  }
+  names.push_back(kNoPolicyName);
   return names;
 }
 
@@ -462,16 +514,19 @@ bool read_policy(Reader& reader, const toml::node& node, const std::string& key,
   const auto* text = node.as_string();
   if (text != nullptr) {
     if (const std::optional<LimitAlgorithm> algorithm = from_string<LimitAlgorithm>(text->get())) {
-      group.policy = PolicyKind::adaptive_limit;
+      group.policy = kAdaptiveLimit;
       group.limit.algorithm(*algorithm);
       return true;
     }
-    if (text->get() == ThrottleKind::kNames.cpp) {
-      group.policy = PolicyKind::throttle;  // the throttle's defaults; the server's 503s refuse
+    if (text->get() == kNoPolicyName) {
+      group.policy = kNoPolicy;
       return true;
     }
-    if (text->get() == BulkheadKind::kNames.cpp || text->get() == kNoPolicy) {
-      group.policy = text->get() == kNoPolicy ? PolicyKind::none : PolicyKind::bulkhead;
+    const std::optional<std::size_t> kind = detail::find_kind(&KindNames::cpp, text->get());
+    if (kind && *kind != kAdaptiveLimit &&
+        std::find(std::begin(kSimulatedKinds), std::end(kSimulatedKinds), *kind) !=
+            std::end(kSimulatedKinds)) {
+      group.policy = *kind;
       return true;
     }
   }
@@ -486,6 +541,8 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
   bool has_policy = false;
   const toml::table* limit_table = nullptr;
   std::string limit_path;
+  const toml::table* throttle_table = nullptr;
+  std::string throttle_path;
   const toml::node* timeout_node = nullptr;
   const toml::node* max_concurrent_node = nullptr;
   reader.read_table(
@@ -533,6 +590,11 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
            [&](const toml::node& node, const std::string& key) {
              limit_table = reader.table(node, key);
              limit_path = key;
+           }},
+          {"throttle",
+           [&](const toml::node& node, const std::string& key) {
+             throttle_table = reader.table(node, key);
+             throttle_path = key;
            }},
           {"changes",
            [&](const toml::node& node, const std::string& key) {
@@ -586,7 +648,7 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
             [](const RateChange& a, const RateChange& b) { return a.at < b.at; });
 
   const std::string policy(group.policy_name());
-  if (group.policy == PolicyKind::bulkhead) {
+  if (group.policy == kBulkhead) {
     if (max_concurrent_node == nullptr) {
       reader.missing(table, path, "max_concurrent", "the bulkhead's size for policy bulkhead");
     }
@@ -595,7 +657,16 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
                  path + ".max_concurrent applies to policy bulkhead only (this group's policy is " +
                      policy + ")");
   }
-  const bool adaptive = group.policy == PolicyKind::adaptive_limit;
+  if (throttle_table != nullptr) {
+    if (group.policy == kThrottle) {
+      read_throttle(reader, *throttle_table, throttle_path, group);
+    } else {
+      reader.error(throttle_table->source(),
+                   throttle_path + " applies to policy throttle only (this group's policy is " +
+                       policy + ")");
+    }
+  }
+  const bool adaptive = group.policy == kAdaptiveLimit;
   if (adaptive && group.limit.algorithm() == LimitAlgorithm::aimd && timeout_node == nullptr) {
     reader.missing(table, path, "timeout",
                    std::string(kDurationForm) +

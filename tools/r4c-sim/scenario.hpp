@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -18,7 +19,9 @@
 #include <vector>
 
 #include "r4c/adaptive_limit_config.hpp"
+#include "r4c/detail/kinds.hpp"
 #include "r4c/text.hpp"
+#include "r4c/throttle.hpp"
 
 namespace r4c::sim {
 
@@ -98,9 +101,16 @@ struct ServerSpec {
   int right_concurrency_at(Nanos t) const;
 };
 
-/// The policy a group calls through: r4c's adaptive limit (with the algorithm the scenario
-/// names, kept in GroupSpec::limit), a fixed bulkhead, or nothing.
-enum class PolicyKind { adaptive_limit, bulkhead, throttle, none };
+/// The policy a group calls through: the position of its kind in the library's list of kinds
+/// (<r4c/detail/kinds.hpp>, whose names the scenario uses), or kNoPolicy. The adaptive limit is
+/// named by its algorithm (kept in GroupSpec::limit).
+using PolicyKind = std::size_t;
+inline constexpr PolicyKind kAdaptiveLimit = detail::kKindIndex<AdaptiveLimitKind>;
+inline constexpr PolicyKind kBulkhead = detail::kKindIndex<BulkheadKind>;
+inline constexpr PolicyKind kThrottle = detail::kKindIndex<ThrottleKind>;
+inline constexpr PolicyKind kNoPolicy = detail::kKindCount;
+/// The kinds a group's `policy` may be, in the order messages list them.
+inline constexpr PolicyKind kSimulatedKinds[] = {kAdaptiveLimit, kBulkhead, kThrottle};
 
 /// A change of a group's offered load at time `at`.
 struct RateChange {
@@ -111,10 +121,11 @@ struct RateChange {
 struct GroupSpec {
   std::string name;
   double rate = 0.0;  // offered calls per second, Poisson arrivals (open loop)
-  PolicyKind policy = PolicyKind::adaptive_limit;
+  PolicyKind policy = kAdaptiveLimit;
   std::optional<Nanos> timeout;     // a timeout inside the policy; required for aimd
   int max_concurrent = 0;           // bulkhead only
   AdaptiveLimitConfig limit;        // adaptive_limit; its algorithm is the one the policy names
+  ThrottleConfig throttle;          // throttle: its `throttle` table
   std::vector<RateChange> changes;  // sorted by `at`
   /// A fleet of identical clients: the file's group with `clients = N` is read as N groups, each
   /// with its own limit and rate / N, named "<fleet>.<i>" (i from 1); empty for a single client.
@@ -127,7 +138,7 @@ struct GroupSpec {
   /// The policy as a scenario names it: the limit's algorithm ("gradient2", "aimd", in the
   /// library's words), "bulkhead" or "none".
   std::string_view policy_name() const noexcept;
-  bool has_limit() const noexcept { return policy != PolicyKind::none; }
+  bool has_limit() const noexcept { return policy != kNoPolicy; }
 };
 
 /// Settings of live mode only: the client threads and the bounds that make it stop by itself.

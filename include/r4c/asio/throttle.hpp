@@ -11,6 +11,7 @@
 #pragma once
 
 #include <asio/async_result.hpp>
+#include <type_traits>
 #include <utility>
 
 #include "r4c/detail/async_call.hpp"
@@ -25,6 +26,17 @@ struct ThrottleHold {
 
   template <class T>
   void completed(const AsyncOutcome<T>& outcome) noexcept {
+    if constexpr (!std::is_void_v<T>) {
+      if (!outcome.failure && outcome.value) {
+        try {
+          permit.on_result<std::remove_cvref_t<T>>(*outcome.value);
+        } catch (...) {
+          // A throwing refused_result left the call unanswered; the caller still gets the
+          // result (the completion is under way: there is no call left to fail).
+        }
+        return;
+      }
+    }
     permit.on_failure(outcome.failure);  // no failure: an accept
   }
   void cancelled() noexcept { permit = ThrottlePermit(); }
