@@ -127,8 +127,8 @@ void run_echo(benchmark::State& state, Client client_side, bool server_side) {
     }
     benchmark::DoNotOptimize(reply);
   }
-  state.counters["caller_cpu_ns"] = benchmark::Counter(
-      caller_cpu() - caller_start, benchmark::Counter::kAvgIterations);
+  state.counters["caller_cpu_ns"] =
+      benchmark::Counter(caller_cpu() - caller_start, benchmark::Counter::kAvgIterations);
   server->Shutdown();
 }
 

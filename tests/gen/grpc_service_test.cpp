@@ -48,6 +48,24 @@ TEST(GeneratedGrpcHeaderTest, IsTheGoldenOne) {
   EXPECT_EQ(generated, read(R4C_GEN_GRPC_EXPECTED));
 }
 
+// docs/integrations.md shows generated code in ```c++ blocks: each is a part of this header.
+TEST(GeneratedGrpcHeaderTest, HoldsTheDocsExcerpts) {
+  const std::string generated = read(R4C_GEN_GRPC_OUTPUT);
+  const std::string page = read(std::string(R4C_SOURCE_DIR) + "/docs/integrations.md");
+  const std::string open = "```c++\n";
+  int excerpts = 0;
+  for (std::size_t at = page.find(open); at != std::string::npos; at = page.find(open, at)) {
+    at += open.size();
+    const std::size_t end = page.find("```", at);
+    ASSERT_NE(end, std::string::npos);
+    ++excerpts;
+    EXPECT_NE(generated.find(page.substr(at, end - at)), std::string::npos)
+        << "docs/integrations.md: this ```c++ block is not in the generated header:\n"
+        << page.substr(at, end - at);
+  }
+  EXPECT_GE(excerpts, 1);
+}
+
 // A generated service on an ephemeral loopback port, with r4c's server interceptor.
 class Served {
  public:

@@ -142,8 +142,7 @@ void emit_grpc_body(std::ostringstream& out, const Class& cls, const Method& met
   const std::string call = target_call(cls, method, object, true);
   if (method.grpc == GrpcHandler::sync) {
     out << "    const r4c::grpc::ServerPermit permit = r4c::grpc::admit(p0, " << limit << ");\n"
-        << "    if (!permit) return r4c::grpc::rejected(p0, " << limit
-        << ", server_options_);\n"
+        << "    if (!permit) return r4c::grpc::rejected(p0, " << limit << ", server_options_);\n"
         << "    return " << call << ";\n  }\n";
     return;
   }

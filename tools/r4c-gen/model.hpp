@@ -24,8 +24,8 @@ struct Parameter {
 /// wrapper guards with r4c::grpc's server-side admission instead of a pipeline.
 enum class GrpcHandler {
   none,
-  sync,      // grpc::Status M(grpc::ServerContext*, ...): unary or streaming
-  callback,  // grpc::ServerUnaryReactor* M(grpc::CallbackServerContext*, const Req*, Reply*)
+  sync,             // grpc::Status M(grpc::ServerContext*, ...): unary or streaming
+  callback,         // grpc::ServerUnaryReactor* M(grpc::CallbackServerContext*, const Req*, Reply*)
   callback_stream,  // a streaming callback handler: not guarded (an error)
 };
 

@@ -19,7 +19,7 @@ class EchoService : public r4c::testing::Echo::Service {
  public:
   // clang-format off
   [[r4c::adaptive_limit(name = "echo-server", initial_limit = 4, max_limit = 8)]]
-  grpc::Status Echo(grpc::ServerContext* context, const r4c::testing::EchoRequest* request,
+  grpc::Status Echo(grpc::ServerContext*, const r4c::testing::EchoRequest* request,
                     r4c::testing::EchoReply* reply) override {
     // clang-format on
     std::this_thread::sleep_for(std::chrono::microseconds(request->work_us()));

@@ -26,8 +26,7 @@ class Gate {
     std::unique_lock lock(mutex_);
     ++holding_;
     changed_.notify_all();
-    while (!open_ && !context->IsCancelled())
-      changed_.wait_for(lock, std::chrono::milliseconds(5));
+    while (!open_ && !context->IsCancelled()) changed_.wait_for(lock, std::chrono::milliseconds(5));
     --holding_;
     changed_.notify_all();
   }
@@ -73,7 +72,6 @@ class Gate {
 // Every method of the service under the server's limit "echo-server", the health check aside.
 class [[r4c::adaptive_limit(name = "echo-server", algorithm = aimd, initial_limit = 1, min_limit = 1, max_limit = 1)]]
 SyncEcho : public r4c::testing::Echo::Service {
-  // clang-format on
  public:
   explicit SyncEcho(Gate& gate) : gate_(gate) {}
 
@@ -85,11 +83,9 @@ SyncEcho : public r4c::testing::Echo::Service {
     return ::grpc::Status::OK;
   }
 
-  // clang-format off
   [[r4c::bypass]]
   ::grpc::Status Health(::grpc::ServerContext*, const r4c::testing::EchoRequest*,
                         r4c::testing::EchoReply* reply) override {
-    // clang-format on
     reply->set_message("ok");
     return ::grpc::Status::OK;
   }
@@ -100,6 +96,7 @@ SyncEcho : public r4c::testing::Echo::Service {
   Gate& gate_;
   std::atomic<int> served_{0};
 };
+// clang-format on
 
 // A held callback call: finished by the test (Gate::open), by the client's cancellation or by
 // the server's shutdown, whichever comes first.
