@@ -18,8 +18,8 @@
 // thread's alone. Run with repetitions and random interleaving, so that the variants share the
 // machine's moods, and compare medians:
 //
-//   r4c_grpc_bench --benchmark_repetitions=20 --benchmark_enable_random_interleaving=true \
-//                  --benchmark_report_aggregates_only=true
+//   r4c_grpc_bench --benchmark_repetitions=20 --benchmark_enable_random_interleaving=true
+//                  --benchmark_report_aggregates_only=true   (one command line)
 //
 // BM_ServerAdmission measures the server-side admission alone on the calling thread (admit()
 // and the permit's end, the path of a handler without the interceptor), to set against a
