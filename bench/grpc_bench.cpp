@@ -7,6 +7,8 @@
 //                            interception machinery itself, which any interceptor pays
 //   BM_GrpcClientLimit       r4c's client interceptor (an adaptive limit that never fills)
 //   BM_GrpcServerLimit       r4c's server guard (admit() in the handler) and server interceptor
+//   BM_GrpcServerNoop        a server interceptor that only calls Proceed(): gRPC's server-side
+//                            interception machinery, which r4c's server interceptor turns on
 //   BM_GrpcBothSides         both
 //
 // Every benchmark has its own server and channel, built before its timing starts.
@@ -74,6 +76,14 @@ class NoopFactory final : public ::grpc::experimental::ClientInterceptorFactoryI
   }
 };
 
+class NoopServerFactory final : public ::grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  ::grpc::experimental::Interceptor* CreateServerInterceptor(
+      ::grpc::experimental::ServerRpcInfo*) override {
+    return new NoopInterceptor();
+  }
+};
+
 r4c::AdaptiveLimitConfig roomy() {
   r4c::AdaptiveLimitConfig config;
   config.initial_limit(100).max_limit(1000);
@@ -81,16 +91,23 @@ r4c::AdaptiveLimitConfig roomy() {
 }
 
 enum class Client { plain, noop, limited };
+enum class Server { plain, noop, limited };
 
-void run_echo(benchmark::State& state, Client client_side, bool server_side) {
+void run_echo(benchmark::State& state, Client client_side, Server server_side) {
   r4c::AdaptiveLimit server_limit("bench-server", roomy());
   r4c::AdaptiveLimit client_limit("bench-client", roomy());
-  EchoService service(server_side ? &server_limit : nullptr);
+  EchoService service(server_side == Server::limited ? &server_limit : nullptr);
   int port = 0;
   ::grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", ::grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
-  if (server_side) builder.experimental().SetInterceptorCreators(r4c::grpc::server_interceptors());
+  if (server_side == Server::limited)
+    builder.experimental().SetInterceptorCreators(r4c::grpc::server_interceptors());
+  if (server_side == Server::noop) {
+    std::vector<std::unique_ptr<::grpc::experimental::ServerInterceptorFactoryInterface>> noop;
+    noop.push_back(std::make_unique<NoopServerFactory>());
+    builder.experimental().SetInterceptorCreators(std::move(noop));
+  }
   std::unique_ptr<::grpc::Server> server = builder.BuildAndStart();
   const std::string target = "127.0.0.1:" + std::to_string(port);
 
@@ -143,15 +160,25 @@ void BM_ServerAdmission(benchmark::State& state) {
   }
 }
 
-void BM_GrpcPlain(benchmark::State& state) { run_echo(state, Client::plain, false); }
-void BM_GrpcNoopInterceptor(benchmark::State& state) { run_echo(state, Client::noop, false); }
-void BM_GrpcClientLimit(benchmark::State& state) { run_echo(state, Client::limited, false); }
-void BM_GrpcServerLimit(benchmark::State& state) { run_echo(state, Client::plain, true); }
-void BM_GrpcBothSides(benchmark::State& state) { run_echo(state, Client::limited, true); }
+void BM_GrpcPlain(benchmark::State& state) { run_echo(state, Client::plain, Server::plain); }
+void BM_GrpcNoopInterceptor(benchmark::State& state) {
+  run_echo(state, Client::noop, Server::plain);
+}
+void BM_GrpcClientLimit(benchmark::State& state) {
+  run_echo(state, Client::limited, Server::plain);
+}
+void BM_GrpcServerNoop(benchmark::State& state) { run_echo(state, Client::plain, Server::noop); }
+void BM_GrpcServerLimit(benchmark::State& state) {
+  run_echo(state, Client::plain, Server::limited);
+}
+void BM_GrpcBothSides(benchmark::State& state) {
+  run_echo(state, Client::limited, Server::limited);
+}
 
 BENCHMARK(BM_GrpcPlain)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_GrpcNoopInterceptor)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_GrpcClientLimit)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_GrpcServerNoop)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_GrpcServerLimit)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_GrpcBothSides)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_ServerAdmission);

@@ -304,7 +304,8 @@ void emit_class(std::ostringstream& out, const Class& cls) {
 
   out << "\n private:\n";
   if (cls.delegates) out << "  std::shared_ptr<" << cls.qualified << "> delegate_;\n";
-  if (cls.any_grpc() && !cls.delegates) out << "  r4c::grpc::ServerOptions server_options_;\n";
+  // An interface's wrapper refuses with the default status: its constructor takes no options.
+  if (cls.any_grpc()) out << "  r4c::grpc::ServerOptions server_options_;\n";
   for (const Method& method : cls.methods) {
     if (!method.policies.empty())
       out << "  " << stages_type(method) << " " << method.member << ";\n";
