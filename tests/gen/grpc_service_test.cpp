@@ -131,10 +131,20 @@ void expect_nothing_in_flight(const r4c::AdaptiveLimitHandle& limit) {
 
 class GeneratedGrpcServiceTest : public ::testing::Test {
  protected:
+  // A "hold" call, admitted and waiting in the service.
+  std::unique_ptr<Started> hold(Served& served) {
+    auto held = std::make_unique<Started>(served.stub(), "hold");
+    gate_.wait_for_holders(1);
+    return held;
+  }
+
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
+  // The external file tunes the generated services' limits by their attributes' names.
   r4c::ResilienceRegistry registry_ =
       r4c::testing::registry(clock_)
-          .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(1); })
+          .config_text(
+              "instances.echo-server.adaptiveLimit.minWindowSamples=1\n"
+              "instances.echo-callback.adaptiveLimit.minWindowSamples=1")
           .build();
   gen_grpc::Gate gate_;
 };
@@ -143,8 +153,7 @@ TEST_F(GeneratedGrpcServiceTest, AFullLimitRefusesWithTheTrailerBeforeTheHandler
   auto service = r4c::make_resilient<gen_grpc::SyncEcho>(registry_, gate_);
   const r4c::AdaptiveLimitHandle limit = registry_.adaptive_limit("echo-server");
   Served served(*service);
-  Started holder(served.stub(), "hold");
-  gate_.wait_for_holders(1);
+  const std::unique_ptr<Started> holder = hold(served);
   EXPECT_EQ(limit.in_flight(), 1);
 
   const Answer refused = call(served.stub(), &Echo::Stub::Echo);
@@ -156,7 +165,7 @@ TEST_F(GeneratedGrpcServiceTest, AFullLimitRefusesWithTheTrailerBeforeTheHandler
   EXPECT_EQ(health.trailer, "");
 
   gate_.open([](::grpc::ServerUnaryReactor*) {});
-  EXPECT_TRUE(holder.done.get_future().get().ok());
+  EXPECT_TRUE(holder->done.get_future().get().ok());
   expect_nothing_in_flight(limit);
   EXPECT_TRUE(call(served.stub(), &Echo::Stub::Echo).status.ok());
   EXPECT_EQ(limit.snapshot().rejected, 1u);
@@ -167,12 +176,11 @@ TEST_F(GeneratedGrpcServiceTest, TheSecondConstructorSetsTheRejectionCode) {
       registry_, r4c::grpc::ServerOptions().rejection_code(::grpc::StatusCode::RESOURCE_EXHAUSTED),
       gate_);
   Served served(*service);
-  Started holder(served.stub(), "hold");
-  gate_.wait_for_holders(1);
+  const std::unique_ptr<Started> holder = hold(served);
   EXPECT_EQ(call(served.stub(), &Echo::Stub::Echo).status.error_code(),
             ::grpc::StatusCode::RESOURCE_EXHAUSTED);
   gate_.open([](::grpc::ServerUnaryReactor*) {});
-  EXPECT_TRUE(holder.done.get_future().get().ok());
+  EXPECT_TRUE(holder->done.get_future().get().ok());
 }
 
 TEST_F(GeneratedGrpcServiceTest, TheCallbackPathAdmitsRefusesWithAFinishedReactorAndReleases) {
@@ -182,8 +190,7 @@ TEST_F(GeneratedGrpcServiceTest, TheCallbackPathAdmitsRefusesWithAFinishedReacto
   EXPECT_TRUE(call(served.stub(), &Echo::Stub::Echo).status.ok());  // a default reactor
   expect_nothing_in_flight(limit);
 
-  Started holder(served.stub(), "hold");
-  gate_.wait_for_holders(1);
+  const std::unique_ptr<Started> holder = hold(served);
   EXPECT_EQ(limit.in_flight(), 1);  // the handler returned; the interceptor holds the slot
   const Answer refused = call(served.stub(), &Echo::Stub::Echo);
   EXPECT_EQ(refused.status.error_code(), ::grpc::StatusCode::UNAVAILABLE);
@@ -194,7 +201,7 @@ TEST_F(GeneratedGrpcServiceTest, TheCallbackPathAdmitsRefusesWithAFinishedReacto
   gate_.open([](::grpc::ServerUnaryReactor* r) {
     static_cast<gen_grpc::HeldReactor*>(r)->finish(::grpc::Status::OK);
   });
-  EXPECT_TRUE(holder.done.get_future().get().ok());
+  EXPECT_TRUE(holder->done.get_future().get().ok());
   expect_nothing_in_flight(limit);
   const r4c::AdaptiveLimitSnapshot after = limit.snapshot();
   EXPECT_EQ(after.rejected, 1u);
@@ -205,11 +212,10 @@ TEST_F(GeneratedGrpcServiceTest, ACallbackCallTheClientCancelsIsADropAndFreesIts
   auto service = r4c::make_resilient<gen_grpc::CallbackEcho>(registry_, gate_);
   const r4c::AdaptiveLimitHandle limit = registry_.adaptive_limit("echo-callback");
   Served served(*service);
-  Started holder(served.stub(), "hold");
-  gate_.wait_for_holders(1);
+  const std::unique_ptr<Started> holder = hold(served);
   clock_->advance(2s);  // the call's end closes the window
-  holder.context.TryCancel();
-  EXPECT_EQ(holder.done.get_future().get().error_code(), ::grpc::StatusCode::CANCELLED);
+  holder->context.TryCancel();
+  EXPECT_EQ(holder->done.get_future().get().error_code(), ::grpc::StatusCode::CANCELLED);
   expect_nothing_in_flight(limit);
   for (int i = 0; i < 400 && gate_.holding() != 0; ++i) std::this_thread::sleep_for(5ms);
   EXPECT_EQ(gate_.holding(), 0);  // OnCancel finished the reactor, OnDone deleted it
@@ -223,11 +229,10 @@ TEST_F(GeneratedGrpcServiceTest, AServerShutDownWithCallbackCallsHeldLeaksNoSlot
   auto service = r4c::make_resilient<gen_grpc::CallbackEcho>(registry_, gate_);
   const r4c::AdaptiveLimitHandle limit = registry_.adaptive_limit("echo-callback");
   auto served = std::make_unique<Served>(*service);
-  Started holder(served->stub(), "hold");
-  gate_.wait_for_holders(1);
+  const std::unique_ptr<Started> holder = hold(*served);
   EXPECT_EQ(limit.in_flight(), 1);
   served->shutdown();  // cancels the held call: OnCancel finishes it
-  EXPECT_NE(holder.done.get_future().get().error_code(), ::grpc::StatusCode::OK);
+  EXPECT_NE(holder->done.get_future().get().error_code(), ::grpc::StatusCode::OK);
   EXPECT_EQ(limit.in_flight(), 0);
   EXPECT_EQ(gate_.holding(), 0);
 }
