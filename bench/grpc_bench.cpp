@@ -7,12 +7,29 @@
 //                            interception machinery itself, which any interceptor pays
 //   BM_GrpcClientLimit       r4c's client interceptor (an adaptive limit that never fills)
 //   BM_GrpcServerLimit       r4c's server guard (admit() in the handler) and server interceptor
+//   BM_GrpcServerNoop        a server interceptor that only calls Proceed(): gRPC's server-side
+//                            interception machinery, which r4c's server interceptor turns on
 //   BM_GrpcBothSides         both
 //
 // Every benchmark has its own server and channel, built before its timing starts.
+//
+// A loopback RPC's wall time varies by 10-20% from run to run on a shared machine, far more than
+// the 2% the interceptor may cost, so each benchmark also reports CPU: `cpu_time` is the whole
+// process's CPU per RPC (MeasureProcessCPUTime: the calling thread, the server's threads and
+// gRPC's pollers, i.e. everything the RPC costs), and the counter `caller_cpu_ns` the calling
+// thread's alone. Run with repetitions and random interleaving, so that the variants share the
+// machine's moods, and compare medians:
+//
+//   r4c_grpc_bench --benchmark_repetitions=20 --benchmark_enable_random_interleaving=true
+//                  --benchmark_report_aggregates_only=true   (one command line)
+//
+// BM_ServerAdmission measures the server-side admission alone on the calling thread (admit()
+// and the permit's end, the path of a handler without the interceptor), to set against a
+// unary call's CPU.
 #include <benchmark/benchmark.h>
 #include <grpcpp/grpcpp.h>
 
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +76,14 @@ class NoopFactory final : public ::grpc::experimental::ClientInterceptorFactoryI
   }
 };
 
+class NoopServerFactory final : public ::grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  ::grpc::experimental::Interceptor* CreateServerInterceptor(
+      ::grpc::experimental::ServerRpcInfo*) override {
+    return new NoopInterceptor();
+  }
+};
+
 r4c::AdaptiveLimitConfig roomy() {
   r4c::AdaptiveLimitConfig config;
   config.initial_limit(100).max_limit(1000);
@@ -66,16 +91,23 @@ r4c::AdaptiveLimitConfig roomy() {
 }
 
 enum class Client { plain, noop, limited };
+enum class Server { plain, noop, limited };
 
-void run_echo(benchmark::State& state, Client client_side, bool server_side) {
+void run_echo(benchmark::State& state, Client client_side, Server server_side) {
   r4c::AdaptiveLimit server_limit("bench-server", roomy());
   r4c::AdaptiveLimit client_limit("bench-client", roomy());
-  EchoService service(server_side ? &server_limit : nullptr);
+  EchoService service(server_side == Server::limited ? &server_limit : nullptr);
   int port = 0;
   ::grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", ::grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
-  if (server_side) builder.experimental().SetInterceptorCreators(r4c::grpc::server_interceptors());
+  if (server_side == Server::limited)
+    builder.experimental().SetInterceptorCreators(r4c::grpc::server_interceptors());
+  if (server_side == Server::noop) {
+    std::vector<std::unique_ptr<::grpc::experimental::ServerInterceptorFactoryInterface>> noop;
+    noop.push_back(std::make_unique<NoopServerFactory>());
+    builder.experimental().SetInterceptorCreators(std::move(noop));
+  }
   std::unique_ptr<::grpc::Server> server = builder.BuildAndStart();
   const std::string target = "127.0.0.1:" + std::to_string(port);
 
@@ -96,6 +128,12 @@ void run_echo(benchmark::State& state, Client client_side, bool server_side) {
     EchoReply reply;
     if (!stub->Echo(&warm, request, &reply).ok()) state.SkipWithError("the echo server failed");
   }
+  const auto caller_cpu = [] {
+    timespec now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return static_cast<double>(now.tv_sec) * 1e9 + static_cast<double>(now.tv_nsec);
+  };
+  const double caller_start = caller_cpu();
   for (auto _ : state) {
     ::grpc::ClientContext context;
     EchoReply reply;
@@ -106,20 +144,44 @@ void run_echo(benchmark::State& state, Client client_side, bool server_side) {
     }
     benchmark::DoNotOptimize(reply);
   }
+  state.counters["caller_cpu_ns"] =
+      benchmark::Counter(caller_cpu() - caller_start, benchmark::Counter::kAvgIterations);
   server->Shutdown();
 }
 
-void BM_GrpcPlain(benchmark::State& state) { run_echo(state, Client::plain, false); }
-void BM_GrpcNoopInterceptor(benchmark::State& state) { run_echo(state, Client::noop, false); }
-void BM_GrpcClientLimit(benchmark::State& state) { run_echo(state, Client::limited, false); }
-void BM_GrpcServerLimit(benchmark::State& state) { run_echo(state, Client::plain, true); }
-void BM_GrpcBothSides(benchmark::State& state) { run_echo(state, Client::limited, true); }
+// admit() and the permit's end on a context no call owns: the table lookup (no interceptor),
+// try_acquire, and the end's deadline and cancellation checks with on_success.
+void BM_ServerAdmission(benchmark::State& state) {
+  r4c::AdaptiveLimit limit("bench-admission", roomy());
+  ::grpc::ServerContext context;
+  for (auto _ : state) {
+    r4c::grpc::ServerPermit permit = r4c::grpc::admit(&context, limit);
+    benchmark::DoNotOptimize(permit);
+  }
+}
 
-BENCHMARK(BM_GrpcPlain)->UseRealTime();
-BENCHMARK(BM_GrpcNoopInterceptor)->UseRealTime();
-BENCHMARK(BM_GrpcClientLimit)->UseRealTime();
-BENCHMARK(BM_GrpcServerLimit)->UseRealTime();
-BENCHMARK(BM_GrpcBothSides)->UseRealTime();
+void BM_GrpcPlain(benchmark::State& state) { run_echo(state, Client::plain, Server::plain); }
+void BM_GrpcNoopInterceptor(benchmark::State& state) {
+  run_echo(state, Client::noop, Server::plain);
+}
+void BM_GrpcClientLimit(benchmark::State& state) {
+  run_echo(state, Client::limited, Server::plain);
+}
+void BM_GrpcServerNoop(benchmark::State& state) { run_echo(state, Client::plain, Server::noop); }
+void BM_GrpcServerLimit(benchmark::State& state) {
+  run_echo(state, Client::plain, Server::limited);
+}
+void BM_GrpcBothSides(benchmark::State& state) {
+  run_echo(state, Client::limited, Server::limited);
+}
+
+BENCHMARK(BM_GrpcPlain)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_GrpcNoopInterceptor)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_GrpcClientLimit)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_GrpcServerNoop)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_GrpcServerLimit)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_GrpcBothSides)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_ServerAdmission);
 
 }  // namespace
 

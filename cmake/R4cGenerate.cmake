@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-# r4c_generate_resilient(<target> HEADERS <header>... [OUTPUT_DIR <dir>])
+# r4c_generate_resilient(<target> HEADERS <header>... [OUTPUT_DIR <dir>] [DEPENDS <target or file>...])
 #
 # Runs r4c-gen over each header (a path relative to the current source folder, or absolute)
 # with <target>'s own include paths and compile definitions, and adds the generated
 # `<name>.resilient.hpp` files to <target>, whose include path gets their folder
 # (default: ${CMAKE_CURRENT_BINARY_DIR}/r4c_generated/<target>). r4c-gen writes a depfile, so a
-# header is regenerated when it or anything it includes changes, and only then.
+# header is regenerated when it or anything it includes changes, and only then. DEPENDS names
+# what must be built before r4c-gen reads the headers: the target that generates a header they
+# include (a gRPC service's .grpc.pb.h from protoc).
 #
 # Works in r4c's own tree, after add_subdirectory(r4c), and after find_package(r4c) (which
 # imports r4c::r4c-gen). With clang, whose warnings have no per-namespace switch for unknown
@@ -13,11 +15,11 @@
 include_guard(GLOBAL)
 
 function(r4c_generate_resilient target)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "OUTPUT_DIR" "HEADERS")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "OUTPUT_DIR" "HEADERS;DEPENDS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "r4c_generate_resilient(${target}): unexpected arguments "
                         "'${ARG_UNPARSED_ARGUMENTS}'; usage: r4c_generate_resilient(<target> "
-                        "HEADERS <header>... [OUTPUT_DIR <dir>])")
+                        "HEADERS <header>... [OUTPUT_DIR <dir>] [DEPENDS <target or file>...])")
   endif()
   if(NOT TARGET ${target})
     message(FATAL_ERROR "r4c_generate_resilient: '${target}' is not a target")
@@ -66,7 +68,7 @@ function(r4c_generate_resilient target)
     set(output "${dir}/${stem}.resilient.hpp")
     add_custom_command(OUTPUT "${output}"
       COMMAND ${generator} "${path}" -o "${output}" --depfile "${output}.d" "@${args_file}"
-      DEPENDS "${path}" ${generator} "${args_file}"
+      DEPENDS "${path}" ${generator} "${args_file}" ${ARG_DEPENDS}
       DEPFILE "${output}.d"
       COMMENT "r4c-gen: generating ${stem}.resilient.hpp"
       VERBATIM)

@@ -29,6 +29,8 @@
 // with DEADLINE_EXCEEDED or CANCELLED, is a drop; any other status a sample, as Netflix's) or,
 // when no status was sent, at POST_RECV_CLOSE (a call the client cancelled is a drop), so nothing
 // leaks on cancellation or abort. Without the interceptor the permit ends where it is destroyed.
+// A callback handler (its reactor finished later) needs the interceptor. r4c-gen writes this
+// guard itself from [[r4c::adaptive_limit]] on a service's handlers (docs/integrations.md).
 //
 // The pipeline path: unary_call() makes a callback-API stub call an Asio initiation for
 // Pipeline::async_execute; the pipeline's timeout and the caller's Asio cancellation cancel the

@@ -92,6 +92,7 @@ INSTANTIATE_TEST_SUITE_P(Headers, GoldenErrorsTest,
                                            "private_and_final",         // R4C-GEN-004
                                            "noexcept_throws",           // R4C-GEN-005
                                            "arguments_not_repeatable",  // R4C-GEN-006
+                                           "grpc_handlers",             // R4C-GEN-003, 004
                                            "does_not_compile"),         // R4C-GEN-007
                          [](const auto& info) { return std::string(info.param); });
 

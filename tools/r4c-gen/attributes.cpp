@@ -541,7 +541,9 @@ std::optional<Policy> check_attribute(const std::vector<Token>& tokens, std::siz
   const Token& name_token = tokens[name_index];
   const auto kind = r4c::detail::find_kind(&KindNames::cpp, name_token.text);
   if (!kind) {
-    const auto names = r4c::detail::kind_names(&KindNames::cpp);
+    const auto kinds = r4c::detail::kind_names(&KindNames::cpp);
+    std::vector<std::string_view> names(kinds.begin(), kinds.end());
+    names.push_back(kBypassAttribute);
     diagnostics.error(name_token.where, kUnknownAttribute,
                       "unknown attribute 'r4c::" + name_token.text + "'; did you mean 'r4c::" +
                           std::string(text::closest(name_token.text, names)) +
@@ -608,6 +610,16 @@ std::optional<AttributeGroup> parse_attribute_group(const std::vector<Token>& to
       diagnostics.error(
           item[after].where, kMalformed,
           "unexpected '" + item[after].text + "' after [[r4c::" + item[name].text + "]]");
+      continue;
+    }
+    if (item[name].text == kBypassAttribute) {
+      if (!args.empty() || after != name + 1) {
+        diagnostics.error(item[name].where, kMalformed,
+                          "[[r4c::bypass]] takes no arguments: it leaves the method out of "
+                          "every policy of its class");
+      } else {
+        group.bypass = item[name].where;
+      }
       continue;
     }
     std::string written = "r4c::" + pretty(item.subspan(name));

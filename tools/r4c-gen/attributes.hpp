@@ -35,6 +35,9 @@ inline constexpr PolicyKind kRetry = r4c::detail::kKindIndex<r4c::RetryKind>;
 inline constexpr PolicyKind kHedge = r4c::detail::kKindIndex<r4c::HedgeKind>;
 inline constexpr PolicyKind kAdaptiveLimit = r4c::detail::kKindIndex<r4c::AdaptiveLimitKind>;
 
+/// The one r4c attribute that is no policy: [[r4c::bypass]] on a method.
+inline constexpr std::string_view kBypassAttribute = "bypass";
+
 /// "adaptive_limit": the attribute's name, which also names the registry's adaptive_limit_policy().
 std::string_view attribute_name(PolicyKind kind) noexcept;
 /// "adaptive limit", for messages.
@@ -63,6 +66,8 @@ struct AttributeGroup {
   std::size_t end = 0;    // one past the closing "]]"
   std::vector<Policy> policies;
   bool has_r4c = false;  // some item is r4c's (checked or not)
+  // [[r4c::bypass]]: the method takes none of its class's policies (a gRPC health check).
+  std::optional<Location> bypass;
 };
 
 /// Parses the attribute-specifier whose "[[" starts at `tokens[begin]`. Items of other

@@ -133,6 +133,29 @@ void static_asserts(std::ostringstream& out, const Method& method, bool repeated
   }
 }
 
+// A gRPC handler under its adaptive limit: admitted through r4c::grpc's server-side admission,
+// or refused with its status and trailer before the service's own handler runs. The slot ends
+// with the call (r4c::grpc::server_interceptors(), or the permit's scope for a sync handler).
+void emit_grpc_body(std::ostringstream& out, const Class& cls, const Method& method,
+                    const std::string& object) {
+  const std::string limit = "*" + method.member;
+  const std::string call = target_call(cls, method, object, true);
+  if (method.grpc == GrpcHandler::sync) {
+    out << "    const r4c::grpc::ServerPermit permit = r4c::grpc::admit(p0, " << limit << ");\n"
+        << "    if (!permit) return r4c::grpc::rejected(p0, " << limit << ", server_options_);\n"
+        << "    return " << call << ";\n  }\n";
+    return;
+  }
+  // A callback handler returns before its call ends: the interceptor holds the slot.
+  out << "    if (const r4c::grpc::ServerPermit permit = r4c::grpc::admit(p0, " << limit
+      << "); !permit) {\n"
+      << "      ::grpc::ServerUnaryReactor* refused = p0->DefaultReactor();\n"
+      << "      refused->Finish(r4c::grpc::rejected(p0, " << limit << ", server_options_));\n"
+      << "      return refused;\n"
+      << "    }\n"
+      << "    return " << call << ";\n  }\n";
+}
+
 void emit_method(std::ostringstream& out, const Class& cls, const Method& method) {
   out << "\n  // " << method.id << "\n";
   for (const Policy& policy : method.policies) out << "  // [[" << policy.written << "]]\n";
@@ -140,6 +163,10 @@ void emit_method(std::ostringstream& out, const Class& cls, const Method& method
       << (method.conversion ? "" : method.result + " ") << method.name << "(" << parameters(method)
       << ")" << qualifiers(method) << " override {\n";
   const std::string object = cls.delegates ? "delegate_" : "this";
+  if (method.grpc != GrpcHandler::none && !method.policies.empty()) {
+    emit_grpc_body(out, cls, method, object);
+    return;
+  }
 
   if (method.policies.empty()) {  // forwarded as it is
     out << "    return " << target_call(cls, method, object, true) << ";\n  }\n";
@@ -207,6 +234,7 @@ std::string stages_value(const Method& method) {
 }
 
 std::string stages_type(const Method& method) {
+  if (method.grpc != GrpcHandler::none) return "r4c::AdaptiveLimit*";
   return "r4c::detail::PipelineStages<" + stages_value(method) + ">";
 }
 
@@ -232,6 +260,11 @@ void emit_class(std::ostringstream& out, const Class& cls) {
   std::ostringstream init;
   for (const Method& method : cls.methods) {
     if (method.policies.empty()) continue;
+    if (method.grpc != GrpcHandler::none) {  // its adaptive limit alone
+      init << ",\n        " << method.member << "{\n            "
+           << resolve(method, method.policies.front(), std::string(16, ' ')) << "}";
+      continue;
+    }
     // make_stages puts each policy at its kind's place in the library's list of kinds.
     init << ",\n        " << method.member << "{r4c::detail::make_stages<" << stages_value(method)
          << ">(";
@@ -246,6 +279,21 @@ void emit_class(std::ostringstream& out, const Class& cls) {
         << std::string(wrapper.size() + 3, ' ') << "r4c::ResilienceRegistry& registry)\n"
         << "      : delegate_(r4c::detail::checked_delegate(std::move(delegate), "
         << quoted(cls.qualified) << "))" << init.str() << " {}\n";
+  } else if (cls.any_grpc()) {
+    // A gRPC service: the second constructor says how a refused call answers.
+    const std::string requires_line =
+        "    requires std::is_constructible_v<" + cls.qualified + ", Args&&...>\n";
+    out << "  template <class... Args>\n"
+        << requires_line << "  explicit " << wrapper
+        << "(r4c::ResilienceRegistry& registry, Args&&... args)\n"
+        << "      : " << wrapper
+        << "(registry, r4c::grpc::ServerOptions(), std::forward<Args>(args)...) {}\n"
+        << "  template <class... Args>\n"
+        << requires_line << "  " << wrapper
+        << "(r4c::ResilienceRegistry& registry, r4c::grpc::ServerOptions server_options,\n"
+        << std::string(wrapper.size() + 3, ' ') << "Args&&... args)\n"
+        << "      : " << cls.qualified << "(std::forward<Args>(args)...),\n"
+        << "        server_options_(server_options)" << init.str() << " {}\n";
   } else {
     out << "  template <class... Args>\n"
         << "    requires std::is_constructible_v<" << cls.qualified << ", Args&&...>\n"
@@ -256,6 +304,8 @@ void emit_class(std::ostringstream& out, const Class& cls) {
 
   out << "\n private:\n";
   if (cls.delegates) out << "  std::shared_ptr<" << cls.qualified << "> delegate_;\n";
+  // An interface's wrapper refuses with the default status: its constructor takes no options.
+  if (cls.any_grpc()) out << "  r4c::grpc::ServerOptions server_options_;\n";
   for (const Method& method : cls.methods) {
     if (!method.policies.empty())
       out << "  " << stages_type(method) << " " << method.member << ";\n";
@@ -277,7 +327,11 @@ void emit_class(std::ostringstream& out, const Class& cls) {
 
 std::string emit(const Header& header, const std::string& include) {
   bool any_async = false;
-  for (const Class& cls : header.classes) any_async = any_async || cls.any_async();
+  bool any_grpc = false;
+  for (const Class& cls : header.classes) {
+    any_async = any_async || cls.any_async();
+    any_grpc = any_grpc || cls.any_grpc();
+  }
   std::ostringstream out;
   out << "// Generated by r4c-gen from " << header.path << ". Do not edit: change the\n"
       << "// [[r4c::...]] attributes there and rebuild. See docs/declarative.md.\n"
@@ -286,6 +340,7 @@ std::string emit(const Header& header, const std::string& include) {
       << "#include <vector>\n\n"
       << "#include \"r4c/resilient.hpp\"\n";
   if (any_async) out << "#include \"r4c/detail/resilient_async.hpp\"\n";
+  if (any_grpc) out << "#include \"r4c/grpc.hpp\"\n";
   out << "#include " << quoted(include) << "\n";
   for (const Class& cls : header.classes) {
     out << "\n";

@@ -279,7 +279,22 @@ Source read_tokens(CXTranslationUnit tu, CXFile file, const std::string& display
 struct Annotated {
   std::vector<Policy> policies;
   Location where;
+  bool bypass = false;  // [[r4c::bypass]]
 };
+
+// The qualified name of the class a pointer type points to ("grpc::ServerContext"), or "".
+std::string pointee_class(CXType type) {
+  const CXType canonical_type = clang_getCanonicalType(type);
+  if (canonical_type.kind != CXType_Pointer) return "";
+  return qualified_name(clang_getTypeDeclaration(clang_getPointeeType(canonical_type)))
+      .value_or("");
+}
+
+std::string record_name(CXType type) {
+  const CXType canonical_type = clang_getCanonicalType(type);
+  if (canonical_type.kind != CXType_Record) return "";
+  return qualified_name(clang_getTypeDeclaration(canonical_type)).value_or("");
+}
 
 class Scanner {
  public:
@@ -333,13 +348,15 @@ class Scanner {
 
   // The r4c attribute-specifiers right before token `index` (other attributes between them
   // are stepped over); marks them used.
-  std::vector<Policy> attributes_before(std::size_t index, Location* where = nullptr) {
+  std::vector<Policy> attributes_before(std::size_t index, Location* where = nullptr,
+                                        bool* bypass = nullptr) {
     std::vector<Policy> policies;
     std::size_t end = index;
     while (end > 0) {
       if (auto g = by_end_.find(end); g != by_end_.end()) {
         used_[g->second] = true;
         const AttributeGroup& group = groups_[g->second];
+        if (bypass != nullptr && group.bypass) *bypass = true;
         policies.insert(policies.begin(), group.policies.begin(), group.policies.end());
         if (where != nullptr) *where = source_.tokens[group.begin].where;
         end = group.begin;
@@ -358,14 +375,16 @@ class Scanner {
 
   // The r4c attributes of a declaration: in front of its first token, and among the attribute
   // groups its extent may start with (clang counts some known attributes in it).
-  std::vector<Policy> declaration_attributes(CXCursor c, Location* where = nullptr) {
+  std::vector<Policy> declaration_attributes(CXCursor c, Location* where = nullptr,
+                                             bool* bypass = nullptr) {
     const std::size_t first = first_token(c);
-    std::vector<Policy> policies = attributes_before(first, where);
+    std::vector<Policy> policies = attributes_before(first, where, bypass);
     std::size_t i = first;
     while (true) {
       if (auto g = by_begin_.find(i); g != by_begin_.end()) {
         used_[g->second] = true;
         const AttributeGroup& group = groups_[g->second];
+        if (bypass != nullptr && group.bypass) *bypass = true;
         policies.insert(policies.end(), group.policies.begin(), group.policies.end());
         if (where != nullptr && where->file.empty()) *where = source_.tokens[group.begin].where;
         i = group.end;
@@ -425,10 +444,18 @@ class Scanner {
       }
       if (k != CXCursor_CXXMethod && k != CXCursor_ConversionFunction) return;
       Location where;
-      std::vector<Policy> policies = declaration_attributes(c, &where);
-      if (policies.empty()) return;
-      any = true;
+      bool bypass = false;
+      std::vector<Policy> policies = declaration_attributes(c, &where, &bypass);
+      if (policies.empty() && !bypass) return;
       const std::string method = spelling(c);
+      if (bypass && !policies.empty()) {
+        diagnostics_.error(where, kMalformed,
+                           "'" + method +
+                               "' has [[r4c::bypass]] and a policy: bypass leaves the method out "
+                               "of every policy; give one or the other");
+        return;
+      }
+      any = any || !policies.empty();
       policies = one_of_each(std::move(policies), "'" + method + "'");
       if (!clang_CXXMethod_isVirtual(c)) {
         diagnostics_.error(location(c), kNotWrappable,
@@ -439,7 +466,7 @@ class Scanner {
                                "make it virtual or remove the attribute");
         return;
       }
-      own[usr(c)] = Annotated{std::move(policies), where};
+      own[usr(c)] = Annotated{std::move(policies), where, bypass};
     });
     if (!any) return;
 
@@ -487,6 +514,7 @@ class Scanner {
     for (CXCursor m : methods) {
       auto annotated = own.find(usr(m));
       std::vector<Policy> method_policies;
+      const bool bypassed = annotated != own.end() && annotated->second.bypass;
       if (annotated != own.end()) {
         method_policies = annotated->second.policies;
       } else if (in_main_file(m)) {                   // declared in a base class of this header
@@ -504,7 +532,7 @@ class Scanner {
         };
         if (const Policy* p = pick(method_policies)) {
           policies.push_back(*p);
-        } else if (const Policy* q = pick(class_policies)) {
+        } else if (const Policy* q = pick(class_policies); q != nullptr && !bypassed) {
           policies.push_back(*q);
         }
       }
@@ -671,8 +699,21 @@ class Scanner {
       method.async_value = print_type(value);
     }
 
-    std::string id = cls.qualified + "#" + method.name + "(";
+    // A gRPC handler, by the types grpc_cpp_plugin's services declare it with.
     const int count = clang_Cursor_getNumArguments(m);
+    if (count >= 1) {
+      const std::string context =
+          pointee_class(clang_getCursorType(clang_Cursor_getArgument(m, 0)));
+      if (context == "grpc::ServerContext" && record_name(result) == "grpc::Status") {
+        method.grpc = GrpcHandler::sync;
+      } else if (context == "grpc::CallbackServerContext") {
+        method.grpc = pointee_class(result) == "grpc::ServerUnaryReactor"
+                          ? GrpcHandler::callback
+                          : GrpcHandler::callback_stream;
+      }
+    }
+
+    std::string id = cls.qualified + "#" + method.name + "(";
     for (int i = 0; i < count; ++i) {
       const CXType t = clang_getCursorType(clang_Cursor_getArgument(m, static_cast<unsigned>(i)));
       Parameter p;
@@ -700,8 +741,32 @@ class Scanner {
     return method;
   }
 
+  // The rules of a gRPC handler: the server's admission is an adaptive limit, nothing else.
+  void check_grpc(const Method& method) {
+    if (method.grpc == GrpcHandler::callback_stream) {
+      diagnostics_.error(method.where, kNotWrappable,
+                         "'" + method.name +
+                             "' is a streaming callback handler: r4c-gen guards the unary "
+                             "ones (grpc::ServerUnaryReactor*), whose refusal is a finished "
+                             "default reactor; guard a stream in its reactor with "
+                             "r4c::grpc::admit()");
+    }
+    for (const Policy& p : method.policies) {
+      if (p.kind == kAdaptiveLimit) continue;
+      diagnostics_.error(p.where, kNotWrappable,
+                         "'" + method.name + "' is a gRPC handler, which r4c-gen guards with " +
+                             "the server's admission ([[r4c::adaptive_limit]]) only; [[r4c::" +
+                             std::string(attribute_name(p.kind)) +
+                             "]] belongs on the client's calls, not on the server's handler");
+    }
+  }
+
   // The rules a method must meet for its policies.
   void check(const Method& method, CXCursor m, bool from_method) {
+    if (method.grpc != GrpcHandler::none) {
+      check_grpc(method);
+      return;
+    }
     if (clang_isFunctionTypeVariadic(clang_getCursorType(m))) {
       diagnostics_.error(method.where, kNotWrappable,
                          "'" + method.name +
