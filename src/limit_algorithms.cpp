@@ -200,13 +200,13 @@ int Vegas::update_estimate(std::int64_t rtt, std::int64_t rtt_noload, int in_fli
 namespace {
 
 // delay_target's constants, justified by the measurements in docs/simulator.md.
-constexpr double kTargetRatio = 0.10;   // the shared target: 10% of the no-load latency
-constexpr double kGrowth = 0.2;         // growth per window with no queue at all
-constexpr double kFairnessStep = 0.002; // additive part: equal shares (Chiu-Jain)
-constexpr double kSmoothing = 0.5;      // of the window latency
-constexpr double kBaselineFall = 0.25;  // towards a lower window latency
-constexpr double kProbeCut = 0.8;       // the limit during a probe window
-constexpr double kProbeAgain = 0.9;     // a probe that lowered the baseline below this probes on
+constexpr double kTargetRatio = 0.10;    // the shared target: 10% of the no-load latency
+constexpr double kGrowth = 0.2;          // growth per window with no queue at all
+constexpr double kFairnessStep = 0.002;  // additive part: equal shares (Chiu-Jain)
+constexpr double kSmoothing = 0.5;       // of the window latency
+constexpr double kBaselineFall = 0.25;   // towards a lower window latency
+constexpr double kProbeCut = 0.8;        // the limit during a probe window
+constexpr double kProbeAgain = 0.9;      // a probe that lowered the baseline below this probes on
 constexpr std::int64_t kProbePeriodNs = 30'000'000'000;  // probes start on multiples of 30 s
 constexpr double kMaxCut = 0.5;                          // at most halved per window
 constexpr int kMaxStreak = 4;       // growth 0.2, 0.4, 0.8, then 1.0 per window
