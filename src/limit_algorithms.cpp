@@ -243,10 +243,11 @@ int DelayTarget::update(const WindowAggregate& window) noexcept {
   }
 
   if (probing_) {
-    // The probe window ran at half the limit (every client of a fleet at once, on the aligned
-    // period), so the queue drained: its latency is the no-load latency, higher or lower than
-    // the baseline (a slower workload raises it). A probe that still found a much lower latency
-    // may not have drained everything: probe again, at half of this probe.
+    // The probe window ran at 0.8 of a limit that sits about 10% above the concurrency served
+    // without queueing (every client of a fleet at once, on the aligned period), so the queue
+    // drained: its latency is the no-load latency, higher or lower than the baseline (a slower
+    // workload raises it). A probe that still found a much lower latency may not have drained
+    // everything (a fleet that started with a queue): probe again, at 0.8 of this probe.
     probing_ = false;
     cut_estimate_ = 0.0;
     const double previous = baseline_;
