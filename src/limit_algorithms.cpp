@@ -200,12 +200,13 @@ int Vegas::update_estimate(std::int64_t rtt, std::int64_t rtt_noload, int in_fli
 namespace {
 
 // delay_target's constants, justified by the measurements in docs/simulator.md.
-constexpr double kTargetRatio = 0.15;   // the shared target: 15% of the no-load latency
-constexpr double kGrowth = 0.2;         // growth per window with no queue at all
-constexpr double kFairnessStep = 0.01;  // additive part: equal shares (Chiu-Jain)
-constexpr double kSmoothing = 0.5;      // of the window latency
-constexpr double kBaselineFall = 0.25;  // towards a lower window latency
-constexpr double kProbeCut = 0.75;      // the limit during a probe window
+constexpr double kTargetRatio = 0.10;    // the shared target: 10% of the no-load latency
+constexpr double kGrowth = 0.2;          // growth per window with no queue at all
+constexpr double kFairnessStep = 0.002;  // additive part: equal shares (Chiu-Jain)
+constexpr double kSmoothing = 0.5;       // of the window latency
+constexpr double kBaselineFall = 0.25;   // towards a lower window latency
+constexpr double kProbeCut = 0.8;        // the limit during a probe window
+constexpr double kProbeAgain = 0.9;      // a probe that lowered the baseline below this probes on
 constexpr std::int64_t kProbePeriodNs = 30'000'000'000;  // probes start on multiples of 30 s
 constexpr double kMaxCut = 0.5;                          // at most halved per window
 constexpr int kMaxStreak = 4;       // growth 0.2, 0.4, 0.8, then 1.0 per window
@@ -223,63 +224,80 @@ int DelayTarget::limit() const noexcept {
   return estimate_ < 1.0 ? 1 : static_cast<int>(estimate_);
 }
 
+double DelayTarget::start_probe(double next) noexcept {
+  probing_ = true;
+  before_probe_ = next;
+  return std::max(min_estimate_, next * kProbeCut);
+}
+
 int DelayTarget::update(const WindowAggregate& window) noexcept {
   const double latency = static_cast<double>(std::max<std::int64_t>(window.avg_latency_ns, 1));
   const std::int64_t epoch = window.end_ns / kProbePeriodNs;
   if (baseline_ == 0.0) {
+    // The first window ran at the initial limit, queue or not: probe at once.
     baseline_ = latency;
     smoothed_ = latency;
     probe_epoch_ = epoch;
+    estimate_ = start_probe(estimate_);
+    return limit();
+  }
+
+  if (probing_) {
+    // The probe window ran at 0.8 of a limit that sits about 10% above the concurrency served
+    // without queueing (every client of a fleet at once, on the aligned period), so the queue
+    // drained: its latency is the no-load latency, higher or lower than the baseline (a slower
+    // workload raises it). A probe that still found a much lower latency may not have drained
+    // everything (a fleet that started with a queue): probe again, at 0.8 of this probe.
+    probing_ = false;
+    cut_estimate_ = 0.0;
+    const double previous = baseline_;
+    // Higher than the baseline: a slower workload, or a queue the probe did not drain (the
+    // capacity fell during it). The latency before the probe bounds what a workload can be.
+    baseline_ = latency <= baseline_ ? latency : std::min(latency, smoothed_);
+    smoothed_ = baseline_;
+    if (latency < kProbeAgain * previous && estimate_ > min_estimate_) {
+      probing_ = true;
+      estimate_ = std::max(min_estimate_, estimate_ * kProbeCut);
+      return limit();
+    }
+    // A probe that still queued (the capacity fell) keeps its lower limit.
+    if (latency <= baseline_ * (1.0 + kTargetRatio)) estimate_ = std::max(estimate_, before_probe_);
     return limit();
   }
   smoothed_ += (latency - smoothed_) * kSmoothing;
-
-  if (probing_) {
-    // The probe window ran below the limit, so a queue that had crept into the baseline drained:
-    // what it saw is the no-load latency, if lower.
-    probing_ = false;
-    baseline_ = std::min(baseline_, latency);
-    estimate_ = std::max(estimate_, before_probe_);
-    return limit();
-  }
-  if (cut_estimate_ > 0.0) {
-    // A run of cuts for a queue. A queue drains when fewer calls are let in, and latency falls
-    // about as much as the limit did; once the cuts add up to 40%, a latency that has not come
-    // down by a quarter of that was no queue but a slower workload (or noise in the baseline):
-    // learn it as the new normal and undo the cuts.
-    const double cut = estimate_ / cut_estimate_;
-    if (cut <= kJudgedCut) {
-      const double expected = cut_latency_ * (1.0 - (1.0 - cut) / 4.0);
-      const double start = cut_estimate_;
-      cut_estimate_ = 0.0;
-      if (latency >= expected) {
-        baseline_ = latency;
-        smoothed_ = latency;
-        estimate_ = std::max(estimate_, start);
-        return limit();
-      }
-    }
-  }
+  // A run of cuts for a queue. A queue drains when fewer calls are let in, and latency falls
+  // about as much as the limit did; once the cuts add up to 40%, a latency that has not come
+  // down by a quarter of that is a slower workload, or a queue other clients keep up: one client
+  // cannot tell which, so it holds (no more cuts) until the aligned probe tells.
+  const bool held = cut_estimate_ > 0.0 && estimate_ <= kJudgedCut * cut_estimate_ &&
+                    latency >= cut_latency_ * (1.0 - (1.0 - estimate_ / cut_estimate_) / 4.0);
   if (latency < baseline_) baseline_ += (latency - baseline_) * kBaselineFall;
 
   const double target = kTargetRatio * baseline_;
-  const double queue = smoothed_ - baseline_;
+  // The smoothed latency, unless this window's is lower: a queue that drained is over at once
+  // (no cuts for the past, which undershoot), while one slow window alone does not cut.
+  const double seen = std::min(latency, smoothed_);
+  const double queue = seen - baseline_;
   // Whether the limit held calls back in this window: only then is a queue the limit's to drain.
   const bool binding =
       static_cast<double>(window.max_in_flight) >= std::max(1.0, std::floor(estimate_));
   double next = estimate_;
   if (window.dropped) {
+    streak_ = 0;
     next = estimate_ * backoff_ratio_;
-  } else if (queue > target && binding) {
+  } else if (queue > target && binding && !held) {
     streak_ = 0;
     if (cut_estimate_ == 0.0) {
       cut_estimate_ = estimate_;
       cut_latency_ = latency;
     }
-    next = estimate_ * std::max(kMaxCut, (baseline_ + target) / smoothed_) + kFairnessStep;
+    // Proportional to the excess delay: every client of a fleet cuts by the same ratio, so
+    // their cuts add up to the cut one client alone would make.
+    next = estimate_ * std::max(kMaxCut, (baseline_ + target) / seen) + kFairnessStep;
   } else if (queue > target) {
-    // Latency rose while the limit held nothing back: a new normal, not this limit's queue.
-    baseline_ += (latency - baseline_) * kBaselineFall;
+    // Latency rose while the limit held nothing back (or cuts did not lower it): not this
+    // limit's queue (a slower workload, or other clients'); hold, and let the next probe tell.
+    streak_ = 0;
   } else if (2.0 * static_cast<double>(window.max_in_flight) >= estimate_) {
     cut_estimate_ = 0.0;
     const double room = 1.0 - std::max(0.0, queue) / target;
@@ -295,11 +313,7 @@ int DelayTarget::update(const WindowAggregate& window) noexcept {
   // A probe on every multiple of the period, the same instant for every client on one clock.
   if (epoch != probe_epoch_) {
     probe_epoch_ = epoch;
-    if (cut_estimate_ == 0.0) {
-      probing_ = true;
-      before_probe_ = next;
-      next = std::max(min_estimate_, next * kProbeCut);
-    }
+    next = start_probe(next);
   }
   estimate_ = next;
   return limit();

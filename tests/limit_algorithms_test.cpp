@@ -385,55 +385,92 @@ r4c::AdaptiveLimitConfig delay_target(int initial) {
       .initial_limit(initial);
 }
 
+// The first window takes the baseline and starts a probe at 0.8 of the limit; a probe window
+// that found the same latency gives the limit back.
+void start(r4c::detail::DelayTarget& algorithm, std::int64_t latency_ns, int in_flight) {
+  const double initial = algorithm.estimate();
+  (void)algorithm.update({latency_ns, in_flight, false, 100, 1'000'000'000});
+  EXPECT_DOUBLE_EQ(algorithm.estimate(), 0.8 * initial);
+  (void)algorithm.update({latency_ns, in_flight, false, 100, 2'000'000'000});
+  EXPECT_DOUBLE_EQ(algorithm.estimate(), initial);
+  EXPECT_EQ(algorithm.baseline_ns(), latency_ns);
+}
+
 TEST(DelayTargetTest, GrowsWithoutAQueueAndCutsTowardsTheTargetWithOne) {
   r4c::detail::DelayTarget algorithm(delay_target(10));
-  (void)algorithm.update({10'000'000, 10, false, 100, 1'000'000'000});  // the baseline
-  const double before = algorithm.estimate();
-  (void)algorithm.update({10'000'000, 10, false, 100, 2'000'000'000});
-  EXPECT_GT(algorithm.estimate(), before);
+  start(algorithm, 10'000'000, 10);
+  (void)algorithm.update({10'000'000, 10, false, 100, 3'000'000'000});
+  EXPECT_GT(algorithm.estimate(), 10.0);
   const double grown = algorithm.estimate();
-  // The limit held calls back (12 in flight) and latency tripled: a queue, cut at once.
-  (void)algorithm.update({30'000'000, 12, false, 100, 3'000'000'000});
+  // The limit held calls back (12 in flight) and latency tripled: a queue, cut at once in
+  // proportion to the excess delay (smoothed: 20 ms, for a target of 11 ms).
+  (void)algorithm.update({30'000'000, 12, false, 100, 4'000'000'000});
   EXPECT_LT(algorithm.estimate(), grown * 0.6);
-  // It drained (the smoothed latency takes a window more to see it): the limit grows again,
-  // and the baseline stayed.
+  // It drained: this window's latency is back at the baseline, so the limit grows again at once
+  // (the smoothed latency would still say queue), and the baseline stayed.
   const double cut = algorithm.estimate();
-  for (int w = 0; w < 8; ++w) {
-    const int in_flight = static_cast<int>(algorithm.estimate());
-    (void)algorithm.update({10'000'000, in_flight, false, 100, 4'000'000'000});
-  }
+  (void)algorithm.update({10'000'000, static_cast<int>(cut), false, 100, 5'000'000'000});
   EXPECT_GT(algorithm.estimate(), cut);
   EXPECT_EQ(algorithm.baseline_ns(), 10'000'000);
 }
 
-TEST(DelayTargetTest, LearnsASlowerWorkloadWhenACutDoesNotLowerLatency) {
+TEST(DelayTargetTest, HoldsWhenCutsDoNotLowerLatencyAndTheAlignedProbeLearnsTheSlowerWorkload) {
   r4c::detail::DelayTarget algorithm(delay_target(12));
-  (void)algorithm.update({10'000'000, 12, false, 100, 1'000'000'000});
+  start(algorithm, 10'000'000, 12);
   // Twice the latency while the limit holds calls back: cut, and cut again, until the cuts add
-  // up to 40%; the latency never came down, so it was a slower workload: the cuts are undone.
-  double lowest = 12.0;
-  for (int w = 0; w < 4; ++w) {
-    const int in_flight = static_cast<int>(algorithm.estimate());
-    (void)algorithm.update({20'000'000, in_flight, false, 100, 2'000'000'000});
-    lowest = std::min(lowest, algorithm.estimate());
+  // up to 40%; the latency never came down, so the limit holds there (a slower workload, or a
+  // queue other clients keep up: one client cannot tell).
+  std::int64_t now = 3'000'000'000;
+  for (int w = 0; w < 5; ++w, now += 1'000'000'000) {
+    (void)algorithm.update({20'000'000, static_cast<int>(algorithm.estimate()), false, 100, now});
   }
-  EXPECT_LT(lowest, 12 * 0.6);
+  const double held = algorithm.estimate();
+  EXPECT_LT(held, 12 * 0.6);
+  EXPECT_EQ(algorithm.baseline_ns(), 10'000'000);
+  // The window that ends past 30 s starts the aligned probe; the probe sees 20 ms still: the
+  // new no-load latency. The limit returns to where it held, then grows back.
+  (void)algorithm.update({20'000'000, static_cast<int>(held), false, 100, 30'500'000'000});
+  EXPECT_DOUBLE_EQ(algorithm.estimate(), 0.8 * held);
+  (void)algorithm.update({20'000'000, static_cast<int>(held), false, 100, 31'500'000'000});
+  EXPECT_DOUBLE_EQ(algorithm.estimate(), held);
+  EXPECT_GT(algorithm.baseline_ns(), 19'000'000);
+  now = 32'500'000'000;
+  for (int w = 0; w < 4; ++w, now += 1'000'000'000) {
+    (void)algorithm.update({20'000'000, static_cast<int>(algorithm.estimate()), false, 100, now});
+  }
   EXPECT_GE(algorithm.estimate(), 12.0);
-  EXPECT_EQ(algorithm.baseline_ns(), 20'000'000);
 }
 
-TEST(DelayTargetTest, ALatencyRiseWhileTheLimitHoldsNothingBackMovesOnlyTheBaseline) {
+TEST(DelayTargetTest, ALatencyRiseWhileTheLimitHoldsNothingBackHoldsUntilTheProbe) {
   r4c::detail::DelayTarget algorithm(delay_target(40));
-  (void)algorithm.update({10'000'000, 12, false, 100, 1'000'000'000});
-  for (int w = 0; w < 5; ++w) (void)algorithm.update({20'000'000, 24, false, 100, 2'000'000'000});
+  start(algorithm, 10'000'000, 12);
+  for (int w = 0; w < 5; ++w) (void)algorithm.update({20'000'000, 24, false, 100, 3'000'000'000});
+  EXPECT_EQ(algorithm.estimate(), 40.0);
+  EXPECT_EQ(algorithm.baseline_ns(), 10'000'000);
+  (void)algorithm.update({20'000'000, 24, false, 100, 30'000'000'000});
+  (void)algorithm.update({20'000'000, 24, false, 100, 31'000'000'000});
   EXPECT_EQ(algorithm.estimate(), 40.0);
   EXPECT_GT(algorithm.baseline_ns(), 15'000'000);
 }
 
+TEST(DelayTargetTest, AProbeThatFindsAMuchLowerLatencyProbesAgain) {
+  // A fleet that started with a queue: the first window's latency had the queue in it.
+  r4c::detail::DelayTarget algorithm(delay_target(20));
+  (void)algorithm.update({60'000'000, 20, false, 100, 1'000'000'000});
+  EXPECT_DOUBLE_EQ(algorithm.estimate(), 16.0);
+  (void)algorithm.update({30'000'000, 16, false, 100, 2'000'000'000});
+  EXPECT_DOUBLE_EQ(algorithm.estimate(), 0.8 * 16.0);  // probing on
+  EXPECT_EQ(algorithm.baseline_ns(), 30'000'000);
+  (void)algorithm.update({29'000'000, 12, false, 100, 3'000'000'000});
+  EXPECT_EQ(algorithm.baseline_ns(), 29'000'000);
+  // No lower by 10%: the probes end, and the limit returns to before them.
+  EXPECT_DOUBLE_EQ(algorithm.estimate(), 20.0);
+}
+
 TEST(DelayTargetTest, ADropCutsByTheBackoffRatio) {
   r4c::detail::DelayTarget algorithm(delay_target(10));
-  (void)algorithm.update({10'000'000, 10, false, 100, 1'000'000'000});
-  (void)algorithm.update({10'000'000, 10, true, 100, 2'000'000'000});
+  start(algorithm, 10'000'000, 10);
+  (void)algorithm.update({10'000'000, 10, true, 100, 3'000'000'000});
   EXPECT_DOUBLE_EQ(algorithm.estimate(), 9.0);
 }
 

@@ -12,6 +12,8 @@
 //
 //   capacity-drop:  p99 at most 1.3x that of bulkhead-right-sized, goodput at least 95%.
 //   knee:           the limit's mean once settled (after 10 windows) within 25% of the knee.
+//   capacity-drop,
+//   capacity-rise:  the same in every phase, within 25% of the workers.
 //   heavy-tail,
 //   workload-shift: once settled, the limit never below 0.8x the 32 workers.
 //   no-traffic:     no algorithm's limit moves while no call comes (31 s to 90 s).
@@ -28,6 +30,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "scenario.hpp"
 #include "sim_test_support.hpp"
@@ -140,6 +143,35 @@ TEST(TargetsTest, DelayTargetFindsTheKnee) {
   ASSERT_GT(count, 0);
   RecordProperty("delay_target_mean_limit", std::to_string(sum / count));
   EXPECT_NEAR(sum / count, knee, 0.25 * knee);
+}
+
+// Issue 16's target 2 where the load is above the capacity in every phase: once settled (10
+// windows after a change), the limit's mean within 25% of the workers. Not checked: the same in
+// the scenarios below capacity (workload-shift, low-traffic: the limit has no evidence there) and
+// in latency-spike, nor the settle time (docs/simulator.md has the figures).
+TEST(TargetsTest, DelayTargetSettlesNearTheWorkersInEveryPhaseOfACapacityChange) {
+  if (!kOptimised) GTEST_SKIP() << kWhySkipped;
+  for (const char* name : {"capacity-drop", "capacity-rise"}) {
+    const Simulated& run = run_of(name);
+    std::vector<Nanos> starts{Nanos(0)};
+    for (const ServerChange& change : run.scenario.server.changes) starts.push_back(change.at);
+    for (std::size_t p = 0; p < starts.size(); ++p) {
+      const Nanos from = starts[p] + kSettled;
+      const Nanos to = p + 1 < starts.size() ? starts[p + 1] : run.scenario.duration;
+      double sum = 0.0;
+      int count = 0;
+      for (const TimelineRow& row : run.rows(group_index(run, "delay_target"))) {
+        if (row.end <= from || row.end > to || !row.limit) continue;
+        sum += *row.limit;
+        ++count;
+      }
+      ASSERT_GT(count, 0);
+      const double right = run.scenario.server.right_concurrency_at(from);
+      RecordProperty(std::string(name) + "_phase" + std::to_string(p) + "_mean_limit",
+                     std::to_string(sum / count));
+      EXPECT_NEAR(sum / count, right, 0.25 * right) << name << ", phase " << p;
+    }
+  }
 }
 
 TEST(TargetsTest, DelayTargetKeepsTheLimitThroughAHeavyTailAndAWorkloadShift) {

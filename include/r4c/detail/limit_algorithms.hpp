@@ -124,6 +124,9 @@ class DelayTarget {
   static constexpr double kPacedFloor = 1.0 / 64.0;
 
  private:
+  /// Starts a probe window at a share of `next`; returns the probe's estimate.
+  double start_probe(double next) noexcept;
+
   double estimate_;
   double min_estimate_;
   double max_estimate_;
