@@ -612,6 +612,31 @@ void AdaptiveLimitKind::metrics(const Snapshot& s, metrics::Emitter& out) {
   out.gauge("r4c.adaptivelimit.window.latency.seconds",
             "Average latency of the last window that recomputed the adaptive limit.",
             seconds(s.window_latency));
+  // Only once waits or classes are in use, so that a plain limit's metrics stay as they were.
+  std::uint64_t beyond_plain = s.waits_granted;
+  for (int r = 2; r < kRejectReasons; ++r) beyond_plain += s.rejected_by_reason[r];
+  for (int c = 1; c < kLimitedClasses; ++c) beyond_plain += s.rejected_by_class[c];
+  if (s.max_queue == 0 && beyond_plain == 0) return;
+  out.gauge("r4c.adaptivelimit.waiting.calls", "Calls waiting for a slot of the adaptive limit.",
+            s.waiting);
+  out.counter("r4c.adaptivelimit.waits.granted", "Waits for a slot that ended with the slot.",
+              count(s.waits_granted));
+  out.counter("r4c.adaptivelimit.wait.seconds", "Total time granted waits waited for their slot.",
+              seconds(s.wait_time));
+  out.counter("r4c.adaptivelimit.waits.granted.on.raise",
+              "Waiters granted a slot by a window that raised the adaptive limit.",
+              count(s.granted_on_raise));
+  for (int r = 1; r < kRejectReasons; ++r) {
+    out.counter("r4c.adaptivelimit.rejections", "Calls the adaptive limit rejected, by reason.",
+                count(s.rejected_by_reason[r]),
+                {{"reason", std::string(to_string(static_cast<RejectReason>(r)))}});
+  }
+  for (int c = 0; c < kLimitedClasses; ++c) {
+    out.counter("r4c.adaptivelimit.class.rejections",
+                "Calls the adaptive limit rejected, by priority class.",
+                count(s.rejected_by_class[c]),
+                {{"class", std::string(to_string(static_cast<CallClass>(c)))}});
+  }
 }
 
 }  // namespace r4c
