@@ -421,6 +421,11 @@ RejectReason AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
   const CallClass cls = admission.cls;
   std::scoped_lock lock(queue_->mutex);
   const std::int64_t now = clock_.ticks();
+  if (waiter.end_ != detail::WaitEnd::pending) {
+    // Its caller gave up (end_wait) before it could be queued.
+    count_rejection(cls, RejectReason::cancelled);
+    return RejectReason::cancelled;
+  }
   if (!queue_->waits_at_or_above(cls)) {
     if (const std::int32_t admitted = take(cls)) {
       waiter.granted_at = clock_.ticks();
@@ -469,7 +474,11 @@ RejectReason AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
 
 detail::WaitEnd AdaptiveLimit::end_wait(detail::LimitWaiter& waiter, detail::WaitEnd end) noexcept {
   std::scoped_lock lock(queue_->mutex);
-  if (waiter.end_ == detail::WaitEnd::waiting) end_locked(waiter, end, clock_.ticks());
+  if (waiter.end_ == detail::WaitEnd::waiting) {
+    end_locked(waiter, end, clock_.ticks());
+  } else if (waiter.end_ == detail::WaitEnd::pending) {
+    waiter.end_ = end;  // not queued yet: begin_wait() will not queue it
+  }
   return waiter.end_;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "r4c/adaptive_limit.hpp"
+#include "r4c/registry.hpp"
 #include "test_seed.hpp"
 
 namespace {
@@ -281,6 +282,34 @@ TEST(AdaptiveLimitClassTest, SharesMustNotGrowTowardsLowerClasses) {
   EXPECT_THROW(config.class_share(CallClass::bypass, 0.5), r4c::ConfigException);
   EXPECT_THROW(config.max_wait(-1ns), r4c::ConfigException);
   EXPECT_THROW(config.max_queue(-1), r4c::ConfigException);
+}
+
+TEST(AdaptiveLimitWaitConfigTest, TheFileSetsTheWaitAndTheSharesThroughTheDescriptor) {
+  auto registry = r4c::ResilienceRegistry::builder()
+                      .config_text(R"(
+                        defaults.adaptiveLimit.maxWait = 20ms
+                        defaults.adaptiveLimit.maxQueue = 3
+                        defaults.adaptiveLimit.queueOrder = adaptive_lifo
+                        defaults.adaptiveLimit.codelTarget = 2ms
+                        instances.orders.adaptiveLimit.bulkShare = 0.4
+                      )")
+                      .build();
+  const r4c::AdaptiveLimitConfig& config = registry.adaptive_limit_policy("m", "orders").config();
+  EXPECT_EQ(config.max_wait(), 20ms);
+  EXPECT_EQ(config.max_queue(), 3);
+  EXPECT_EQ(config.queue_order(), r4c::QueueOrder::adaptive_lifo);
+  EXPECT_EQ(config.codel_target(), 2ms);
+  EXPECT_EQ(config.class_share(CallClass::bulk), 0.4);
+  EXPECT_TRUE(registry.adaptive_limit("orders").waits());
+  try {
+    (void)r4c::ResilienceRegistry::builder()
+        .config_text("defaults.adaptiveLimit.maxQueue = -1")
+        .build();
+    ADD_FAILURE() << "a negative maxQueue was accepted";
+  } catch (const r4c::ConfigException& e) {
+    EXPECT_EQ(e.code(), "R4C-REG-001");
+    EXPECT_NE(std::string(e.what()).find("max_queue"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

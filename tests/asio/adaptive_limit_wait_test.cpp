@@ -5,6 +5,7 @@
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
 #include <exception>
 #include <optional>
@@ -106,6 +107,27 @@ TEST_F(AsyncLimitWaitTest, CancellingAWaitingCallCompletesItAtOnceAndLeavesTheQu
   }
   EXPECT_EQ(limit_.snapshot().rejected_by_reason[static_cast<int>(r4c::RejectReason::cancelled)],
             2u);
+}
+
+TEST_F(AsyncLimitWaitTest, ACoroutineWaitsForItsSlotToo) {
+  r4c::Permit held = limit_.try_acquire();
+  std::optional<std::exception_ptr> failure;
+  std::string value;
+  asio::co_spawn(io_, limit_.co_execute([]() -> asio::awaitable<std::string> { co_return "ran"; }),
+                 [&](std::exception_ptr e, std::string v) {
+                   failure = e;
+                   value = std::move(v);
+                 });
+  io_.poll();
+  EXPECT_FALSE(failure.has_value());
+  EXPECT_EQ(limit_.snapshot().waiting, 1);
+  held.on_ignore();
+  io_.restart();
+  io_.poll();
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_FALSE(*failure);
+  EXPECT_EQ(value, "ran");
+  EXPECT_EQ(limit_.in_flight(), 0);
 }
 
 }  // namespace

@@ -13,12 +13,15 @@
 // call (terminal or partial) completes it at once with operation_aborted and takes it off the
 // queue; a slot granted in the same instant is given back. A wait that times out, is evicted or
 // finds the queue full completes with LimitExceededException, the operation not started.
+// co_execute waits the same way (its coroutine is the operation).
 #pragma once
 
 #include <asio/async_result.hpp>
 #include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
 #include <asio/error.hpp>
 #include <asio/system_error.hpp>
+#include <asio/use_awaitable.hpp>
 #include <chrono>
 #include <exception>
 #include <type_traits>
@@ -119,9 +122,7 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
  private:
   class Waiter final : public LimitWaiter {
    public:
-    explicit Waiter(LimitWaitCall& call) noexcept : call_(call) {
-      end_ = WaitEnd::cancelled;  // not queued until begin_wait() queues it
-    }
+    explicit Waiter(LimitWaitCall& call) noexcept : call_(call) {}
     void wake() noexcept override { call_.fire_now(call_.clock_->now()); }
 
    private:
@@ -177,6 +178,15 @@ struct LimitInitiation {
 
 template <class T, class F>
 asio::awaitable<T> co_execute_under(AdaptiveLimit& limit, F f) {
+  if (limit.waits()) {
+    // The wait is an Asio operation: the coroutine runs as the operation, once granted.
+    co_return co_await limit.async_execute<T>(
+        [f = std::move(f)](auto handler) mutable {
+          auto executor = asio::get_associated_executor(handler);
+          asio::co_spawn(executor, f(), std::move(handler));
+        },
+        asio::use_awaitable);
+  }
   Permit permit = limit.try_acquire();
   if (!permit) std::rethrow_exception(limit.rejection());
   try {

@@ -18,8 +18,8 @@
 
 namespace r4c::detail {
 
-/// How a wait ended (waiting while it has not).
-enum class WaitEnd : std::uint8_t { waiting, granted, timed_out, cancelled, evicted };
+/// How a wait ended: pending before it is queued, waiting while it is.
+enum class WaitEnd : std::uint8_t { pending, waiting, granted, timed_out, cancelled, evicted };
 
 /// One call waiting for a slot: a synchronous caller's (on its stack) or an asynchronous
 /// call's (in its state). The members belong to the queue while the waiter is listed.
@@ -42,7 +42,7 @@ class LimitWaiter {
   std::int64_t until = 0;       // ticks when its wait times out
   std::int64_t granted_at = 0;  // granted: when (the latency sample starts there)
   std::int32_t admitted = 0;    // granted: calls in flight then, itself included
-  WaitEnd end_ = WaitEnd::waiting;
+  WaitEnd end_ = WaitEnd::pending;
 
  protected:
   ~LimitWaiter() = default;
