@@ -15,6 +15,11 @@
 //     permit.on_success();
 //   }
 //
+// A call may also say its priority class (try_acquire(r4c::CallClass::bulk): admitted below its
+// share of the limit; bypass: not limited, not counted) and, with max_wait set, wait for a slot
+// (acquire(), execute(), async_execute(): FIFO, LIFO or adaptive LIFO, a freed slot handed to
+// the chosen waiter). See docs/adaptive-limit.md, "Waiting for a slot".
+//
 // The whole hot path is in this header: admission is one compare-and-swap on the in-flight
 // counter; completion is one decrement, a few plain stores into the calling thread's own stripe
 // and one relaxed load of the window's end. Windows are recomputed by the first call that ends
