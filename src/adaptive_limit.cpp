@@ -339,12 +339,8 @@ std::int32_t AdaptiveLimit::take(CallClass cls) noexcept {
     if (running >= allowed) return 0;
   } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_seq_cst,
                                              std::memory_order_seq_cst));
-  const std::int32_t admitted = running + 1;
-  std::int32_t seen = window_max_in_flight_.load(std::memory_order_relaxed);
-  while (admitted > seen &&
-         !window_max_in_flight_.compare_exchange_weak(seen, admitted, std::memory_order_relaxed)) {
-  }
-  return admitted;
+  note_in_flight(running + 1);
+  return running + 1;
 }
 
 Permit AdaptiveLimit::admit_now(CallClass cls) noexcept {

@@ -296,6 +296,8 @@ class AdaptiveLimit {
 
   void complete(Permit& permit, Outcome outcome) noexcept;
   void release_slot() noexcept;
+  // The window's maximum in flight, after an admission that made it `admitted`.
+  void note_in_flight(std::int32_t admitted) noexcept;
   void count_rejection() noexcept;
   // Cold: disabled, bypass, or waiters may be queued.
   Permit try_acquire_special(CallClass cls) noexcept;
@@ -410,13 +412,16 @@ inline Permit AdaptiveLimit::try_acquire() noexcept {
     }
   } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
                                              std::memory_order_relaxed));
-  const std::int32_t admitted = running + 1;
+  note_in_flight(running + 1);
+  return Permit(this, clock_.ticks(), running + 1);
+}
+
+inline void AdaptiveLimit::note_in_flight(std::int32_t admitted) noexcept {
   // A new maximum is rare once a window is under way: one load, and a CAS only when it grows.
   std::int32_t seen = window_max_in_flight_.load(std::memory_order_relaxed);
   while (admitted > seen &&
          !window_max_in_flight_.compare_exchange_weak(seen, admitted, std::memory_order_relaxed)) {
   }
-  return Permit(this, clock_.ticks(), admitted);
 }
 
 inline Permit AdaptiveLimit::try_acquire(CallClass cls) noexcept {
@@ -441,12 +446,8 @@ inline Permit AdaptiveLimit::try_acquire_class(CallClass cls) noexcept {
     }
   } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
                                              std::memory_order_relaxed));
-  const std::int32_t admitted = running + 1;
-  std::int32_t seen = window_max_in_flight_.load(std::memory_order_relaxed);
-  while (admitted > seen &&
-         !window_max_in_flight_.compare_exchange_weak(seen, admitted, std::memory_order_relaxed)) {
-  }
-  return Permit(this, clock_.ticks(), admitted);
+  note_in_flight(running + 1);
+  return Permit(this, clock_.ticks(), running + 1);
 }
 
 inline void AdaptiveLimit::release_slot() noexcept {
