@@ -4,6 +4,7 @@
 // sleeping) until the limit reports them queued; every time in the tests is the ManualClock's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <random>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "r4c/adaptive_limit.hpp"
+#include "r4c/metrics.hpp"
 #include "r4c/registry.hpp"
 #include "test_seed.hpp"
 
@@ -32,7 +34,8 @@ r4c::AdaptiveLimitConfig waiting_config(int limit, std::chrono::nanoseconds max_
 // that a chain of grants shows the order.
 class Waiters {
  public:
-  explicit Waiters(r4c::AdaptiveLimit& limit) : limit_(limit) {}
+  // keep: the granted keep their slots (in kept()) instead of giving them back.
+  explicit Waiters(r4c::AdaptiveLimit& limit, bool keep = false) : limit_(limit), keep_(keep) {}
   ~Waiters() { join(); }
 
   // Starts a waiter and returns once it is queued (or already answered).
@@ -45,6 +48,7 @@ class Waiters {
       {
         std::scoped_lock lock(mutex_);
         ended_.push_back(permit ? name : name + ":" + std::string(r4c::to_string(reason)));
+        if (keep_ && permit) kept_.push_back(std::move(permit));
       }
       permit.on_ignore();
     });
@@ -63,9 +67,12 @@ class Waiters {
     std::scoped_lock lock(mutex_);
     return ended_;
   }
+  std::vector<r4c::Permit>& kept() { return kept_; }
 
  private:
   r4c::AdaptiveLimit& limit_;
+  const bool keep_;
+  std::vector<r4c::Permit> kept_;
   std::vector<std::thread> threads_;
   std::mutex mutex_;
   std::vector<std::string> ended_;
@@ -210,16 +217,19 @@ TEST(AdaptiveLimitWaitTest, EverySlotARaiseAddsGoesToAWaiter) {
       clock);
   r4c::Permit first = limit.try_acquire();
   r4c::Permit second = limit.try_acquire();
-  Waiters waiters(limit);
+  Waiters waiters(limit, /*keep=*/true);
   waiters.start("a");
   waiters.start("b");
   clock->advance(2ms);
   first.on_success();  // a gets the freed slot; the window closes and raises the limit to 3
-  EXPECT_EQ(waiters.ended(), (std::vector<std::string>{"a", "b"}));
+  std::vector<std::string> ended = waiters.ended();  // both woken at once: any order
+  std::sort(ended.begin(), ended.end());
+  EXPECT_EQ(ended, (std::vector<std::string>{"a", "b"}));
   const r4c::AdaptiveLimitSnapshot snapshot = limit.snapshot();
   EXPECT_EQ(snapshot.limit, 3);
-  EXPECT_EQ(snapshot.granted_on_raise, 1u);
-  EXPECT_EQ(snapshot.in_flight, 1);  // second
+  EXPECT_EQ(snapshot.granted_on_raise, 1u);  // b, by the raise: a and second still hold theirs
+  EXPECT_EQ(snapshot.in_flight, 3);
+  waiters.kept().clear();
 }
 
 TEST(AdaptiveLimitWaitTest, AdaptiveLifoServesOldestFirstUntilTheQueueStands) {
@@ -238,10 +248,11 @@ TEST(AdaptiveLimitWaitTest, AdaptiveLifoServesOldestFirstUntilTheQueueStands) {
   held = limit.try_acquire();
   standing.start("c");
   clock->advance(101ms);  // non-empty for longer than the 100 ms interval: it stands
-  standing.start("d");
+  standing.start("d");    // sheds c (older than the 5 ms target)
+  while (standing.answers() < 1 || limit.snapshot().waiting != 1) std::this_thread::yield();
   clock->advance(1ms);
   standing.start("e");
-  held.on_ignore();  // c waited past the 5 ms target: shed; then newest first
+  held.on_ignore();  // newest first
   EXPECT_EQ(standing.ended(), (std::vector<std::string>{"c:wait_timeout", "e", "d"}));
 }
 
@@ -284,6 +295,48 @@ TEST(AdaptiveLimitClassTest, SharesMustNotGrowTowardsLowerClasses) {
   EXPECT_THROW(config.max_queue(-1), r4c::ConfigException);
 }
 
+double metric(const std::vector<r4c::metrics::Metric>& all, std::string_view name,
+              const std::string& label = "") {
+  for (const r4c::metrics::Metric& m : all) {
+    if (m.name != name) continue;
+    if (label.empty()) return m.value;
+    for (const r4c::metrics::Label& l : m.labels) {
+      if (l.value == label) return m.value;
+    }
+  }
+  ADD_FAILURE() << "no metric " << name << " " << label;
+  return -1;
+}
+
+TEST(AdaptiveLimitWaitMetricsTest, WaitsAndRejectionReasonsAreMetrics) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  r4c::AdaptiveLimit limit("metrics", waiting_config(1, 5ms), clock);
+  r4c::Permit held = limit.try_acquire();
+  Waiters waiters(limit);
+  waiters.start("a", {.cls = CallClass::bulk});
+  std::vector<r4c::metrics::Metric> all;
+  r4c::metrics::Emitter out(all, "adaptivelimit", limit.instance_id());
+  r4c::AdaptiveLimitKind::metrics(limit.snapshot(), out);
+  EXPECT_EQ(metric(all, "r4c.adaptivelimit.waiting.calls"), 1);
+  clock->advance(5ms);
+  waiters.join();
+  all.clear();
+  r4c::AdaptiveLimitKind::metrics(limit.snapshot(), out);
+  EXPECT_EQ(metric(all, "r4c.adaptivelimit.waiting.calls"), 0);
+  EXPECT_EQ(metric(all, "r4c.adaptivelimit.rejections", "wait_timeout"), 1);
+  EXPECT_EQ(metric(all, "r4c.adaptivelimit.rejections", "limit"), 0);
+  EXPECT_EQ(metric(all, "r4c.adaptivelimit.class.rejections", "bulk"), 1);
+
+  // A plain limit's metrics are as they were.
+  r4c::AdaptiveLimit plain("plain", waiting_config(1, 0ns), clock);
+  all.clear();
+  r4c::metrics::Emitter plain_out(all, "adaptivelimit", plain.instance_id());
+  r4c::AdaptiveLimitKind::metrics(plain.snapshot(), plain_out);
+  for (const r4c::metrics::Metric& m : all) {
+    EXPECT_EQ(m.name.find("wait"), std::string::npos) << m.name;
+  }
+}
+
 TEST(AdaptiveLimitWaitConfigTest, TheFileSetsTheWaitAndTheSharesThroughTheDescriptor) {
   auto registry = r4c::ResilienceRegistry::builder()
                       .config_text(R"(
@@ -300,7 +353,7 @@ TEST(AdaptiveLimitWaitConfigTest, TheFileSetsTheWaitAndTheSharesThroughTheDescri
   EXPECT_EQ(config.queue_order(), r4c::QueueOrder::adaptive_lifo);
   EXPECT_EQ(config.codel_target(), 2ms);
   EXPECT_EQ(config.class_share(CallClass::bulk), 0.4);
-  EXPECT_TRUE(registry.adaptive_limit("orders").waits());
+  EXPECT_TRUE(registry.adaptive_limit_policy("m", "orders").waits());
   try {
     (void)r4c::ResilienceRegistry::builder()
         .config_text("defaults.adaptiveLimit.maxQueue = -1")
