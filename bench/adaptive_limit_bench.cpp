@@ -182,6 +182,33 @@ void BM_AdmittedCallObserved(benchmark::State& state) {
   }
 }
 
+// The same admitted call with a priority class (issue #17: at most 1.1x BM_AdmittedCall), and
+// on a limit whose calls may wait (max_wait set, nobody waiting).
+void admitted_loop(benchmark::State& state, r4c::AdaptiveLimit& limit, r4c::CallClass cls) {
+  warm_up(limit);
+  const AllocScope allocs;
+  for (auto _ : state) {
+    r4c::Permit permit = limit.try_acquire(cls);
+    if (!permit) [[unlikely]] {
+      state.SkipWithError("the limit rejected a call");
+      break;
+    }
+    permit.on_success();
+  }
+  allocs.report(state);
+}
+
+void BM_AdmittedCallWithClass(benchmark::State& state) {
+  static r4c::AdaptiveLimit limit{"bench-class"};
+  admitted_loop(state, limit, r4c::CallClass::best_effort);
+}
+
+void BM_AdmittedCallWaitConfigured(benchmark::State& state) {
+  static r4c::AdaptiveLimit limit{
+      "bench-wait", r4c::AdaptiveLimitConfig().max_wait(std::chrono::milliseconds(20))};
+  admitted_loop(state, limit, r4c::CallClass::critical);
+}
+
 void BM_Rejection(benchmark::State& state) {
   FullLimit& full = full_limit();
   if (!full.held) {
@@ -291,6 +318,8 @@ constexpr double kWindowedMinTime = 2.0;
 BENCHMARK(BM_Floor)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_AdmittedCall)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
 BENCHMARK(BM_AdmittedCallObserved)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
+BENCHMARK(BM_AdmittedCallWithClass)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
+BENCHMARK(BM_AdmittedCallWaitConfigured)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
 BENCHMARK(BM_Rejection)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_ExecuteAdmitted)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
 BENCHMARK(BM_ExecuteRejected)->Apply(on_1_2_4_threads);

@@ -513,6 +513,29 @@ void clock_choice() {
   EXPECT_EQ(limit.limit(), 20);
 }
 
+void waiting_and_classes() {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  // [doc:waiting]
+  r4c::AdaptiveLimitConfig config;
+  config.initial_limit(4)
+      .max_wait(std::chrono::milliseconds(20))  // wait up to 20 ms for a slot (0: reject at once)
+      .max_queue_factor(2.0)                    // at most 2 × limit waiters
+      .queue_order(r4c::QueueOrder::fifo);
+  r4c::AdaptiveLimit limit("orders", config, clock);
+
+  r4c::Permit bulk = limit.try_acquire(r4c::CallClass::bulk);      // below 0.5 × 4: admitted
+  r4c::Permit health = limit.try_acquire(r4c::CallClass::bypass);  // neither limited nor counted
+
+  r4c::RejectReason reason = r4c::RejectReason::none;
+  r4c::Permit permit = limit.acquire({.cls = r4c::CallClass::critical}, &reason);
+  if (!permit) log_info(r4c::to_string(reason));  // limit, queue_full, wait_timeout, ...
+  // [/doc:waiting]
+  EXPECT_TRUE(bulk);
+  EXPECT_TRUE(health);
+  EXPECT_TRUE(permit);
+  EXPECT_EQ(limit.in_flight(), 2);
+}
+
 }  // namespace
 
 int main() {
@@ -529,6 +552,7 @@ int main() {
   disabled();
   lower_below_in_flight();
   clock_choice();
+  waiting_and_classes();
   if (failures != 0) {
     std::fprintf(stderr, "adaptive_limit_docs: %d check(s) failed\n", failures);
     return 1;

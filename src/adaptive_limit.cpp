@@ -4,7 +4,10 @@
 #include "r4c/adaptive_limit.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <condition_variable>
 #include <limits>
+#include <mutex>
 #include <system_error>
 
 #include "config_check.hpp"
@@ -29,15 +32,41 @@ std::uint64_t growth(std::uint64_t consumed, std::uint64_t seen) {
   return seen > consumed ? seen - consumed : 0;
 }
 
+std::array<std::uint32_t, kLimitedClasses> fixed_shares(const AdaptiveLimitConfig& config) {
+  std::array<std::uint32_t, kLimitedClasses> shares{};
+  for (int c = 0; c < kLimitedClasses; ++c) {
+    shares[c] = static_cast<std::uint32_t>(config.class_share(static_cast<CallClass>(c)) * 65536.0);
+  }
+  return shares;
+}
+
+RejectReason reason_of(detail::WaitEnd end) noexcept {
+  switch (end) {
+    case detail::WaitEnd::timed_out:
+      return RejectReason::wait_timeout;
+    case detail::WaitEnd::cancelled:
+      return RejectReason::cancelled;
+    case detail::WaitEnd::evicted:
+      return RejectReason::evicted;
+    default:
+      return RejectReason::none;
+  }
+}
+
 }  // namespace
 
 AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config,
                              std::shared_ptr<Clock> clock)
     : limit_(detail::validated(config).initial_limit()),
       enabled_(config.enabled()),
+      waits_(config.enabled() && config.max_wait().count() > 0),
+      special_(!enabled_ || waits_),
+      shares_(fixed_shares(config)),
       clock_(detail::or_system_clock(clock)),
       window_end_(0),
       window_ticks_(clock_.to_ticks(config.window().count())),
+      queue_(waits_ ? std::make_unique<detail::WaitQueue>() : nullptr),
+      max_wait_ticks_(clock_.to_ticks(config.max_wait().count())),
       instance_id_(std::move(instance_id)),
       config_(std::move(config)),
       clock_owner_(std::move(clock)),
@@ -216,6 +245,10 @@ void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noex
         max_in_flight, aggregate.dropped, std::chrono::nanoseconds(estimator_.long_latency_ns())});
   }
 
+  // Every slot a raise adds goes to a waiter, before a newcomer can see it.
+  if (waits_ && next > previous && waiting_.load(std::memory_order_seq_cst) != 0)
+    grant_waiters(true);
+
   // The new window starts now.
   store_window_end(now + window_ticks_);
 }
@@ -244,10 +277,270 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
     snap.fractional_limit = fractional_limit_.load(std::memory_order_acquire);
     if (stats_sequence_.load(std::memory_order_relaxed) == before) break;
   }
-  std::uint64_t rejected = shared_slot_rejected_.load(std::memory_order_relaxed);
-  for (const Stripe& stripe : stripes_) rejected += stripe.rejected.load(std::memory_order_relaxed);
+  // The reasons and classes first: a rejection counts in its stripe before them, so the
+  // remainders (limit, critical) never go below zero.
+  std::uint64_t other_reasons = 0;
+  for (int r = 2; r < kRejectReasons; ++r) {
+    snap.rejected_by_reason[r] = rejected_by_reason_[r].load(std::memory_order_relaxed);
+    other_reasons += snap.rejected_by_reason[r];
+  }
+  std::uint64_t other_classes = 0;
+  for (int c = 1; c < kLimitedClasses; ++c) {
+    snap.rejected_by_class[c] = rejected_by_class_[c].load(std::memory_order_relaxed);
+    other_classes += snap.rejected_by_class[c];
+  }
+  std::uint64_t rejected = shared_slot_rejected_.load(std::memory_order_seq_cst);
+  for (const Stripe& stripe : stripes_) rejected += stripe.rejected.load(std::memory_order_seq_cst);
+  rejected = std::max(rejected, std::max(other_reasons, other_classes));
   snap.rejected = rejected;
+  snap.rejected_by_reason[static_cast<int>(RejectReason::limit)] = rejected - other_reasons;
+  snap.rejected_by_class[static_cast<int>(CallClass::critical)] = rejected - other_classes;
+  if (waits_) {
+    snap.waiting = waiting_.load(std::memory_order_relaxed);
+    snap.max_queue = queue_bound();
+    snap.waits_granted = waits_granted_.load(std::memory_order_relaxed);
+    snap.wait_time = std::chrono::nanoseconds(wait_time_ns_.load(std::memory_order_relaxed));
+    snap.granted_on_raise = granted_on_raise_.load(std::memory_order_relaxed);
+  }
   return snap;
+}
+
+// ---- admission beyond the plain path ----------------------------------------------------
+
+void AdaptiveLimit::count_rejection(CallClass cls, RejectReason reason) noexcept {
+  // seq_cst pairs with snapshot(): the stripe's count is seen before the reason's and class's.
+  const detail::ThreadSlot slot = detail::thread_slot();
+  if (slot.exclusive) {
+    std::atomic<std::uint64_t>& rejected = stripes_[slot.index].rejected;
+    rejected.store(rejected.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+  } else {
+    shared_slot_rejected_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  if (reason != RejectReason::limit) {
+    rejected_by_reason_[static_cast<int>(reason)].fetch_add(1, std::memory_order_seq_cst);
+  }
+  if (cls != CallClass::critical && cls != CallClass::bypass) {
+    rejected_by_class_[static_cast<int>(cls)].fetch_add(1, std::memory_order_seq_cst);
+  }
+}
+
+std::int32_t AdaptiveLimit::take(CallClass cls) noexcept {
+  const std::uint64_t share = shares_[static_cast<int>(cls)];
+  std::int32_t running = in_flight_.load(std::memory_order_seq_cst);
+  do {
+    std::int32_t limit = limit_.load(std::memory_order_relaxed);
+    if (limit == 0 && clock_.ticks() >= paced_resume_.load(std::memory_order_acquire)) {
+      // A paced limit reopens for the first call after its pause (try_acquire_paced's rule).
+      (void)limit_.compare_exchange_strong(limit, 1, std::memory_order_relaxed);
+      limit = limit_.load(std::memory_order_relaxed);
+    }
+    const auto allowed =
+        static_cast<std::int32_t>((static_cast<std::uint64_t>(limit) * share) >> kShareShift);
+    if (running >= allowed) return 0;
+  } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_seq_cst,
+                                             std::memory_order_seq_cst));
+  note_in_flight(running + 1);
+  return running + 1;
+}
+
+Permit AdaptiveLimit::admit_now(CallClass cls) noexcept {
+  if (!enabled_ || cls == CallClass::bypass) return Permit(this, 0, 0);
+  // waits_: a newcomer may not pass a waiter of its class or a higher one.
+  if (waits_ && waiting_.load(std::memory_order_seq_cst) != 0) {
+    std::scoped_lock lock(queue_->mutex);
+    if (queue_->waits_at_or_above(cls)) return Permit();
+  }
+  if (const std::int32_t admitted = take(cls)) return Permit(this, clock_.ticks(), admitted);
+  return Permit();
+}
+
+Permit AdaptiveLimit::try_acquire_special(CallClass cls) noexcept {
+  Permit permit = admit_now(cls);
+  if (!permit) count_rejection(cls, RejectReason::limit);
+  return permit;
+}
+
+int AdaptiveLimit::queue_bound() const noexcept {
+  const double factor = config_.max_queue_factor();
+  if (factor <= 0.0) return config_.max_queue();
+  const double bound = std::ceil(factor * limit_.load(std::memory_order_relaxed));
+  return std::max(1, static_cast<int>(std::min(bound, double{AdaptiveLimitConfig::kMaxMaxQueue})));
+}
+
+void AdaptiveLimit::end_locked(detail::LimitWaiter& waiter, detail::WaitEnd end,
+                               std::int64_t now) noexcept {
+  queue_->remove(waiter, now);
+  waiter.end_ = end;
+  waiting_.fetch_sub(1, std::memory_order_seq_cst);
+  if (end != detail::WaitEnd::granted) count_rejection(waiter.cls, reason_of(end));
+  waiter.wake();
+}
+
+void AdaptiveLimit::grant_locked(std::int64_t now, bool raise) noexcept {
+  const QueueOrder order = config_.queue_order();
+  bool newest_first = order == QueueOrder::lifo;
+  if (order == QueueOrder::adaptive_lifo && queue_->size > 0 &&
+      now - queue_->last_empty > clock_.to_ticks(config_.codel_interval().count())) {
+    // A standing queue: newest first, and nobody waits past the CoDel target any more.
+    newest_first = true;
+    const std::int64_t oldest_allowed = now - clock_.to_ticks(config_.codel_target().count());
+    for (detail::WaitList& list : queue_->lists) {
+      while (!list.empty() && list.oldest()->since < oldest_allowed) {
+        end_locked(*list.oldest(), detail::WaitEnd::timed_out, now);
+      }
+    }
+  }
+  while (detail::WaitList* list = queue_->highest()) {
+    detail::LimitWaiter* waiter = newest_first ? list->newest() : list->oldest();
+    // Shares never grow towards lower classes: when the highest class waiting finds no room,
+    // nobody below it would.
+    const std::int32_t admitted = take(waiter->cls);
+    if (admitted == 0) break;
+    waiter->granted_at = clock_.ticks();
+    waiter->admitted = admitted;
+    wait_time_ns_.fetch_add(static_cast<std::uint64_t>(std::max<std::int64_t>(
+                                0, clock_.to_ns(waiter->granted_at - waiter->since))),
+                            std::memory_order_relaxed);
+    waits_granted_.fetch_add(1, std::memory_order_relaxed);
+    if (raise) granted_on_raise_.fetch_add(1, std::memory_order_relaxed);
+    end_locked(*waiter, detail::WaitEnd::granted, now);
+  }
+}
+
+void AdaptiveLimit::grant_waiters(bool raise) noexcept {
+  std::scoped_lock lock(queue_->mutex);
+  grant_locked(clock_.ticks(), raise);
+}
+
+RejectReason AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
+                                       const Admission& admission) noexcept {
+  const CallClass cls = admission.cls;
+  std::scoped_lock lock(queue_->mutex);
+  const std::int64_t now = clock_.ticks();
+  if (waiter.end_ != detail::WaitEnd::pending) {
+    // Its caller gave up (end_wait) before it could be queued.
+    count_rejection(cls, RejectReason::cancelled);
+    return RejectReason::cancelled;
+  }
+  if (!queue_->waits_at_or_above(cls)) {
+    if (const std::int32_t admitted = take(cls)) {
+      waiter.granted_at = clock_.ticks();
+      waiter.admitted = admitted;
+      waiter.end_ = detail::WaitEnd::granted;
+      return RejectReason::none;
+    }
+  }
+  RejectReason refused = RejectReason::none;
+  std::int64_t until = now + max_wait_ticks_;
+  if (admission.stop.stop_requested()) {
+    refused = RejectReason::cancelled;
+  } else if (admission.deadline) {
+    // The slot must come early enough for a call of the usual latency to end by the deadline.
+    const std::int64_t left_ns = admission.deadline->count() - clock_.to_clock_ns(now) -
+                                 window_latency_ns_.load(std::memory_order_relaxed);
+    if (left_ns <= 0) {
+      refused = RejectReason::deadline;
+    } else {
+      until = std::min(until, now + clock_.to_ticks(left_ns));
+    }
+  }
+  if (refused == RejectReason::none && queue_->size >= queue_bound()) {
+    detail::LimitWaiter* victim = queue_->lowest_oldest();
+    if (victim != nullptr && victim->cls > cls) {
+      end_locked(*victim, detail::WaitEnd::evicted, now);
+    } else {
+      refused = RejectReason::queue_full;
+    }
+  }
+  if (refused != RejectReason::none) {
+    count_rejection(cls, refused);
+    return refused;
+  }
+  waiter.cls = cls;
+  waiter.since = now;
+  waiter.until = until;
+  waiter.end_ = detail::WaitEnd::waiting;
+  if (queue_->size == 0) queue_->last_empty = now;
+  queue_->push(waiter);
+  waiting_.fetch_add(1, std::memory_order_seq_cst);
+  // A release between the failed take() and the increment saw nobody waiting: look again.
+  grant_locked(now, false);
+  return RejectReason::none;
+}
+
+detail::WaitEnd AdaptiveLimit::end_wait(detail::LimitWaiter& waiter, detail::WaitEnd end) noexcept {
+  std::scoped_lock lock(queue_->mutex);
+  if (waiter.end_ == detail::WaitEnd::waiting) {
+    end_locked(waiter, end, clock_.ticks());
+  } else if (waiter.end_ == detail::WaitEnd::pending) {
+    waiter.end_ = end;  // not queued yet: begin_wait() will not queue it
+  }
+  return waiter.end_;
+}
+
+// A synchronous waiter: on the caller's stack, woken through its own condition variable.
+class AdaptiveLimit::SyncWaiter final : public detail::LimitWaiter {
+ public:
+  explicit SyncWaiter(AdaptiveLimit& limit) noexcept : timer_(limit, *this) {}
+  void wake() noexcept override {
+    // Notified under the waiter's mutex: the waiter cannot return (and leave the stack)
+    // before notify_one() has.
+    std::scoped_lock lock(mutex_);
+    woken_ = true;
+    woken_cv_.notify_one();
+  }
+  void block() {
+    std::unique_lock lock(mutex_);
+    woken_cv_.wait(lock, [&] { return woken_; });
+  }
+  TimerTask& timer() noexcept { return timer_; }
+
+ private:
+  class Timer final : public TimerTask {
+   public:
+    Timer(AdaptiveLimit& limit, SyncWaiter& waiter) noexcept : limit_(limit), waiter_(waiter) {}
+    void fire() noexcept override { (void)limit_.end_wait(waiter_, detail::WaitEnd::timed_out); }
+
+   private:
+    AdaptiveLimit& limit_;
+    SyncWaiter& waiter_;
+  };
+  Timer timer_;
+  std::mutex mutex_;
+  std::condition_variable woken_cv_;
+  bool woken_ = false;
+};
+
+Permit AdaptiveLimit::acquire(const Admission& admission, RejectReason* reason) noexcept {
+  RejectReason ignored = RejectReason::none;
+  RejectReason& why = reason != nullptr ? *reason : ignored;
+  why = RejectReason::none;
+  if (!waits_ || admission.cls == CallClass::bypass) {
+    Permit permit = try_acquire(admission.cls);
+    if (!permit) why = RejectReason::limit;
+    return permit;
+  }
+  SyncWaiter waiter(*this);
+  why = begin_wait(waiter, admission);
+  if (why != RejectReason::none) return Permit();
+  if (waiter.end() == detail::WaitEnd::waiting) {
+    try {
+      clock_owner_->schedule(waiter.timer(),
+                             std::chrono::nanoseconds(clock_.to_clock_ns(waiter.until)));
+    } catch (...) {
+      // Not scheduled (std::bad_alloc): the wait ends at once.
+      (void)end_wait(waiter, detail::WaitEnd::timed_out);
+    }
+    {
+      std::stop_callback on_stop(
+          admission.stop, [&]() noexcept { (void)end_wait(waiter, detail::WaitEnd::cancelled); });
+      waiter.block();
+    }
+    (void)clock_owner_->cancel(waiter.timer());  // returns once its fire() has, if it fired
+  }
+  if (waiter.end() == detail::WaitEnd::granted) return permit_of(waiter);
+  why = reason_of(waiter.end());
+  return Permit();
 }
 
 // The file keys in the documented order (R4C-CFG-003 lists them so).
@@ -308,7 +601,45 @@ std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::s
           [](const auto& c) { return detail::value_of(c.beta()); }),
       R::row(
           "dropOn", "drop_on", exception_types, [](auto& c, auto& v) { c.drop_on(v.types); },
-          [](const auto& c) { return detail::value_of(c.drop_on_types()); })};
+          [](const auto& c) { return detail::value_of(c.drop_on_types()); }),
+      R::file_only(
+          "maxWait", "max_wait", duration, [](auto& c, auto& v) { c.max_wait(v.duration); },
+          [](const auto& c) { return detail::value_of(c.max_wait()); }),
+      R::file_only(
+          "maxQueue", "max_queue", integer, [](auto& c, auto& v) { c.max_queue(v.integer); },
+          [](const auto& c) { return detail::value_of(c.max_queue()); }),
+      R::file_only(
+          "maxQueueFactor", "max_queue_factor", number,
+          [](auto& c, auto& v) { c.max_queue_factor(v.number); },
+          [](const auto& c) { return detail::value_of(c.max_queue_factor()); }),
+      R::choice<QueueOrder>(
+          "queueOrder", "queue_order",
+          [](auto& c, auto& v) { c.queue_order(static_cast<QueueOrder>(v.choice)); },
+          [](const auto& c) { return detail::value_of(c.queue_order()); }, false),
+      R::file_only(
+          "codelTarget", "codel_target", duration,
+          [](auto& c, auto& v) { c.codel_target(v.duration); },
+          [](const auto& c) { return detail::value_of(c.codel_target()); }),
+      R::file_only(
+          "codelInterval", "codel_interval", duration,
+          [](auto& c, auto& v) { c.codel_interval(v.duration); },
+          [](const auto& c) { return detail::value_of(c.codel_interval()); }),
+      R::file_only(
+          "criticalShare", "critical_share", number,
+          [](auto& c, auto& v) { c.class_share(CallClass::critical, v.number); },
+          [](const auto& c) { return detail::value_of(c.class_share(CallClass::critical)); }),
+      R::file_only(
+          "degradedShare", "degraded_share", number,
+          [](auto& c, auto& v) { c.class_share(CallClass::degraded, v.number); },
+          [](const auto& c) { return detail::value_of(c.class_share(CallClass::degraded)); }),
+      R::file_only(
+          "bestEffortShare", "best_effort_share", number,
+          [](auto& c, auto& v) { c.class_share(CallClass::best_effort, v.number); },
+          [](const auto& c) { return detail::value_of(c.class_share(CallClass::best_effort)); }),
+      R::file_only(
+          "bulkShare", "bulk_share", number,
+          [](auto& c, auto& v) { c.class_share(CallClass::bulk, v.number); },
+          [](const auto& c) { return detail::value_of(c.class_share(CallClass::bulk)); })};
   return kSettings;
 }
 
@@ -331,6 +662,31 @@ void AdaptiveLimitKind::metrics(const Snapshot& s, metrics::Emitter& out) {
   out.gauge("r4c.adaptivelimit.window.latency.seconds",
             "Average latency of the last window that recomputed the adaptive limit.",
             seconds(s.window_latency));
+  // Only once waits or classes are in use, so that a plain limit's metrics stay as they were.
+  std::uint64_t beyond_plain = s.waits_granted;
+  for (int r = 2; r < kRejectReasons; ++r) beyond_plain += s.rejected_by_reason[r];
+  for (int c = 1; c < kLimitedClasses; ++c) beyond_plain += s.rejected_by_class[c];
+  if (s.max_queue == 0 && beyond_plain == 0) return;
+  out.gauge("r4c.adaptivelimit.waiting.calls", "Calls waiting for a slot of the adaptive limit.",
+            s.waiting);
+  out.counter("r4c.adaptivelimit.waits.granted", "Waits for a slot that ended with the slot.",
+              count(s.waits_granted));
+  out.counter("r4c.adaptivelimit.wait.seconds", "Total time granted waits waited for their slot.",
+              seconds(s.wait_time));
+  out.counter("r4c.adaptivelimit.waits.granted.on.raise",
+              "Waiters granted a slot by a window that raised the adaptive limit.",
+              count(s.granted_on_raise));
+  for (int r = 1; r < kRejectReasons; ++r) {
+    out.counter("r4c.adaptivelimit.rejections", "Calls the adaptive limit rejected, by reason.",
+                count(s.rejected_by_reason[r]),
+                {{"reason", std::string(to_string(static_cast<RejectReason>(r)))}});
+  }
+  for (int c = 0; c < kLimitedClasses; ++c) {
+    out.counter("r4c.adaptivelimit.class.rejections",
+                "Calls the adaptive limit rejected, by priority class.",
+                count(s.rejected_by_class[c]),
+                {{"class", std::string(to_string(static_cast<CallClass>(c)))}});
+  }
 }
 
 }  // namespace r4c

@@ -16,6 +16,7 @@ namespace r4c {
 // Found by DifferenceFinder through argument-dependent lookup (config_check.hpp knows only the
 // kind-independent types).
 static std::string show(LimitAlgorithm value) { return std::string(to_string(value)); }
+static std::string show(QueueOrder value) { return std::string(to_string(value)); }
 
 namespace {
 
@@ -88,7 +89,63 @@ void check_queue_bound(std::string_view setting, int value) {
   }
 }
 
+void check_max_wait(std::chrono::nanoseconds value) {
+  if (value < std::chrono::nanoseconds(0) || value > AdaptiveLimitConfig::kMaxMaxWait) {
+    fail(kInvalidValue, "max_wait", show(value), "0 .. 1 h (0: a full limit rejects at once)");
+  }
+}
+
+void check_max_queue(int value) {
+  if (value < 0 || value > AdaptiveLimitConfig::kMaxMaxQueue) {
+    fail(kInvalidValue, "max_queue", show(value), "an integer in 0 .. 1048576");
+  }
+}
+
+void check_max_queue_factor(double value) {
+  if (!(value >= 0.0 && value <= 1000.0)) {
+    fail(kInvalidValue, "max_queue_factor", show(value), "0 .. 1000 (0: max_queue applies)");
+  }
+}
+
+void check_queue_order(QueueOrder value) {
+  if (value != QueueOrder::fifo && value != QueueOrder::lifo &&
+      value != QueueOrder::adaptive_lifo) {
+    fail(kInvalidValue, "queue_order", show(static_cast<int>(value)), "fifo, lifo, adaptive_lifo");
+  }
+}
+
+void check_codel(std::string_view setting, std::chrono::nanoseconds value) {
+  if (value < std::chrono::microseconds(1) || value > std::chrono::hours(1)) {
+    fail(kInvalidValue, setting, show(value), "1 us .. 1 h");
+  }
+}
+
+constexpr std::string_view kShareNames[kLimitedClasses] = {"critical_share", "degraded_share",
+                                                           "best_effort_share", "bulk_share"};
+
+void check_share(CallClass cls, double value) {
+  const auto index = static_cast<int>(cls);
+  if (index < 0 || index >= kLimitedClasses) {
+    fail(kInvalidValue, "class_share", show(index),
+         "a class with a share: critical, degraded, best_effort, bulk");
+  }
+  if (!(value > 0.0 && value <= 1.0))
+    fail(kInvalidValue, kShareNames[index], show(value), "(0, 1]");
+}
+
 }  // namespace
+
+std::string_view to_string(QueueOrder order) noexcept {
+  switch (order) {
+    case QueueOrder::fifo:
+      return "fifo";
+    case QueueOrder::lifo:
+      return "lifo";
+    case QueueOrder::adaptive_lifo:
+      return "adaptive_lifo";
+  }
+  return "unknown";
+}
 
 std::string_view to_string(LimitAlgorithm algorithm) noexcept {
   switch (algorithm) {
@@ -208,6 +265,48 @@ AdaptiveLimitConfig& AdaptiveLimitConfig::enabled(bool value) noexcept {
   return *this;
 }
 
+AdaptiveLimitConfig& AdaptiveLimitConfig::max_wait(std::chrono::nanoseconds value) {
+  check_max_wait(value);
+  max_wait_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::max_queue(int value) {
+  check_max_queue(value);
+  max_queue_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::max_queue_factor(double value) {
+  check_max_queue_factor(value);
+  max_queue_factor_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::queue_order(QueueOrder value) {
+  check_queue_order(value);
+  queue_order_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::codel_target(std::chrono::nanoseconds value) {
+  check_codel("codel_target", value);
+  codel_target_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::codel_interval(std::chrono::nanoseconds value) {
+  check_codel("codel_interval", value);
+  codel_interval_ = value;
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::class_share(CallClass cls, double value) {
+  check_share(cls, value);
+  shares_[static_cast<int>(cls)] = value;
+  return *this;
+}
+
 AdaptiveLimitConfig& AdaptiveLimitConfig::drop_on(std::vector<ExceptionType> types) {
   drop_on_ = std::move(types);
   return *this;
@@ -239,6 +338,20 @@ std::optional<SettingDifference> first_difference(const AdaptiveLimitConfig& fir
       .compare("random_seed", static_cast<std::int64_t>(first.random_seed()),
                static_cast<std::int64_t>(second.random_seed()))
       .compare("enabled", first.enabled(), second.enabled())
+      .compare("max_wait", first.max_wait(), second.max_wait())
+      .compare("max_queue", first.max_queue(), second.max_queue())
+      .compare("max_queue_factor", first.max_queue_factor(), second.max_queue_factor())
+      .compare("queue_order", first.queue_order(), second.queue_order())
+      .compare("codel_target", first.codel_target(), second.codel_target())
+      .compare("codel_interval", first.codel_interval(), second.codel_interval())
+      .compare("critical_share", first.class_share(CallClass::critical),
+               second.class_share(CallClass::critical))
+      .compare("degraded_share", first.class_share(CallClass::degraded),
+               second.class_share(CallClass::degraded))
+      .compare("best_effort_share", first.class_share(CallClass::best_effort),
+               second.class_share(CallClass::best_effort))
+      .compare("bulk_share", first.class_share(CallClass::bulk),
+               second.class_share(CallClass::bulk))
       .compare("drop_on", first.drop_on_types(), second.drop_on_types())
       .result();
 }
@@ -258,6 +371,23 @@ void AdaptiveLimitConfig::validate() const {
   check_probe_multiplier(probe_multiplier_);
   check_queue_bound("alpha", alpha_);
   check_queue_bound("beta", beta_);
+  check_max_wait(max_wait_);
+  check_max_queue(max_queue_);
+  check_max_queue_factor(max_queue_factor_);
+  check_queue_order(queue_order_);
+  check_codel("codel_target", codel_target_);
+  check_codel("codel_interval", codel_interval_);
+  for (int i = 0; i < kLimitedClasses; ++i) check_share(static_cast<CallClass>(i), shares_[i]);
+  for (int i = 1; i < kLimitedClasses; ++i) {
+    if (shares_[i] > shares_[i - 1]) {
+      throw ConfigException(kBoundsOrRange, std::string(kShareNames[i]) + " (" + show(shares_[i]) +
+                                                ") is greater than " +
+                                                std::string(kShareNames[i - 1]) + " (" +
+                                                show(shares_[i - 1]) +
+                                                "); valid: critical >= degraded >= best_effort >= "
+                                                "bulk");
+    }
+  }
 
   if (min_limit_ > max_limit_) {
     throw ConfigException(kBoundsOrRange, "min_limit (" + show(min_limit_) +

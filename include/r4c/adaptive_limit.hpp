@@ -15,6 +15,11 @@
 //     permit.on_success();
 //   }
 //
+// A call may also say its priority class (try_acquire(r4c::CallClass::bulk): admitted below its
+// share of the limit; bypass: not limited, not counted) and, with max_wait set, wait for a slot
+// (acquire(), execute(), async_execute(): FIFO, LIFO or adaptive LIFO, a freed slot handed to
+// the chosen waiter). See docs/adaptive-limit.md, "Waiting for a slot".
+//
 // The whole hot path is in this header: admission is one compare-and-swap on the in-flight
 // counter; completion is one decrement, a few plain stores into the calling thread's own stripe
 // and one relaxed load of the window's end. Windows are recomputed by the first call that ends
@@ -28,7 +33,9 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -36,6 +43,7 @@
 
 #include "r4c/adaptive_limit_config.hpp"
 #include "r4c/clock.hpp"
+#include "r4c/detail/admission.hpp"
 #include "r4c/detail/cache_line.hpp"
 #include "r4c/detail/limit_algorithms.hpp"
 #include "r4c/detail/setting.hpp"
@@ -52,7 +60,46 @@ class AdaptiveLimit;
 namespace detail {
 template <class Event>
 class EventHub;
+struct LimitQueueAccess;
+}  // namespace detail
+
+/// Why a call was not admitted. limit: the limit (or the call's class share) was full and the
+/// call could not wait; queue_full: nobody of a lower class to evict from a full queue;
+/// wait_timeout: max_wait passed; deadline: the caller's deadline could not be met;
+/// cancelled: its stop token or Asio cancellation; evicted: a higher class took its place.
+enum class RejectReason : std::uint8_t {
+  none,
+  limit,
+  queue_full,
+  wait_timeout,
+  deadline,
+  cancelled,
+  evicted
+};
+inline constexpr int kRejectReasons = 7;
+
+inline constexpr EnumName<RejectReason> kRejectReasonNames[] = {
+    {"none", RejectReason::none},
+    {"limit", RejectReason::limit},
+    {"queue_full", RejectReason::queue_full},
+    {"wait_timeout", RejectReason::wait_timeout},
+    {"deadline", RejectReason::deadline},
+    {"cancelled", RejectReason::cancelled},
+    {"evicted", RejectReason::evicted}};
+constexpr std::span<const EnumName<RejectReason>> enum_names(RejectReason) noexcept {
+  return kRejectReasonNames;
 }
+
+/// What a call says when it asks for a slot that it may wait for (AdaptiveLimit::acquire()).
+struct Admission {
+  /// Its priority class (critical: the class of a call that says none).
+  CallClass cls = CallClass::critical;
+  /// Stops the wait (the call is rejected as cancelled).
+  std::stop_token stop = {};
+  /// When the caller gives up, on the limit's clock (Clock::now()). A call that would have to
+  /// wait past it for a slot and then for the limit's average latency is rejected at once.
+  std::optional<std::chrono::nanoseconds> deadline = std::nullopt;
+};
 
 /// A value picture of one limit. The window_* members describe the last recomputed window.
 struct AdaptiveLimitSnapshot {
@@ -75,6 +122,16 @@ struct AdaptiveLimitSnapshot {
   /// where it is the share of the time one call may run (the limit paces, see
   /// docs/adaptive-limit.md; `limit` is then 1 while a call may start and 0 while it waits).
   double fractional_limit = 0.0;
+  // Waiting (max_wait above 0; all 0 otherwise).
+  int waiting = 0;                        // calls waiting for a slot now
+  int max_queue = 0;                      // how many may wait now (max_queue or factor × limit)
+  std::uint64_t waits_granted = 0;        // waits that ended with a slot
+  std::chrono::nanoseconds wait_time{0};  // total time granted waits waited
+  std::uint64_t granted_on_raise = 0;     // waiters granted by a window that raised the limit
+  /// Rejections by RejectReason (index 0, none, stays 0); they sum to `rejected`.
+  std::array<std::uint64_t, kRejectReasons> rejected_by_reason{};
+  /// Rejections by CallClass (bypass is never rejected); they sum to `rejected`.
+  std::array<std::uint64_t, kLimitedClasses> rejected_by_class{};
 };
 
 /// The right to run one call under a limit, from `AdaptiveLimit::try_acquire()`. Converts to
@@ -161,8 +218,17 @@ class AdaptiveLimit {
   ~AdaptiveLimit();
 
   /// Takes a slot, or returns an empty permit when the limit is full (counted in `rejected`).
-  /// Never waits, never throws, never allocates; reads the clock only when admitted.
+  /// Never waits, never throws, never allocates; reads the clock only when admitted. A critical
+  /// call: with waiters queued it is rejected, as it may not pass them (no barging).
   Permit try_acquire() noexcept;
+  /// The same for a call of class `cls`: admitted while in flight is below the class's share
+  /// of the limit, checked and taken in one step; bypass is admitted and not counted.
+  Permit try_acquire(CallClass cls) noexcept;
+  /// Takes a slot, waiting up to max_wait for one when the limit is full (with max_wait 0, as
+  /// try_acquire(admission.cls)). Blocks on this waiter's own wake-up; the wait's timer runs
+  /// on the limit's clock. An empty permit is a rejection, its reason stored in `*reason`
+  /// when given. Never throws; allocates nothing of its own.
+  Permit acquire(const Admission& admission = {}, RejectReason* reason = nullptr) noexcept;
 
   /// Runs `f` under the limit and returns its result. When full, throws this limit's
   /// LimitExceededException (one preallocated object, rethrown) without calling `f`. What `f`
@@ -170,12 +236,18 @@ class AdaptiveLimit {
   /// rethrown unchanged.
   template <class F>
   decltype(auto) execute(F&& f);
+  /// The same for a call of class `cls`; with max_wait set, both wait as acquire() does.
+  template <class F>
+  decltype(auto) execute(CallClass cls, F&& f);
 
   /// Runs the asynchronous operation `op` (an Asio initiation: a callable taking a completion
   /// handler) under the limit, completing `token` with `void(std::exception_ptr, T)`. Defined
   /// in <r4c/asio.hpp>, which must be included to call it; see docs/async.md.
   template <class T, class Op, class Token>
   auto async_execute(Op&& op, Token&& token);
+  /// The same for a call of class `cls` (max_wait set: it may wait, holding no thread).
+  template <class T, class Op, class Token>
+  auto async_execute(CallClass cls, Op&& op, Token&& token);
   /// Runs the coroutine `f()` returns (an asio::awaitable<T>) under the limit; returns an
   /// asio::awaitable<T>. Defined in <r4c/asio.hpp>.
   template <class F>
@@ -195,6 +267,10 @@ class AdaptiveLimit {
   const AdaptiveLimitConfig& config() const noexcept { return config_; }
   int limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
   int in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
+  /// Whether calls may wait for a slot (max_wait above 0).
+  bool waits() const noexcept { return waits_; }
+  /// The clock the limit reads and times its waits on.
+  const std::shared_ptr<Clock>& clock() const noexcept { return clock_owner_; }
   /// A consistent picture of the limit and the last recomputed window.
   AdaptiveLimitSnapshot snapshot() const;
   /// Calls `listener` whenever a window changes the limit, on the thread that closed the
@@ -203,7 +279,10 @@ class AdaptiveLimit {
 
  private:
   friend class Permit;
+  friend struct detail::LimitQueueAccess;
   enum class Outcome { kSuccess, kDrop, kIgnore };
+  static constexpr int kShareShift = 16;
+  class SyncWaiter;
 
   // One thread's running totals. Cumulative, never reset: the thread that closes a window
   // subtracts what it saw at the previous close, so stripes never need a writer other than
@@ -216,7 +295,30 @@ class AdaptiveLimit {
   };
 
   void complete(Permit& permit, Outcome outcome) noexcept;
+  void release_slot() noexcept;
+  // The window's maximum in flight, after an admission that made it `admitted`.
+  void note_in_flight(std::int32_t admitted) noexcept;
   void count_rejection() noexcept;
+  // Cold: disabled, bypass, or waiters may be queued.
+  Permit try_acquire_special(CallClass cls) noexcept;
+  Permit try_acquire_class(CallClass cls) noexcept;
+  // A slot now if one is free and nobody of the class or above waits; counts nothing.
+  Permit admit_now(CallClass cls) noexcept;
+  // One CAS loop: in flight below the class's share of the limit; 0 when full, else the count.
+  std::int32_t take(CallClass cls) noexcept;
+  void count_rejection(CallClass cls, RejectReason reason) noexcept;
+  // Waiting, under the queue's mutex unless said otherwise.
+  RejectReason begin_wait(detail::LimitWaiter& waiter, const Admission& admission) noexcept;
+  // Takes the waiter off the queue with `end` unless its wait has ended already; either way
+  // returns how it ended. Takes the mutex.
+  detail::WaitEnd end_wait(detail::LimitWaiter& waiter, detail::WaitEnd end) noexcept;
+  void grant_locked(std::int64_t now, bool raise) noexcept;
+  void grant_waiters(bool raise) noexcept;  // takes the mutex
+  void end_locked(detail::LimitWaiter& waiter, detail::WaitEnd end, std::int64_t now) noexcept;
+  int queue_bound() const noexcept;
+  Permit permit_of(const detail::LimitWaiter& waiter) noexcept {
+    return Permit(this, waiter.granted_at, waiter.admitted);
+  }
   void record_sample(std::int64_t latency_ns, bool drop) noexcept;
   bool is_drop_current() const noexcept;
   [[noreturn]] void throw_rejected() const;
@@ -231,6 +333,10 @@ class AdaptiveLimit {
   // Read on every call, written once per window. Times are clock ticks (ClockReader).
   alignas(detail::kCacheLine) std::atomic<std::int32_t> limit_;
   const bool enabled_;
+  const bool waits_;    // max_wait above 0: releases look for waiters
+  const bool special_;  // disabled or waits_: try_acquire() leaves the plain path
+  // Each class's share of the limit in 16.16 fixed point.
+  const std::array<std::uint32_t, kLimitedClasses> shares_;
   const detail::ClockReader clock_;
   std::atomic<std::int64_t> window_end_;
   const std::int64_t window_ticks_;
@@ -245,6 +351,16 @@ class AdaptiveLimit {
 
   // Cold from here on.
   alignas(detail::kCacheLine) std::atomic<std::uint64_t> shared_slot_rejected_{0};
+  // Waiting: waiting_ is read by every release of a limit that waits, written under the
+  // queue's mutex.
+  alignas(detail::kCacheLine) std::atomic<std::int32_t> waiting_{0};
+  const std::unique_ptr<detail::WaitQueue> queue_;
+  const std::int64_t max_wait_ticks_;
+  std::array<std::atomic<std::uint64_t>, kRejectReasons> rejected_by_reason_{};
+  std::array<std::atomic<std::uint64_t>, kLimitedClasses> rejected_by_class_{};
+  std::atomic<std::uint64_t> waits_granted_{0};
+  std::atomic<std::uint64_t> wait_time_ns_{0};
+  std::atomic<std::uint64_t> granted_on_raise_{0};
   const std::string instance_id_;
   const AdaptiveLimitConfig config_;
   const std::shared_ptr<Clock> clock_owner_;
@@ -283,8 +399,8 @@ class AdaptiveLimit {
 // ---- the hot path ------------------------------------------------------------------------
 
 inline Permit AdaptiveLimit::try_acquire() noexcept {
-  if (!enabled_) [[unlikely]]
-    return Permit(this, 0, 0);
+  if (special_) [[unlikely]]
+    return try_acquire_special(CallClass::critical);
   // relaxed: a slot guards no data; the count itself is all that is shared.
   std::int32_t running = in_flight_.load(std::memory_order_relaxed);
   do {
@@ -296,13 +412,54 @@ inline Permit AdaptiveLimit::try_acquire() noexcept {
     }
   } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
                                              std::memory_order_relaxed));
-  const std::int32_t admitted = running + 1;
+  note_in_flight(running + 1);
+  return Permit(this, clock_.ticks(), running + 1);
+}
+
+inline void AdaptiveLimit::note_in_flight(std::int32_t admitted) noexcept {
   // A new maximum is rare once a window is under way: one load, and a CAS only when it grows.
   std::int32_t seen = window_max_in_flight_.load(std::memory_order_relaxed);
   while (admitted > seen &&
          !window_max_in_flight_.compare_exchange_weak(seen, admitted, std::memory_order_relaxed)) {
   }
-  return Permit(this, clock_.ticks(), admitted);
+}
+
+inline Permit AdaptiveLimit::try_acquire(CallClass cls) noexcept {
+  if (cls == CallClass::critical) return try_acquire();
+  if (special_ || cls == CallClass::bypass) [[unlikely]]
+    return try_acquire_special(cls);
+  return try_acquire_class(cls);
+}
+
+// The plain path with the class's share: one multiply more than try_acquire().
+inline Permit AdaptiveLimit::try_acquire_class(CallClass cls) noexcept {
+  const std::uint64_t share = shares_[static_cast<int>(cls)];
+  std::int32_t running = in_flight_.load(std::memory_order_relaxed);
+  do {
+    const std::int32_t limit = limit_.load(std::memory_order_relaxed);
+    const auto allowed =
+        static_cast<std::int32_t>((static_cast<std::uint64_t>(limit) * share) >> kShareShift);
+    if (running >= allowed) [[unlikely]] {
+      if (limit == 0) return try_acquire_paced();
+      count_rejection(cls, RejectReason::limit);
+      return Permit();
+    }
+  } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
+                                             std::memory_order_relaxed));
+  note_in_flight(running + 1);
+  return Permit(this, clock_.ticks(), running + 1);
+}
+
+inline void AdaptiveLimit::release_slot() noexcept {
+  if (!waits_) [[likely]] {
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
+  // seq_cst with begin_wait's increment of waiting_ and its take(): either this release sees
+  // the new waiter or the waiter's take() sees the freed slot.
+  in_flight_.fetch_sub(1, std::memory_order_seq_cst);
+  if (waiting_.load(std::memory_order_seq_cst) != 0) [[unlikely]]
+    grant_waiters(false);
 }
 
 inline void AdaptiveLimit::count_rejection() noexcept {
@@ -331,11 +488,11 @@ inline void AdaptiveLimit::record_sample(std::int64_t latency_ns, bool drop) noe
 inline void AdaptiveLimit::complete(Permit& permit, Outcome outcome) noexcept {
   if (permit.in_flight_ == 0) return;  // disabled: nothing was counted
   if (outcome == Outcome::kIgnore) {
-    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    release_slot();
     return;
   }
   const std::int64_t now = clock_.ticks();
-  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  release_slot();
   const std::int64_t latency = clock_.to_ns(now - permit.start_);
   record_sample(latency > 0 ? latency : 0, outcome == Outcome::kDrop);
   if (now >= window_end_.load(std::memory_order_relaxed)) [[unlikely]]
@@ -359,7 +516,12 @@ inline void Permit::on_ignore() & noexcept {
 
 template <class F>
 decltype(auto) AdaptiveLimit::execute(F&& f) {
-  Permit permit = try_acquire();
+  return execute(CallClass::critical, std::forward<F>(f));
+}
+
+template <class F>
+decltype(auto) AdaptiveLimit::execute(CallClass cls, F&& f) {
+  Permit permit = waits_ ? acquire(Admission{cls}) : try_acquire(cls);
   if (!permit) [[unlikely]]
     throw_rejected();
   using Result = std::invoke_result_t<F>;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -43,6 +44,40 @@ constexpr std::span<const EnumName<LimitAlgorithm>> enum_names(LimitAlgorithm) n
 /// "gradient2", "aimd", "vegas" or "delay_target".
 std::string_view to_string(LimitAlgorithm algorithm) noexcept;
 
+/// Which waiter a freed slot goes to (see docs/adaptive-limit.md, "Waiting for a slot").
+/// fifo: the oldest; lifo: the newest; adaptive_lifo: the oldest while the queue keeps
+/// emptying, the newest once it has stood for a CoDel interval, waiters older than the CoDel
+/// target then shed (Facebook's "Fail at Scale" controlled delay).
+enum class QueueOrder { fifo, lifo, adaptive_lifo };
+
+inline constexpr EnumName<QueueOrder> kQueueOrderNames[] = {
+    {"fifo", QueueOrder::fifo},
+    {"lifo", QueueOrder::lifo},
+    {"adaptive_lifo", QueueOrder::adaptive_lifo}};
+constexpr std::span<const EnumName<QueueOrder>> enum_names(QueueOrder) noexcept {
+  return kQueueOrderNames;
+}
+
+/// "fifo", "lifo" or "adaptive_lifo".
+std::string_view to_string(QueueOrder order) noexcept;
+
+/// The priority class a call says at admission. A class is admitted while the calls in flight
+/// are below its share of the current limit (1.0, 0.9, 0.75, 0.5 by default); bypass is neither
+/// limited nor counted (health checks, admin calls).
+enum class CallClass : std::uint8_t { critical, degraded, best_effort, bulk, bypass };
+
+inline constexpr EnumName<CallClass> kCallClassNames[] = {{"critical", CallClass::critical},
+                                                          {"degraded", CallClass::degraded},
+                                                          {"best_effort", CallClass::best_effort},
+                                                          {"bulk", CallClass::bulk},
+                                                          {"bypass", CallClass::bypass}};
+constexpr std::span<const EnumName<CallClass>> enum_names(CallClass) noexcept {
+  return kCallClassNames;
+}
+
+/// The classes that have a share (all but bypass).
+inline constexpr int kLimitedClasses = 4;
+
 /// The settings of one adaptive limit. Defaults are those of resilience4cata 0.6.0's "Adaptive
 /// limit" page.
 class AdaptiveLimitConfig {
@@ -63,6 +98,12 @@ class AdaptiveLimitConfig {
   static constexpr double kDefaultVegasSmoothing = 1.0;
   static constexpr int kDefaultProbeMultiplier = 30;
   static constexpr std::uint64_t kDefaultRandomSeed = 0;
+  static constexpr std::chrono::nanoseconds kMaxMaxWait = std::chrono::hours(1);
+  static constexpr int kDefaultMaxQueue = 1000;
+  static constexpr int kMaxMaxQueue = 1 << 20;
+  static constexpr std::chrono::nanoseconds kDefaultCodelTarget = std::chrono::milliseconds(5);
+  static constexpr std::chrono::nanoseconds kDefaultCodelInterval = std::chrono::milliseconds(100);
+  static constexpr double kDefaultShares[kLimitedClasses] = {1.0, 0.9, 0.75, 0.5};
 
   /// Draws one VEGAS probe jitter, a number in [0.5, 1). Called on the thread that closes a
   /// window, never concurrently for one limit; it must not throw.
@@ -116,6 +157,27 @@ class AdaptiveLimitConfig {
   AdaptiveLimitConfig& probe_jitter(JitterSource source);
   /// false: every call passes and nothing is measured (true).
   AdaptiveLimitConfig& enabled(bool value) noexcept;
+  /// How long a call may wait for a slot when the limit is full (0, the default: it is rejected
+  /// at once, as in resilience4cata). R4C-REG-001 outside 0 .. 1 h.
+  AdaptiveLimitConfig& max_wait(std::chrono::nanoseconds value);
+  /// How many calls may wait at once (1000), when max_queue_factor is 0. R4C-REG-001 outside
+  /// 0 .. 1048576.
+  AdaptiveLimitConfig& max_queue(int value);
+  /// When above 0, how many calls may wait as a factor of the current limit (at least one):
+  /// replaces max_queue (0). R4C-REG-001 below 0 or above 1000.
+  AdaptiveLimitConfig& max_queue_factor(double value);
+  /// Which waiter gets a freed slot (fifo). R4C-REG-001 for a value outside the enum.
+  AdaptiveLimitConfig& queue_order(QueueOrder value);
+  /// adaptive_lifo: the delay a standing queue is held to (5 ms). R4C-REG-001 outside
+  /// 1 us .. 1 h.
+  AdaptiveLimitConfig& codel_target(std::chrono::nanoseconds value);
+  /// adaptive_lifo: how long the queue must stay non-empty to count as standing (100 ms).
+  /// R4C-REG-001 outside 1 us .. 1 h.
+  AdaptiveLimitConfig& codel_interval(std::chrono::nanoseconds value);
+  /// A class's share of the limit (critical 1.0, degraded 0.9, best_effort 0.75, bulk 0.5).
+  /// R4C-REG-001 outside (0, 1] or for bypass; validate() also wants the shares not to grow
+  /// from a class to the next lower one (R4C-ATR-009).
+  AdaptiveLimitConfig& class_share(CallClass cls, double value);
   /// The failures that are drops (overload signals), matched by dynamic type, derived classes
   /// included. Replaces the list; `drop_on({})` makes no failure a drop.
   template <class Exception, class... More>
@@ -155,6 +217,17 @@ class AdaptiveLimitConfig {
   std::uint64_t random_seed() const noexcept { return random_seed_; }
   const JitterSource& probe_jitter() const noexcept { return probe_jitter_; }
   bool enabled() const noexcept { return enabled_; }
+  std::chrono::nanoseconds max_wait() const noexcept { return max_wait_; }
+  int max_queue() const noexcept { return max_queue_; }
+  double max_queue_factor() const noexcept { return max_queue_factor_; }
+  QueueOrder queue_order() const noexcept { return queue_order_; }
+  std::chrono::nanoseconds codel_target() const noexcept { return codel_target_; }
+  std::chrono::nanoseconds codel_interval() const noexcept { return codel_interval_; }
+  /// bypass: 0 (it takes no share).
+  double class_share(CallClass cls) const noexcept {
+    const auto index = static_cast<int>(cls);
+    return index < kLimitedClasses ? shares_[index] : 0.0;
+  }
   /// The drop types.
   const std::vector<ExceptionType>& drop_on_types() const noexcept { return drop_on_; }
   /// The predicate drop_on_error set.
@@ -185,6 +258,14 @@ class AdaptiveLimitConfig {
   std::uint64_t random_seed_ = kDefaultRandomSeed;
   JitterSource probe_jitter_;
   bool enabled_ = true;
+  std::chrono::nanoseconds max_wait_{0};
+  int max_queue_ = kDefaultMaxQueue;
+  double max_queue_factor_ = 0.0;
+  QueueOrder queue_order_ = QueueOrder::fifo;
+  std::chrono::nanoseconds codel_target_ = kDefaultCodelTarget;
+  std::chrono::nanoseconds codel_interval_ = kDefaultCodelInterval;
+  double shares_[kLimitedClasses] = {kDefaultShares[0], kDefaultShares[1], kDefaultShares[2],
+                                     kDefaultShares[3]};
   std::vector<ExceptionType> drop_on_;
   std::function<bool(const std::error_code&)> drop_on_error_;
 };

@@ -342,7 +342,12 @@ constexpr std::int64_t kMaxClients = 1000;
 
 // The settings a group's policy decides itself, which its limit table does not take: the
 // algorithm (the policy names it), the drops (the simulator's timeouts) and `enabled`.
-constexpr std::string_view kSetByThePolicy[] = {"algorithm", "drop_on", "enabled"};
+// The bounded wait and the class shares too, until the simulator's calls can wait and say a
+// class (issue #17): a scenario that set them would show nothing of them.
+constexpr std::string_view kSetByThePolicy[] = {
+    "algorithm",        "drop_on",           "enabled",      "max_wait",       "max_queue",
+    "max_queue_factor", "queue_order",       "codel_target", "codel_interval", "critical_share",
+    "degraded_share",   "best_effort_share", "bulk_share"};
 
 // The algorithms a limit-table key tunes, when not all of them.
 // WORKAROUND (remove when the adaptive limit's descriptor says which algorithm a setting

@@ -6,18 +6,30 @@
 // completion. A full limit completes the caller at once with LimitExceededException, without
 // starting the operation. Cancelling the caller completes it at once with operation_aborted,
 // frees the slot without a sample, and forwards the cancellation to the operation.
+//
+// With max_wait set, a call that finds the limit full waits in the limit's queue, holding no
+// thread: a timer on the limit's clock bounds the wait, a freed slot or a raise is handed to it
+// directly and its operation then starts through the caller's executor. Cancelling a waiting
+// call (terminal or partial) completes it at once with operation_aborted and takes it off the
+// queue; a slot granted in the same instant is given back. A wait that times out, is evicted or
+// finds the queue full completes with LimitExceededException, the operation not started.
+// co_execute waits the same way (its coroutine is the operation).
 #pragma once
 
 #include <asio/async_result.hpp>
 #include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
 #include <asio/error.hpp>
 #include <asio/system_error.hpp>
+#include <asio/use_awaitable.hpp>
+#include <chrono>
 #include <exception>
 #include <type_traits>
 #include <utility>
 
 #include "r4c/adaptive_limit.hpp"
 #include "r4c/detail/async_call.hpp"
+#include "r4c/detail/async_wait.hpp"
 
 namespace r4c {
 namespace detail {
@@ -42,15 +54,121 @@ struct LimitHold {
   void cancelled() noexcept { permit.on_ignore(); }
 };
 
+// What the asynchronous wait needs of the limit's queue.
+struct LimitQueueAccess {
+  static Permit admit_now(AdaptiveLimit& limit, CallClass cls) noexcept {
+    return limit.admit_now(cls);
+  }
+  static RejectReason begin_wait(AdaptiveLimit& limit, LimitWaiter& waiter,
+                                 const Admission& admission) noexcept {
+    return limit.begin_wait(waiter, admission);
+  }
+  static WaitEnd end_wait(AdaptiveLimit& limit, LimitWaiter& waiter, WaitEnd end) noexcept {
+    return limit.end_wait(waiter, end);
+  }
+  static Permit permit_of(AdaptiveLimit& limit, const LimitWaiter& waiter) noexcept {
+    return limit.permit_of(waiter);
+  }
+};
+
+// A call waiting in the limit's queue, then running its operation under the granted slot.
+template <class T, class Handler, class Op>
+class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T, Handler> {
+  using Base = WaitingCall<LimitWaitCall, T, Handler>;
+  friend Base;
+
+ public:
+  LimitWaitCall(Handler handler, AdaptiveLimit& limit, Op op)
+      : Base(std::move(handler), limit.clock().get(), /*waiting=*/true),
+        limit_(&limit),
+        op_(std::move(op)),
+        waiter_(*this) {}
+
+  static void start(Handler handler, Op op, AdaptiveLimit& limit, CallClass cls) {
+    LimitWaitCall* call = Base::create(std::move(handler), limit, std::move(op));
+    call->watch_caller();
+    // start()'s own reference, as in RateLimitedCall::start.
+    call->add_ref();
+    typename Base::ReleaseOnExit release_start{call};
+    const std::chrono::nanoseconds now = call->clock_->now();
+    call->deadline_ = now + limit.config().max_wait();
+    try {
+      // Armed before the call is queued, so that a grant always finds the timer to fire.
+      call->arm(call->deadline_);
+    } catch (...) {
+      call->stop_waiting();
+      call->claim();
+      call->stop_watching_caller();
+      call->release();  // the answer's
+      throw;
+    }
+    const RejectReason refused = LimitQueueAccess::begin_wait(limit, call->waiter_, Admission{cls});
+    if (refused != RejectReason::none || call->waiter_.end() == WaitEnd::granted) {
+      call->fire_now(now);
+    }
+    call->disarm_if_answered();
+  }
+
+  void inner_completed(int, AsyncOutcome<T> outcome) {
+    if (this->claim()) {
+      LimitHold<T>{std::move(permit_), limit_}.completed(outcome);
+      this->answer(std::move(outcome.failure), std::move(outcome.value));
+    } else {
+      permit_.on_ignore();  // the caller was cancelled: the slot frees without a sample
+    }
+    this->release();  // the operation's
+  }
+
+ private:
+  class Waiter final : public LimitWaiter {
+   public:
+    explicit Waiter(LimitWaitCall& call) noexcept : call_(call) {}
+    void wake() noexcept override { call_.fire_now(call_.clock_->now()); }
+
+   private:
+    LimitWaitCall& call_;
+  };
+
+  void wait_ended() noexcept {
+    // The timer ends the wait at its deadline; anything earlier is the caller's cancellation.
+    const WaitEnd end = clock_now() >= deadline_ ? WaitEnd::timed_out : WaitEnd::cancelled;
+    if (LimitQueueAccess::end_wait(*limit_, waiter_, end) == WaitEnd::granted) {
+      permit_ = LimitQueueAccess::permit_of(*limit_, waiter_);
+    }
+  }
+  void resume() {
+    if (!permit_) {
+      if (this->claim()) this->answer(limit_->rejection());
+      return;
+    }
+    this->add_ref();  // the operation's
+    op_(InnerHandler<LimitWaitCall, T>(this, 0));
+  }
+  std::chrono::nanoseconds clock_now() const noexcept { return this->clock_->now(); }
+
+  AdaptiveLimit* limit_;
+  Op op_;
+  Waiter waiter_;
+  Permit permit_;
+  std::chrono::nanoseconds deadline_{0};
+};
+
 template <class T>
 struct LimitInitiation {
   AdaptiveLimit* limit;
+  CallClass cls = CallClass::critical;
 
   template <class Handler, class Op>
   void operator()(Handler handler, Op&& op) const {
-    Permit permit = limit->try_acquire();
+    Permit permit =
+        limit->waits() ? LimitQueueAccess::admit_now(*limit, cls) : limit->try_acquire(cls);
     if (!permit) [[unlikely]] {
-      fail_at_once<T>(std::move(handler), limit->rejection());
+      if (limit->waits()) {
+        LimitWaitCall<T, Handler, std::decay_t<Op>>::start(std::move(handler), std::forward<Op>(op),
+                                                           *limit, cls);
+      } else {
+        fail_at_once<T>(std::move(handler), limit->rejection());
+      }
       return;
     }
     GuardedCall<T, Handler, LimitHold<T>>::start(std::move(handler), op,
@@ -60,6 +178,15 @@ struct LimitInitiation {
 
 template <class T, class F>
 asio::awaitable<T> co_execute_under(AdaptiveLimit& limit, F f) {
+  if (limit.waits()) {
+    // The wait is an Asio operation: the coroutine runs as the operation, once granted.
+    co_return co_await limit.async_execute<T>(
+        [f = std::move(f)](auto handler) mutable {
+          auto executor = asio::get_associated_executor(handler);
+          asio::co_spawn(executor, f(), std::move(handler));
+        },
+        asio::use_awaitable);
+  }
   Permit permit = limit.try_acquire();
   if (!permit) std::rethrow_exception(limit.rejection());
   try {
@@ -98,6 +225,12 @@ template <class T, class Op, class Token>
 auto AdaptiveLimit::async_execute(Op&& op, Token&& token) {
   return asio::async_initiate<Token, detail::AsyncSignature<T>>(detail::LimitInitiation<T>{this},
                                                                 token, std::forward<Op>(op));
+}
+
+template <class T, class Op, class Token>
+auto AdaptiveLimit::async_execute(CallClass cls, Op&& op, Token&& token) {
+  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
+      detail::LimitInitiation<T>{this, cls}, token, std::forward<Op>(op));
 }
 
 template <class F>

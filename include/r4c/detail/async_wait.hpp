@@ -114,6 +114,14 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
     if (clock_->cancel(timer_)) end_timer();
   }
 
+  /// Ends the wait before its deadline: the timer fires now unless it has fired already (its
+  /// step then runs as at the deadline). Touches only the clock, so a policy may call it under
+  /// its own lock. The task's place in the clock's queue was just freed, so rescheduling it
+  /// does not allocate.
+  void fire_now(std::chrono::nanoseconds now) noexcept {
+    if (clock_->cancel(timer_)) clock_->schedule(timer_, now);
+  }
+
   void begin_waiting() noexcept { waiting_.store(true, std::memory_order_release); }
   void stop_waiting() noexcept {
     if (waiting_.exchange(false, std::memory_order_acq_rel)) {

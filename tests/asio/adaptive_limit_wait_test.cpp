@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+// The adaptive limit's asynchronous wait on a ManualClock: a waiting call holds no thread, gets
+// a freed slot handed to it, times out on the limit's clock and honours Asio cancellation.
+#include <gtest/gtest.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <exception>
+#include <optional>
+#include <string>
+
+#include "async_support.hpp"
+#include "r4c/asio.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+class AsyncLimitWaitTest : public ::testing::Test {
+ protected:
+  void TearDown() override { EXPECT_EQ(clock_->pending_tasks(), 0u); }
+
+  auto recorder(std::optional<std::exception_ptr>& failure, std::string& value) {
+    return [&failure, &value](std::exception_ptr e, std::string v) {
+      failure = e;
+      value = std::move(v);
+    };
+  }
+
+  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
+  r4c::AdaptiveLimit limit_{"async-wait",
+                            r4c::AdaptiveLimitConfig().initial_limit(1).max_wait(10ms), clock_};
+  asio::io_context io_;
+  r4c::testing::AsyncBackend backend_;
+};
+
+TEST_F(AsyncLimitWaitTest, AFreedSlotIsHandedToTheWaitingCall) {
+  r4c::Permit held = limit_.try_acquire();
+  std::optional<std::exception_ptr> failure;
+  std::string value;
+  limit_.async_execute<std::string>(backend_.place("a"),
+                                    asio::bind_executor(io_, recorder(failure, value)));
+  io_.poll();
+  EXPECT_FALSE(backend_.has("a"));  // waiting, on no thread
+  EXPECT_EQ(limit_.snapshot().waiting, 1);
+  clock_->advance(4ms);
+  held.on_ignore();  // handed over: the operation starts on the caller's executor
+  io_.restart();
+  io_.poll();
+  ASSERT_TRUE(backend_.has("a"));
+  EXPECT_EQ(limit_.in_flight(), 1);
+  backend_.complete("a", "placed");
+  io_.restart();
+  io_.poll();
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_FALSE(*failure);
+  EXPECT_EQ(value, "placed");
+  const r4c::AdaptiveLimitSnapshot snapshot = limit_.snapshot();
+  EXPECT_EQ(snapshot.in_flight, 0);
+  EXPECT_EQ(snapshot.waits_granted, 1u);
+  EXPECT_EQ(snapshot.wait_time, 4ms);
+}
+
+TEST_F(AsyncLimitWaitTest, AWaitTimesOutOnTheLimitsClock) {
+  r4c::Permit held = limit_.try_acquire();
+  std::optional<std::exception_ptr> failure;
+  std::string value;
+  limit_.async_execute<std::string>(backend_.place("a"),
+                                    asio::bind_executor(io_, recorder(failure, value)));
+  clock_->advance(10ms - 1ns);
+  io_.poll();
+  EXPECT_FALSE(failure.has_value());
+  clock_->advance(1ns);
+  io_.restart();
+  io_.poll();
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_THROW(std::rethrow_exception(*failure), r4c::LimitExceededException);
+  EXPECT_FALSE(backend_.has("a"));
+  EXPECT_EQ(limit_.snapshot().rejected_by_reason[static_cast<int>(r4c::RejectReason::wait_timeout)],
+            1u);
+}
+
+TEST_F(AsyncLimitWaitTest, CancellingAWaitingCallCompletesItAtOnceAndLeavesTheQueue) {
+  for (asio::cancellation_type type :
+       {asio::cancellation_type::terminal, asio::cancellation_type::partial}) {
+    r4c::Permit held = limit_.try_acquire();
+    asio::cancellation_signal signal;
+    std::optional<std::exception_ptr> failure;
+    std::string value;
+    limit_.async_execute<std::string>(
+        backend_.place("a"),
+        asio::bind_cancellation_slot(signal.slot(),
+                                     asio::bind_executor(io_, recorder(failure, value))));
+    io_.restart();
+    io_.poll();
+    signal.emit(type);
+    io_.restart();
+    io_.poll();
+    ASSERT_TRUE(failure.has_value());
+    EXPECT_TRUE(r4c::testing::aborted(*failure));
+    EXPECT_EQ(limit_.snapshot().waiting, 0);
+    held.on_ignore();
+    EXPECT_EQ(limit_.in_flight(), 0);  // nobody was handed the slot
+    EXPECT_FALSE(backend_.has("a"));
+  }
+  EXPECT_EQ(limit_.snapshot().rejected_by_reason[static_cast<int>(r4c::RejectReason::cancelled)],
+            2u);
+}
+
+TEST_F(AsyncLimitWaitTest, ACoroutineWaitsForItsSlotToo) {
+  r4c::Permit held = limit_.try_acquire();
+  std::optional<std::exception_ptr> failure;
+  std::string value;
+  asio::co_spawn(io_, limit_.co_execute([]() -> asio::awaitable<std::string> { co_return "ran"; }),
+                 [&](std::exception_ptr e, std::string v) {
+                   failure = e;
+                   value = std::move(v);
+                 });
+  io_.poll();
+  EXPECT_FALSE(failure.has_value());
+  EXPECT_EQ(limit_.snapshot().waiting, 1);
+  held.on_ignore();
+  io_.restart();
+  io_.poll();
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_FALSE(*failure);
+  EXPECT_EQ(value, "ran");
+  EXPECT_EQ(limit_.in_flight(), 0);
+}
+
+}  // namespace
