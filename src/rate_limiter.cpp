@@ -189,6 +189,14 @@ RateLimiter::Reservation RateLimiter::reserved_later(std::int64_t now, std::int6
 
 void RateLimiter::acquire() { wait_for(reserve_permit()); }
 
+bool RateLimiter::try_acquire_waiting() {
+  const Reservation reservation = reserve_permit();
+  if (reservation.kind == Reservation::Kind::refused) [[unlikely]]
+    return false;
+  wait_for(reservation);
+  return true;
+}
+
 void RateLimiter::acquire(int permits) { wait_for(reserve_permit(permits)); }
 
 void RateLimiter::wait_for(const Reservation& reservation) {

@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "r4c/outcome.hpp"  // refusals as values, beside the exceptions that throw them
+
 namespace r4c {
 
 /// A policy refused the call without running it: the base of every such exception

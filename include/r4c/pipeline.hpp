@@ -37,6 +37,7 @@
 #include "r4c/circuit_breaker.hpp"
 #include "r4c/detail/kinds.hpp"
 #include "r4c/hedge.hpp"
+#include "r4c/outcome.hpp"
 #include "r4c/rate_limiter.hpp"
 #include "r4c/registry.hpp"
 #include "r4c/retry.hpp"
@@ -60,6 +61,14 @@ struct PipelineStage {
     return policy.execute(
         [&]() -> T { return stages.template through<I + 1>(f, std::move(stop)); });
   }
+  // The same without a throw to say no: the policy's try_execute around the rest, refusals
+  // and failures passed as values.
+  template <class T, std::size_t I, class Stages, class F>
+  static Outcome<T> try_run(typename Kind::Policy& policy, const Stages& stages, F& f,
+                            std::stop_token stop) {
+    return policy.try_execute(
+        [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, std::move(stop)); });
+  }
 };
 
 // Each attempt of the retry passes every inner policy and is measured on its own; the retry's
@@ -69,6 +78,11 @@ struct PipelineStage<RetryKind> {
   template <class T, std::size_t I, class Stages, class F>
   static T run(Retry& retry, const Stages& stages, F& f, std::stop_token stop) {
     return retry.execute([&]() -> T { return stages.template through<I + 1>(f, stop); });
+  }
+  template <class T, std::size_t I, class Stages, class F>
+  static Outcome<T> try_run(Retry& retry, const Stages& stages, F& f, std::stop_token stop) {
+    return retry.try_execute(
+        [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, stop); });
   }
 };
 
@@ -87,6 +101,22 @@ struct PipelineStage<HedgeKind> {
       detail::throw_hedge_needs_copyable(hedge.instance_id());
     }
   }
+  // The hedge's attempts end on the executor with exceptions, as execute() has them: its
+  // try_execute path catches what the hedge throws (a refusal arrives as a failure holding
+  // the RejectedException). Everything inside an attempt runs without a throw to say no.
+  template <class T, std::size_t I, class Stages, class F>
+  static Outcome<T> try_run(Hedge& hedge, const Stages& stages, F& f, std::stop_token stop) {
+    try {
+      if constexpr (std::is_void_v<T>) {
+        run<T, I>(hedge, stages, f, std::move(stop));
+        return Outcome<T>::success();
+      } else {
+        return Outcome<T>::success(run<T, I>(hedge, stages, f, std::move(stop)));
+      }
+    } catch (...) {
+      return Outcome<T>::failure(std::current_exception());
+    }
+  }
 };
 
 // The rate limiter paces: it waits for a permit, and holds nothing while the call runs.
@@ -96,6 +126,12 @@ struct PipelineStage<RateLimiterKind> {
   static T run(RateLimiter& limiter, const Stages& stages, F& f, std::stop_token stop) {
     limiter.acquire();
     return stages.template through<I + 1>(f, std::move(stop));
+  }
+  template <class T, std::size_t I, class Stages, class F>
+  static Outcome<T> try_run(RateLimiter& limiter, const Stages& stages, F& f,
+                            std::stop_token stop) {
+    return limiter.try_execute(
+        [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, std::move(stop)); });
   }
 };
 
@@ -119,6 +155,24 @@ struct PipelineStage<TimeoutKind> {
           [&]() -> T { return stages.template through<I + 1>(f, std::stop_token()); });
     }
   }
+  template <class T, std::size_t I, class Stages, class F>
+  static Outcome<T> try_run(Timeout& timeout, const Stages& stages, F& f, std::stop_token outer) {
+    if constexpr (std::is_invocable_v<F&, std::stop_token>) {
+      return timeout.try_execute([&](std::stop_token deadline) -> Outcome<T> {
+        if (!outer.stop_possible())
+          return stages.template try_through<I + 1>(f, std::move(deadline));
+        // As run(): the deadline or another attempt's win, whichever comes first.
+        std::stop_source either;
+        auto request = [&either]() noexcept { either.request_stop(); };
+        std::stop_callback<decltype(request)> on_deadline(deadline, request);
+        std::stop_callback<decltype(request)> on_loss(outer, request);
+        return stages.template try_through<I + 1>(f, either.get_token());
+      });
+    } else {
+      return timeout.try_execute(
+          [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, std::stop_token()); });
+    }
+  }
 };
 
 template <>
@@ -129,6 +183,11 @@ struct PipelineStage<BulkheadKind> {
     if (!permit) [[unlikely]]
       bulkhead.throw_full();
     return stages.template through<I + 1>(f, std::move(stop));
+  }
+  template <class T, std::size_t I, class Stages, class F>
+  static Outcome<T> try_run(Bulkhead& bulkhead, const Stages& stages, F& f, std::stop_token stop) {
+    return bulkhead.try_execute(
+        [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, std::move(stop)); });
   }
 };
 
@@ -156,18 +215,59 @@ struct PipelineStages {
     }
   }
 
+  /// through(), without a throw to say no: every stage's try_run, then try_call().
+  template <std::size_t I, class F>
+  Outcome<T> try_through(F& f, std::stop_token stop) const {
+    if constexpr (I == kKindCount) {
+      return try_call(f, std::move(stop));
+    } else {
+      auto* const policy = std::get<I>(policies);
+      if (policy == nullptr) return try_through<I + 1>(f, std::move(stop));
+      return PipelineStage<KindAt<I>>::template try_run<T, I>(*policy, *this, f, std::move(stop));
+    }
+  }
+
+  /// What execute() runs: the outcome path, one throw at the end.
   template <class F>
   T execute(F& f) const {
-    return through<0>(f, std::stop_token());
+    return try_execute(f).get();
+  }
+
+  template <class F>
+  Outcome<T> try_execute(F& f) const {
+    return try_through<0>(f, std::stop_token());
+  }
+
+  // The call, its result or what it throws as an Outcome; a call returning an Outcome<T> passes
+  // it on as it is.
+  template <class F>
+  static Outcome<T> try_call(F& f, std::stop_token stop) noexcept {
+    try {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(call_raw(f, stop))>, Outcome<T>>) {
+        return call_raw(f, std::move(stop));
+      } else if constexpr (std::is_void_v<T>) {
+        call_raw(f, std::move(stop));
+        return Outcome<T>::success();
+      } else {
+        return Outcome<T>::success(static_cast<T>(call_raw(f, std::move(stop))));
+      }
+    } catch (...) {
+      return Outcome<T>::failure(std::current_exception());
+    }
+  }
+
+  template <class F>
+  static decltype(auto) call_raw(F& f, std::stop_token stop) {
+    if constexpr (std::is_invocable_v<F&, std::stop_token>) {
+      return std::invoke(f, std::move(stop));
+    } else {
+      return std::invoke(f);
+    }
   }
 
   template <class F>
   static T call(F& f, std::stop_token stop) {
-    if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      return static_cast<T>(std::invoke(f, std::move(stop)));
-    } else {
-      return static_cast<T>(std::invoke(f));
-    }
+    return static_cast<T>(call_raw(f, std::move(stop)));
   }
 };
 
@@ -235,6 +335,19 @@ class Pipeline {
   template <class F>
   T execute(F&& f) const {
     return stages_.execute(f);
+  }
+  /// execute() without a throw to say no (<r4c/outcome.hpp>): returns the result, a policy's
+  /// refusal (kind, instance id, its preallocated exception), or the failure execute() would
+  /// throw. Every policy passes a refusal as a value: the retry retries it or gives up as it
+  /// does the exception, the circuit breaker records or ignores it, the adaptive limit
+  /// classifies it by drop_on, the timeout replaces it when late. `f` may return an
+  /// Outcome<T> to report its own failure without throwing; what it throws is caught once,
+  /// around the call. execute() is this, then Outcome::get(). Allocation: none per call when
+  /// `f` allocates nothing and the pipeline has no hedge; a pipeline with a hedge passes
+  /// through the hedge's exceptions (see docs/pipeline.md).
+  template <class F>
+  Outcome<T> try_execute(F&& f) const {
+    return stages_.try_execute(f);
   }
 
   /// Runs the asynchronous operation `op` (an Asio initiation: a callable taking a completion
