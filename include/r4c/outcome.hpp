@@ -96,16 +96,6 @@ class [[nodiscard]] Outcome {
     outcome.stock_ = &error;
     return outcome;
   }
-  /// The same refusal or failure as `other`, for a result of another type.
-  template <class U>
-  static Outcome same_failure(const Outcome<U>& other) noexcept {
-    Outcome outcome(other.state());
-    outcome.refusal_ = other.refusal_;
-    outcome.stock_ = other.stock_;
-    outcome.error_ = other.error_;
-    return outcome;
-  }
-
   State state() const noexcept { return state_; }
   /// Whether the call returned a result.
   bool has_value() const noexcept { return state_ == State::value; }
@@ -143,9 +133,6 @@ class [[nodiscard]] Outcome {
   }
 
  private:
-  template <class U>
-  friend class Outcome;
-
   explicit Outcome(State state) noexcept : state_(state) {}
 
   using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;

@@ -51,18 +51,12 @@ namespace detail {
 template <class Kind>
 using PolicyPointer = typename Kind::Policy*;
 
-// How one kind's policy runs the rest of a pipeline: `stages.template through<I + 1>(f, stop)`
-// is everything inside it. This one suits a policy whose execute(f) runs `f` at most once; the
-// kinds that do something else say so below.
+// How one kind's policy runs the rest of a pipeline: `stages.template try_through<I + 1>(f,
+// stop)` is everything inside it, and every stage passes refusals and failures as values (the
+// policy's try_execute around the rest). This one suits a policy whose try_execute(f) runs `f`
+// at most once; the kinds that do something else say so below.
 template <class Kind>
 struct PipelineStage {
-  template <class T, std::size_t I, class Stages, class F>
-  static T run(typename Kind::Policy& policy, const Stages& stages, F& f, std::stop_token stop) {
-    return policy.execute(
-        [&]() -> T { return stages.template through<I + 1>(f, std::move(stop)); });
-  }
-  // The same without a throw to say no: the policy's try_execute around the rest, refusals
-  // and failures passed as values.
   template <class T, std::size_t I, class Stages, class F>
   static Outcome<T> try_run(typename Kind::Policy& policy, const Stages& stages, F& f,
                             std::stop_token stop) {
@@ -76,42 +70,36 @@ struct PipelineStage {
 template <>
 struct PipelineStage<RetryKind> {
   template <class T, std::size_t I, class Stages, class F>
-  static T run(Retry& retry, const Stages& stages, F& f, std::stop_token stop) {
-    return retry.execute([&]() -> T { return stages.template through<I + 1>(f, stop); });
-  }
-  template <class T, std::size_t I, class Stages, class F>
   static Outcome<T> try_run(Retry& retry, const Stages& stages, F& f, std::stop_token stop) {
     return retry.try_execute(
         [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, stop); });
   }
 };
 
+// The hedge's attempts run on the executor and end with an exception, as the hedge needs them
+// to: inside an attempt every policy passes values and the attempt throws once, at its end;
+// what the hedge throws becomes this stage's failure (a refusal arrives as a failure holding
+// the RejectedException).
 template <>
 struct PipelineStage<HedgeKind> {
   template <class T, std::size_t I, class Stages, class F>
-  static T run(Hedge& hedge, const Stages& stages, F& f, std::stop_token) {
+  static Outcome<T> try_run(Hedge& hedge, const Stages& stages, F& f, std::stop_token) {
     using Fn = std::decay_t<F>;
-    if constexpr (std::is_constructible_v<Fn, F&>) {
-      // Every attempt runs the inner policies on its own copy of the stages, with the hedge's
-      // token for the attempt; a loser may still run after this call returned.
-      return static_cast<T>(hedge.execute([stages, fn = Fn(f)](std::stop_token stop) mutable -> T {
-        return stages.template through<I + 1>(fn, std::move(stop));
-      }));
-    } else {
-      detail::throw_hedge_needs_copyable(hedge.instance_id());
-    }
-  }
-  // The hedge's attempts end on the executor with exceptions, as execute() has them: its
-  // try_execute path catches what the hedge throws (a refusal arrives as a failure holding
-  // the RejectedException). Everything inside an attempt runs without a throw to say no.
-  template <class T, std::size_t I, class Stages, class F>
-  static Outcome<T> try_run(Hedge& hedge, const Stages& stages, F& f, std::stop_token stop) {
     try {
-      if constexpr (std::is_void_v<T>) {
-        run<T, I>(hedge, stages, f, std::move(stop));
-        return Outcome<T>::success();
+      if constexpr (std::is_constructible_v<Fn, F&>) {
+        // Every attempt runs the inner policies on its own copy of the stages, with the hedge's
+        // token for the attempt; a loser may still run after this call returned.
+        auto attempts = [stages, fn = Fn(f)](std::stop_token stop) mutable -> T {
+          return stages.template try_through<I + 1>(fn, std::move(stop)).get();
+        };
+        if constexpr (std::is_void_v<T>) {
+          hedge.execute(std::move(attempts));
+          return Outcome<T>::success();
+        } else {
+          return Outcome<T>::success(static_cast<T>(hedge.execute(std::move(attempts))));
+        }
       } else {
-        return Outcome<T>::success(run<T, I>(hedge, stages, f, std::move(stop)));
+        detail::throw_hedge_needs_copyable(hedge.instance_id());
       }
     } catch (...) {
       return Outcome<T>::failure(std::current_exception());
@@ -119,49 +107,19 @@ struct PipelineStage<HedgeKind> {
   }
 };
 
-// The rate limiter paces: it waits for a permit, and holds nothing while the call runs.
-template <>
-struct PipelineStage<RateLimiterKind> {
-  template <class T, std::size_t I, class Stages, class F>
-  static T run(RateLimiter& limiter, const Stages& stages, F& f, std::stop_token stop) {
-    limiter.acquire();
-    return stages.template through<I + 1>(f, std::move(stop));
-  }
-  template <class T, std::size_t I, class Stages, class F>
-  static Outcome<T> try_run(RateLimiter& limiter, const Stages& stages, F& f,
-                            std::stop_token stop) {
-    return limiter.try_execute(
-        [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, std::move(stop)); });
-  }
-};
+// The rate limiter paces: it waits for a permit, and holds nothing while the call runs (the
+// generic stage: its try_execute takes the permit, then runs the rest).
 
 template <>
 struct PipelineStage<TimeoutKind> {
-  template <class T, std::size_t I, class Stages, class F>
-  static T run(Timeout& timeout, const Stages& stages, F& f, std::stop_token outer) {
-    if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      return timeout.execute([&](std::stop_token deadline) -> T {
-        if (!outer.stop_possible()) return stages.template through<I + 1>(f, std::move(deadline));
-        // A hedged attempt inside a timeout: its token stops at the deadline or when another
-        // attempt won, whichever comes first.
-        std::stop_source either;
-        auto request = [&either]() noexcept { either.request_stop(); };
-        std::stop_callback<decltype(request)> on_deadline(deadline, request);
-        std::stop_callback<decltype(request)> on_loss(outer, request);
-        return stages.template through<I + 1>(f, either.get_token());
-      });
-    } else {
-      return timeout.execute(
-          [&]() -> T { return stages.template through<I + 1>(f, std::stop_token()); });
-    }
-  }
   template <class T, std::size_t I, class Stages, class F>
   static Outcome<T> try_run(Timeout& timeout, const Stages& stages, F& f, std::stop_token outer) {
     if constexpr (std::is_invocable_v<F&, std::stop_token>) {
       return timeout.try_execute([&](std::stop_token deadline) -> Outcome<T> {
         if (!outer.stop_possible())
           return stages.template try_through<I + 1>(f, std::move(deadline));
-        // As run(): the deadline or another attempt's win, whichever comes first.
+        // A hedged attempt inside a timeout: its token stops at the deadline or when another
+        // attempt won, whichever comes first.
         std::stop_source either;
         auto request = [&either]() noexcept { either.request_stop(); };
         std::stop_callback<decltype(request)> on_deadline(deadline, request);
@@ -172,22 +130,6 @@ struct PipelineStage<TimeoutKind> {
       return timeout.try_execute(
           [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, std::stop_token()); });
     }
-  }
-};
-
-template <>
-struct PipelineStage<BulkheadKind> {
-  template <class T, std::size_t I, class Stages, class F>
-  static T run(Bulkhead& bulkhead, const Stages& stages, F& f, std::stop_token stop) {
-    const BulkheadPermit permit = bulkhead.try_acquire();
-    if (!permit) [[unlikely]]
-      bulkhead.throw_full();
-    return stages.template through<I + 1>(f, std::move(stop));
-  }
-  template <class T, std::size_t I, class Stages, class F>
-  static Outcome<T> try_run(Bulkhead& bulkhead, const Stages& stages, F& f, std::stop_token stop) {
-    return bulkhead.try_execute(
-        [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, std::move(stop)); });
   }
 };
 
@@ -203,19 +145,7 @@ struct PipelineStages {
     return std::get<kKindIndex<Kind>>(policies);
   }
 
-  /// Runs `f` through the stages at positions I and after, then calls it.
-  template <std::size_t I, class F>
-  T through(F& f, std::stop_token stop) const {
-    if constexpr (I == kKindCount) {
-      return call(f, std::move(stop));
-    } else {
-      auto* const policy = std::get<I>(policies);
-      if (policy == nullptr) return through<I + 1>(f, std::move(stop));
-      return PipelineStage<KindAt<I>>::template run<T, I>(*policy, *this, f, std::move(stop));
-    }
-  }
-
-  /// through(), without a throw to say no: every stage's try_run, then try_call().
+  /// Runs `f` through the stages at positions I and after, then calls it (try_call()).
   template <std::size_t I, class F>
   Outcome<T> try_through(F& f, std::stop_token stop) const {
     if constexpr (I == kKindCount) {
@@ -263,11 +193,6 @@ struct PipelineStages {
     } else {
       return std::invoke(f);
     }
-  }
-
-  template <class F>
-  static T call(F& f, std::stop_token stop) {
-    return static_cast<T>(call_raw(f, std::move(stop)));
   }
 };
 
