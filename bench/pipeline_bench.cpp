@@ -14,6 +14,11 @@
 //                             on the registry's executor while the caller waits
 //   BM_ExecutorRoundTrip      the hedge's baseline: post a task to an r4c::Executor and wait
 //                             for its result through a std::promise (the bare hand-off)
+//   BM_PipelineTryExecuteRejected  try_execute of retry (aborting on LimitExceededException) +
+//                             circuit breaker (ignoring it) + rate limiter + adaptive limit +
+//                             timeout, the limit full: the refusal as a value, no throw
+//   BM_PipelineExecuteRejected     execute of the same pipeline, catching the one throw
+//   BM_PipelineTryExecuteAdmitted  try_execute of the same policies, the limit with room
 //
 // Each pipeline has its own registry and policies (default SystemClock), shared by the
 // benchmark's threads.
@@ -69,10 +74,31 @@ void limit_hedge(r4c::Pipeline<int>::Builder& b) {
   b.adaptive_limit(roomy).hedge([](r4c::HedgeConfig& h) { h.delay(std::chrono::seconds(10)); });
 }
 
+// The pipeline of issue 21: a refusal by the limit must pass the breaker unrecorded and end
+// the retry at once.
+void refusing(r4c::Pipeline<int>::Builder& b) {
+  b.retry([](r4c::RetryConfig& r) { r.abort_on<r4c::LimitExceededException>(); })
+      .circuit_breaker(
+          [](r4c::CircuitBreakerConfig& c) { c.ignore_on<r4c::LimitExceededException>(); })
+      .rate_limiter(generous)
+      .timeout();
+}
+void refusing_full(r4c::Pipeline<int>::Builder& b) {
+  refusing(b);
+  b.adaptive_limit(
+      [](r4c::AdaptiveLimitConfig& a) { a.initial_limit(1).min_limit(1).max_limit(1); });
+}
+void refusing_roomy(r4c::Pipeline<int>::Builder& b) {
+  refusing(b);
+  b.adaptive_limit(roomy);
+}
+
 void report_allocations(benchmark::State& state, const AllocCount& start) {
   const AllocCount end = thread_alloc_count();
   state.counters["allocs_per_call"] = benchmark::Counter(static_cast<double>(end.news - start.news),
                                                          benchmark::Counter::kAvgIterations);
+  state.counters["mallocs_per_call"] = benchmark::Counter(
+      static_cast<double>(end.mallocs - start.mallocs), benchmark::Counter::kAvgIterations);
 }
 
 template <void (*Configure)(r4c::Pipeline<int>::Builder&), bool kToken>
@@ -124,6 +150,72 @@ void BM_PipelineLimitRetry(benchmark::State& state) { run_pipeline<limit_retry, 
 void BM_PipelineLimitBreaker(benchmark::State& state) { run_pipeline<limit_breaker, false>(state); }
 void BM_PipelineLimitHedge(benchmark::State& state) { run_pipeline<limit_hedge, true>(state); }
 
+// The refusing pipeline with its limit's one slot held for the whole process.
+struct FullPipeline {
+  Fixture& setup = fixture<refusing_full>();
+  r4c::Permit held = setup.pipeline.adaptive_limit()->try_acquire();
+};
+FullPipeline& full_pipeline() {
+  static FullPipeline full;
+  return full;
+}
+
+void BM_PipelineTryExecuteRejected(benchmark::State& state) {
+  FullPipeline& full = full_pipeline();
+  const r4c::Pipeline<int>& pipeline = full.setup.pipeline;
+  if (!full.held || pipeline.try_execute([] { return 0; }).has_value()) {
+    state.SkipWithError("could not fill the limit");
+    return;
+  }
+  const AllocCount start = thread_alloc_count();
+  for (auto _ : state) {
+    r4c::Outcome<int> outcome = pipeline.try_execute([] { return 42; });
+    if (!outcome.refused()) [[unlikely]] {
+      state.SkipWithError("a full limit admitted a call");
+      break;
+    }
+    benchmark::DoNotOptimize(outcome);
+  }
+  report_allocations(state, start);
+}
+
+void BM_PipelineExecuteRejected(benchmark::State& state) {
+  FullPipeline& full = full_pipeline();
+  const r4c::Pipeline<int>& pipeline = full.setup.pipeline;
+  if (!full.held) {
+    state.SkipWithError("could not fill the limit");
+    return;
+  }
+  (void)pipeline.try_execute([] { return 0; });  // the thread's stripe slot
+  const AllocCount start = thread_alloc_count();
+  for (auto _ : state) {
+    try {
+      int result = pipeline.execute([] { return 42; });
+      benchmark::DoNotOptimize(result);
+      state.SkipWithError("a full limit admitted a call");
+      break;
+    } catch (const r4c::LimitExceededException& rejected) {
+      benchmark::DoNotOptimize(&rejected);
+    }
+  }
+  report_allocations(state, start);
+}
+
+void BM_PipelineTryExecuteAdmitted(benchmark::State& state) {
+  const r4c::Pipeline<int>& pipeline = fixture<refusing_roomy>().pipeline;
+  (void)pipeline.try_execute([] { return 0; });
+  const AllocCount start = thread_alloc_count();
+  for (auto _ : state) {
+    r4c::Outcome<int> outcome = pipeline.try_execute([] { return 42; });
+    if (!outcome) [[unlikely]] {
+      state.SkipWithError("the roomy pipeline refused a call");
+      break;
+    }
+    benchmark::DoNotOptimize(outcome.value());
+  }
+  report_allocations(state, start);
+}
+
 void BM_ExecutorRoundTrip(benchmark::State& state) {
   // As many threads as the registry's executor has (4), like the hedge's.
   static r4c::Executor executor(r4c::ResilienceRegistry::kDefaultExecutorThreads);
@@ -150,5 +242,8 @@ BENCHMARK(BM_PipelineLimitRetry)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineLimitBreaker)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineLimitHedge)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_ExecutorRoundTrip)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_PipelineTryExecuteRejected)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_PipelineExecuteRejected)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_PipelineTryExecuteAdmitted)->Apply(on_1_2_4_threads);
 
 }  // namespace

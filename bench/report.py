@@ -46,6 +46,10 @@ ORDER = (
     "BM_AsyncBaseline",
     "BM_AsyncExecute",
     "BM_AsyncRejected",
+    "BM_RateLimiterTryAcquire",
+    "BM_PipelineTryExecuteRejected",
+    "BM_PipelineExecuteRejected",
+    "BM_PipelineTryExecuteAdmitted",
 )
 # What each policy adds to a pipeline that has only an adaptive limit.
 POLICY_COSTS = (
@@ -256,6 +260,76 @@ def judge(figures, uses_tsc):
     rows.append(ratio_row("11. AdmittedCallObserved/threads:1 <= 1.1 x AdmittedCall/threads:1 "
                           "(a limit-change listener costs admitted calls nothing)",
                           ("BM_AdmittedCallObserved", 1), ("BM_AdmittedCall", 1), 1.1))
+    rows += judge_floors(figures, ratio_row)
+    return rows
+
+
+# Issue 21's pipeline without a throw: its refusals and admitted calls neither allocate nor throw
+# (a throw mallocs its exception's header, so mallocs_per_call == 0 also says no throw happened).
+NON_THROWING_PIPELINE = ("BM_PipelineTryExecuteRejected", "BM_PipelineTryExecuteAdmitted")
+# The policies BM_PipelineAll adds to the limit, each measured alone beside the limit.
+ALL_PARTS = ("BM_PipelineLimitTimeoutToken", "BM_PipelineLimitBulkhead", "BM_PipelineLimitRate")
+
+
+def judge_floors(figures, ratio_row):
+    """Targets 12-17 (issue 21): a rejection's cost, and every policy at its floor."""
+
+    def get(name, threads):
+        return figures.get((name, threads))
+
+    rows = []
+    label = ("12. PipelineTryExecuteRejected/threads:1 <= 3 x Rejection/threads:1 + "
+             "RateLimiterTryAcquire/threads:1 (a refusal as a value through retry, breaker, "
+             "rate limiter, limit, timeout)")
+    figs = [get(n, 1) for n in ("BM_PipelineTryExecuteRejected", "BM_Rejection",
+                                "BM_RateLimiterTryAcquire")]
+    if None in figs:
+        rows.append((label, "missing", "FAIL"))
+    else:
+        mine, rejection, rate = figs
+        cpu_bound = 3 * rejection.cpu_ns + rate.cpu_ns
+        wall_bound = 3 * rejection.real_ns + rate.real_ns
+        rows.append((label, f"cpu {fmt_ns(mine.cpu_ns)} ns against {fmt_ns(cpu_bound)} ns "
+                            f"(3 x {fmt_ns(rejection.cpu_ns)} + {fmt_ns(rate.cpu_ns)}): "
+                            f"{mine.cpu_ns / cpu_bound:.3f}; wall {fmt_ns(mine.real_ns)} against "
+                            f"{fmt_ns(wall_bound)} ns: {mine.real_ns / wall_bound:.3f} "
+                            f"({'PASS' if mine.real_ns <= wall_bound else 'FAIL'} on wall)",
+                     "PASS" if mine.cpu_ns <= cpu_bound else "FAIL"))
+    rows.append(ratio_row("13. PipelineExecuteRejected/threads:1 <= 1.1 x "
+                          "ExecuteRejected/threads:1 (one throw, at the end)",
+                          ("BM_PipelineExecuteRejected", 1), ("BM_ExecuteRejected", 1), 1.1))
+    bad = []
+    for name in NON_THROWING_PIPELINE:
+        for threads in THREADS:
+            fig = get(name, threads)
+            for counter in ("allocs_per_call", "mallocs_per_call"):
+                count = fig.counters.get(counter) if fig else None
+                if count is None or count != 0:
+                    bad.append(f"{name}/threads:{threads} {counter}={count}")
+    rows.append(("14. allocs_per_call == mallocs_per_call == 0 for PipelineTryExecuteRejected "
+                 "and PipelineTryExecuteAdmitted (1, 2, 4 threads): no allocation, no throw",
+                 "0 in every one" if not bad else ", ".join(bad), "PASS" if not bad else "FAIL"))
+    rows.append(ratio_row("15. PipelineLimitTimeoutToken/threads:1 <= 1.3 x "
+                          "PipelineLimitTimeout/threads:1",
+                          ("BM_PipelineLimitTimeoutToken", 1), ("BM_PipelineLimitTimeout", 1), 1.3))
+    rows.append(ratio_row("16. PipelineLimitBreaker/threads:1 <= 1.3 x "
+                          "PipelineLimitBulkhead/threads:1 (a closed breaker)",
+                          ("BM_PipelineLimitBreaker", 1), ("BM_PipelineLimitBulkhead", 1), 1.3))
+    label = ("17. PipelineAll/threads:1 <= 1.2 x its floor: PipelineLimit + each policy's own "
+             "cost beside the limit (LimitTimeoutToken, LimitBulkhead, LimitRate, each minus "
+             "PipelineLimit)")
+    whole, limit = get("BM_PipelineAll", 1), get("BM_PipelineLimit", 1)
+    parts = [get(n, 1) for n in ALL_PARTS]
+    if whole is None or limit is None or None in parts:
+        rows.append((label, "missing", "FAIL"))
+    else:
+        cpu_floor = sum(p.cpu_ns for p in parts) - (len(parts) - 1) * limit.cpu_ns
+        wall_floor = sum(p.real_ns for p in parts) - (len(parts) - 1) * limit.real_ns
+        cpu, wall = whole.cpu_ns / cpu_floor, whole.real_ns / wall_floor
+        rows.append((label, f"cpu {fmt_ns(whole.cpu_ns)} / {fmt_ns(cpu_floor)} ns = {cpu:.3f}; "
+                            f"wall {fmt_ns(whole.real_ns)} / {fmt_ns(wall_floor)} ns = {wall:.3f} "
+                            f"({'PASS' if wall <= 1.2 else 'FAIL'} on wall)",
+                     "PASS" if cpu <= 1.2 else "FAIL"))
     return rows
 
 

@@ -542,17 +542,37 @@ void CircuitBreaker::release_permission() noexcept { release(kCurrentEpoch); }
 
 void CircuitBreaker::record_current_exception(CircuitBreakerPermit& permit,
                                               std::chrono::nanoseconds duration) noexcept {
+  switch (classify_current()) {
+    case kIgnored:
+      return permit.release();
+    case kSucceeded:
+      return permit.on_success(duration);  // as resilience4j: a failure not recorded is a success
+    default:
+      permit.on_error(duration);
+  }
+}
+
+int CircuitBreaker::classify_current() const noexcept {
   // resilience4j's precedence: ignored (by type or predicate), else recorded (by type or
   // predicate; everything when neither is set), else a success.
   if (detail::matches_current(config_.ignore_on_types(), config_.ignore_on_predicate())) {
-    return permit.release();
+    return kIgnored;
   }
   const bool records_some = !config_.record_on_types().empty() || config_.record_on_predicate();
   if (records_some &&
       !detail::matches_current(config_.record_on_types(), config_.record_on_predicate())) {
-    return permit.on_success(duration);  // as resilience4j: a failure not recorded is a success
+    return kSucceeded;
   }
-  permit.on_error(duration);
+  return kFailed;
+}
+
+int CircuitBreaker::classify(const std::exception_ptr& failure) const noexcept {
+  if (!classifies_) return kFailed;
+  try {
+    std::rethrow_exception(failure);
+  } catch (...) {
+    return classify_current();
+  }
 }
 
 bool CircuitBreaker::rates_exceeded(const detail::CallWindow::Totals& totals) const noexcept {

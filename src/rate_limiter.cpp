@@ -116,8 +116,14 @@ RateLimiter::RateLimiter(std::string instance_id, RateLimiterConfig config,
 template <class Permits>
 std::int64_t RateLimiter::reserve(std::int64_t now, std::int64_t max_wait,
                                   Permits permits) noexcept {
-  const std::int64_t period = (now - start_) / period_ticks_;
   std::uint64_t word = state_.load(std::memory_order_relaxed);
+  // The word's period ends at start_ + (period + 1) * period_ticks_: while `now` is before that
+  // end, `now` is in that period (or, read before another thread moved the word on, in an
+  // earlier one, which refilled() treats as that period), and no division is needed. The
+  // product never overflows: the word's period was once (an earlier now - start_) / period_ticks_.
+  const std::int64_t known = unpack(word).period;
+  const std::int64_t period =
+      now < start_ + (known + 1) * period_ticks_ ? known : (now - start_) / period_ticks_;
   for (;;) {
     const State state = refilled(unpack(word), period, limit_for_period_);
     const std::int64_t left = state.permits - static_cast<std::int64_t>(permits);
@@ -188,6 +194,14 @@ RateLimiter::Reservation RateLimiter::reserved_later(std::int64_t now, std::int6
 }
 
 void RateLimiter::acquire() { wait_for(reserve_permit()); }
+
+bool RateLimiter::try_acquire_waiting() {
+  const Reservation reservation = reserve_permit();
+  if (reservation.kind == Reservation::Kind::refused) [[unlikely]]
+    return false;
+  wait_for(reservation);
+  return true;
+}
 
 void RateLimiter::acquire(int permits) { wait_for(reserve_permit(permits)); }
 

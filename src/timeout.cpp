@@ -62,6 +62,16 @@ void Timeout::throw_timed_out() {
   std::rethrow_exception(timed_out_);
 }
 
+bool Timeout::is_call_timeout(const std::exception_ptr& error) noexcept {
+  try {
+    std::rethrow_exception(error);
+  } catch (const CallTimeoutException&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 TimeoutSnapshot Timeout::snapshot() const {
   return TimeoutSnapshot{config_.timeout(), timed_out_count_.total()};
 }

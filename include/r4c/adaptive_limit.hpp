@@ -239,7 +239,32 @@ class AdaptiveLimit {
   /// The same for a call of class `cls`; with max_wait set, both wait as acquire() does.
   template <class F>
   decltype(auto) execute(CallClass cls, F&& f);
+  /// execute() without a throw to say no (<r4c/outcome.hpp>): a full limit (after max_wait,
+  /// when set) returns a refusal,
+  /// and `f` (returning a value or an Outcome) ends as an Outcome, its failure classified as
+  /// execute() classifies what `f` throws (a policy's preallocated exception once per object).
+  template <class F>
+  detail::OutcomeOf<F> try_execute(F&& f) {
+    // With max_wait set it waits as execute() does: a pipeline's limit stage comes through here.
+    Permit permit = waits_ ? acquire(Admission{CallClass::critical}) : try_acquire();
+    if (!permit) [[unlikely]]
+      return detail::OutcomeOf<F>::refused(Refusal(rejection_, "adaptivelimit", instance_id_));
+    auto outcome = detail::invoke_outcome(f);
+    if (outcome.has_value()) [[likely]] {
+      permit.on_success();
+    } else if (drop_verdicts_.verdict(outcome.error(), outcome.stock(),
+                                      [this](const auto& e) { return is_drop(e) ? 1 : 0; }) != 0) {
+      permit.on_drop();
+    } else {
+      permit.on_ignore();
+    }
+    return outcome;
+  }
 
+ private:
+  detail::StockVerdicts drop_verdicts_;  // try_execute's verdicts on stock failures
+
+ public:
   /// Runs the asynchronous operation `op` (an Asio initiation: a callable taking a completion
   /// handler) under the limit, completing `token` with `void(std::exception_ptr, T)`. Defined
   /// in <r4c/asio.hpp>, which must be included to call it; see docs/async.md.

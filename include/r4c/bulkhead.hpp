@@ -143,6 +143,15 @@ class Bulkhead {
       throw_full();
     return std::invoke(std::forward<F>(f));
   }
+  /// execute() without a throw to say no (<r4c/outcome.hpp>): a full bulkhead returns a
+  /// refusal; `f` (returning a value or an Outcome) ends as an Outcome.
+  template <class F>
+  detail::OutcomeOf<F> try_execute(F&& f) {
+    BulkheadPermit permit = try_acquire();
+    if (!permit) [[unlikely]]
+      return detail::OutcomeOf<F>::refused(Refusal(full_, "bulkhead", instance_id_));
+    return detail::invoke_outcome(f);
+  }
 
   /// Runs the Asio operation `op` in a slot held until it completes, completing `token` with
   /// void(std::exception_ptr, T). Defined in <r4c/asio.hpp>; see docs/async.md.

@@ -446,7 +446,52 @@ class CircuitBreaker {
   /// record_on), recorded, and rethrown unchanged.
   template <class F>
   decltype(auto) execute(F&& f);
+  /// execute() without a throw to say no (<r4c/outcome.hpp>): a refusal is returned as a value;
+  /// `f` (returning a value or an Outcome) ends as an Outcome, recorded as execute() records
+  /// it: a failure or an inner refusal is classified by ignore_on, then record_on (a policy's
+  /// preallocated exception once per object, its verdict kept).
+  template <class F>
+  detail::OutcomeOf<F> try_execute(F&& f) {
+    using Out = detail::OutcomeOf<F>;
+    CircuitBreakerPermit permit = try_acquire();
+    if (!permit) [[unlikely]]
+      return Out::refused(Refusal(not_permitted_, "circuitbreaker", instance_id_));
+    const std::int64_t start = clock_.ticks();
+    Out outcome = detail::invoke_outcome(f);
+    if (outcome.has_value()) [[likely]] {
+      if constexpr (std::is_void_v<typename Out::Value>) {
+        permit.on_success(elapsed_since(start));
+      } else {
+        try {
+          record_result<typename Out::Value>(permit, outcome.value(), elapsed_since(start));
+        } catch (...) {
+          return Out::failure(std::current_exception());  // the predicate's, recording nothing
+        }
+      }
+      return outcome;
+    }
+    switch (outcome_verdicts_.verdict(outcome.error(), outcome.stock(),
+                                      [this](const auto& e) { return classify(e); })) {
+      case kIgnored:
+        permit.release();
+        break;
+      case kSucceeded:
+        permit.on_success(elapsed_since(start));
+        break;
+      default:
+        permit.on_error(elapsed_since(start));
+    }
+    return outcome;
+  }
 
+ private:
+  static constexpr int kSucceeded = 0, kFailed = 1, kIgnored = 2;
+  // How a failure is recorded: kSucceeded, kFailed or kIgnored (ignore_on, then record_on).
+  int classify(const std::exception_ptr& failure) const noexcept;
+  int classify_current() const noexcept;    // classify() inside a catch
+  detail::StockVerdicts outcome_verdicts_;  // try_execute's verdicts on stock failures
+
+ public:
   /// resilience4j's tryAcquirePermission: whether a call may run now; a refusal is counted in
   /// `not_permitted_calls`. Pair it with exactly one of on_success, on_error or
   /// release_permission. These outcomes count for the state the breaker is in when they

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "r4c/outcome.hpp"  // refusals as values, beside the exceptions that throw them
+
 namespace r4c {
 
 /// A policy refused the call without running it: the base of every such exception

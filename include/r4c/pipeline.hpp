@@ -37,6 +37,7 @@
 #include "r4c/circuit_breaker.hpp"
 #include "r4c/detail/kinds.hpp"
 #include "r4c/hedge.hpp"
+#include "r4c/outcome.hpp"
 #include "r4c/rate_limiter.hpp"
 #include "r4c/registry.hpp"
 #include "r4c/retry.hpp"
@@ -50,15 +51,17 @@ namespace detail {
 template <class Kind>
 using PolicyPointer = typename Kind::Policy*;
 
-// How one kind's policy runs the rest of a pipeline: `stages.template through<I + 1>(f, stop)`
-// is everything inside it. This one suits a policy whose execute(f) runs `f` at most once; the
-// kinds that do something else say so below.
+// How one kind's policy runs the rest of a pipeline: `stages.template try_through<I + 1>(f,
+// stop)` is everything inside it, and every stage passes refusals and failures as values (the
+// policy's try_execute around the rest). This one suits a policy whose try_execute(f) runs `f`
+// at most once; the kinds that do something else say so below.
 template <class Kind>
 struct PipelineStage {
   template <class T, std::size_t I, class Stages, class F>
-  static T run(typename Kind::Policy& policy, const Stages& stages, F& f, std::stop_token stop) {
-    return policy.execute(
-        [&]() -> T { return stages.template through<I + 1>(f, std::move(stop)); });
+  static Outcome<T> try_run(typename Kind::Policy& policy, const Stages& stages, F& f,
+                            std::stop_token stop) {
+    return policy.try_execute(
+        [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, std::move(stop)); });
   }
 };
 
@@ -67,68 +70,66 @@ struct PipelineStage {
 template <>
 struct PipelineStage<RetryKind> {
   template <class T, std::size_t I, class Stages, class F>
-  static T run(Retry& retry, const Stages& stages, F& f, std::stop_token stop) {
-    return retry.execute([&]() -> T { return stages.template through<I + 1>(f, stop); });
+  static Outcome<T> try_run(Retry& retry, const Stages& stages, F& f, std::stop_token stop) {
+    return retry.try_execute(
+        [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, stop); });
   }
 };
 
+// The hedge's attempts run on the executor and end with an exception, as the hedge needs them
+// to: inside an attempt every policy passes values and the attempt throws once, at its end;
+// what the hedge throws becomes this stage's failure (a refusal arrives as a failure holding
+// the RejectedException).
 template <>
 struct PipelineStage<HedgeKind> {
   template <class T, std::size_t I, class Stages, class F>
-  static T run(Hedge& hedge, const Stages& stages, F& f, std::stop_token) {
+  static Outcome<T> try_run(Hedge& hedge, const Stages& stages, F& f, std::stop_token) {
     using Fn = std::decay_t<F>;
-    if constexpr (std::is_constructible_v<Fn, F&>) {
-      // Every attempt runs the inner policies on its own copy of the stages, with the hedge's
-      // token for the attempt; a loser may still run after this call returned.
-      return static_cast<T>(hedge.execute([stages, fn = Fn(f)](std::stop_token stop) mutable -> T {
-        return stages.template through<I + 1>(fn, std::move(stop));
-      }));
-    } else {
-      detail::throw_hedge_needs_copyable(hedge.instance_id());
+    try {
+      if constexpr (std::is_constructible_v<Fn, F&>) {
+        // Every attempt runs the inner policies on its own copy of the stages, with the hedge's
+        // token for the attempt; a loser may still run after this call returned.
+        auto attempts = [stages, fn = Fn(f)](std::stop_token stop) mutable -> T {
+          return stages.template try_through<I + 1>(fn, std::move(stop)).get();
+        };
+        if constexpr (std::is_void_v<T>) {
+          hedge.execute(std::move(attempts));
+          return Outcome<T>::success();
+        } else {
+          return Outcome<T>::success(static_cast<T>(hedge.execute(std::move(attempts))));
+        }
+      } else {
+        detail::throw_hedge_needs_copyable(hedge.instance_id());
+      }
+    } catch (...) {
+      return Outcome<T>::failure(std::current_exception());
     }
   }
 };
 
-// The rate limiter paces: it waits for a permit, and holds nothing while the call runs.
-template <>
-struct PipelineStage<RateLimiterKind> {
-  template <class T, std::size_t I, class Stages, class F>
-  static T run(RateLimiter& limiter, const Stages& stages, F& f, std::stop_token stop) {
-    limiter.acquire();
-    return stages.template through<I + 1>(f, std::move(stop));
-  }
-};
+// The rate limiter paces: it waits for a permit, and holds nothing while the call runs (the
+// generic stage: its try_execute takes the permit, then runs the rest).
 
 template <>
 struct PipelineStage<TimeoutKind> {
   template <class T, std::size_t I, class Stages, class F>
-  static T run(Timeout& timeout, const Stages& stages, F& f, std::stop_token outer) {
+  static Outcome<T> try_run(Timeout& timeout, const Stages& stages, F& f, std::stop_token outer) {
     if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      return timeout.execute([&](std::stop_token deadline) -> T {
-        if (!outer.stop_possible()) return stages.template through<I + 1>(f, std::move(deadline));
+      return timeout.try_execute([&](std::stop_token deadline) -> Outcome<T> {
+        if (!outer.stop_possible())
+          return stages.template try_through<I + 1>(f, std::move(deadline));
         // A hedged attempt inside a timeout: its token stops at the deadline or when another
         // attempt won, whichever comes first.
         std::stop_source either;
         auto request = [&either]() noexcept { either.request_stop(); };
         std::stop_callback<decltype(request)> on_deadline(deadline, request);
         std::stop_callback<decltype(request)> on_loss(outer, request);
-        return stages.template through<I + 1>(f, either.get_token());
+        return stages.template try_through<I + 1>(f, either.get_token());
       });
     } else {
-      return timeout.execute(
-          [&]() -> T { return stages.template through<I + 1>(f, std::stop_token()); });
+      return timeout.try_execute(
+          [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, std::stop_token()); });
     }
-  }
-};
-
-template <>
-struct PipelineStage<BulkheadKind> {
-  template <class T, std::size_t I, class Stages, class F>
-  static T run(Bulkhead& bulkhead, const Stages& stages, F& f, std::stop_token stop) {
-    const BulkheadPermit permit = bulkhead.try_acquire();
-    if (!permit) [[unlikely]]
-      bulkhead.throw_full();
-    return stages.template through<I + 1>(f, std::move(stop));
   }
 };
 
@@ -144,32 +145,56 @@ struct PipelineStages {
     return std::get<kKindIndex<Kind>>(policies);
   }
 
-  /// Runs `f` through the stages at positions I and after, then calls it.
+  /// Runs `f` through the stages at positions I and after, then calls it (try_call()).
   // always_inline: each kind adds a level, present or not; past GCC's inlining budget the
   // levels became calls (each moving the stop_token), so an absent stage cost a call. Inlined,
   // an absent stage costs its pointer test.
   template <std::size_t I, class F>
-  [[gnu::always_inline]] T through(F& f, std::stop_token stop) const {
+  [[gnu::always_inline]] Outcome<T> try_through(F& f, std::stop_token stop) const {
     if constexpr (I == kKindCount) {
-      return call(f, std::move(stop));
+      return try_call(f, std::move(stop));
     } else {
       auto* const policy = std::get<I>(policies);
-      if (policy == nullptr) return through<I + 1>(f, std::move(stop));
-      return PipelineStage<KindAt<I>>::template run<T, I>(*policy, *this, f, std::move(stop));
+      if (policy == nullptr) return try_through<I + 1>(f, std::move(stop));
+      return PipelineStage<KindAt<I>>::template try_run<T, I>(*policy, *this, f, std::move(stop));
+    }
+  }
+
+  /// What execute() runs: the outcome path, one throw at the end.
+  template <class F>
+  T execute(F& f) const {
+    return try_execute(f).get();
+  }
+
+  template <class F>
+  Outcome<T> try_execute(F& f) const {
+    return try_through<0>(f, std::stop_token());
+  }
+
+  // The call, its result or what it throws as an Outcome; a call returning an Outcome<T> passes
+  // it on as it is.
+  template <class F>
+  static Outcome<T> try_call(F& f, std::stop_token stop) noexcept {
+    try {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(call_raw(f, stop))>, Outcome<T>>) {
+        return call_raw(f, std::move(stop));
+      } else if constexpr (std::is_void_v<T>) {
+        call_raw(f, std::move(stop));
+        return Outcome<T>::success();
+      } else {
+        return Outcome<T>::success(static_cast<T>(call_raw(f, std::move(stop))));
+      }
+    } catch (...) {
+      return Outcome<T>::failure(std::current_exception());
     }
   }
 
   template <class F>
-  T execute(F& f) const {
-    return through<0>(f, std::stop_token());
-  }
-
-  template <class F>
-  static T call(F& f, std::stop_token stop) {
+  static decltype(auto) call_raw(F& f, std::stop_token stop) {
     if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      return static_cast<T>(std::invoke(f, std::move(stop)));
+      return std::invoke(f, std::move(stop));
     } else {
-      return static_cast<T>(std::invoke(f));
+      return std::invoke(f);
     }
   }
 };
@@ -238,6 +263,19 @@ class Pipeline {
   template <class F>
   T execute(F&& f) const {
     return stages_.execute(f);
+  }
+  /// execute() without a throw to say no (<r4c/outcome.hpp>): returns the result, a policy's
+  /// refusal (kind, instance id, its preallocated exception), or the failure execute() would
+  /// throw. Every policy passes a refusal as a value: the retry retries it or gives up as it
+  /// does the exception, the circuit breaker records or ignores it, the adaptive limit
+  /// classifies it by drop_on, the timeout replaces it when late. `f` may return an
+  /// Outcome<T> to report its own failure without throwing; what it throws is caught once,
+  /// around the call. execute() is this, then Outcome::get(). Allocation: none per call when
+  /// `f` allocates nothing and the pipeline has no hedge; a pipeline with a hedge passes
+  /// through the hedge's exceptions (see docs/pipeline.md).
+  template <class F>
+  Outcome<T> try_execute(F&& f) const {
+    return stages_.try_execute(f);
   }
 
   /// Runs the asynchronous operation `op` (an Asio initiation: a callable taking a completion

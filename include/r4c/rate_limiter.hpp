@@ -123,6 +123,17 @@ class RateLimiter {
     acquire(permits);
     return std::invoke(std::forward<F>(f));
   }
+  /// acquire() without the throw: takes a permit, waiting on the clock up to timeout_duration
+  /// for a reserved one; false (counted in `rejected`) when none comes within it.
+  [[nodiscard]] bool try_acquire_waiting();
+  /// execute() without a throw to say no (<r4c/outcome.hpp>): no permit within
+  /// timeout_duration returns a refusal; `f` (returning a value or an Outcome) ends as one.
+  template <class F>
+  detail::OutcomeOf<F> try_execute(F&& f) {
+    if (!try_acquire_waiting()) [[unlikely]]
+      return detail::OutcomeOf<F>::refused(Refusal(refused_, "ratelimiter", instance_id_));
+    return detail::invoke_outcome(f);
+  }
   /// Runs the asynchronous operation `op` once a permit is had, waiting on a timer, never
   /// blocking a thread; completes `token` with `void(std::exception_ptr, T)`.
   /// Defined in <r4c/asio.hpp>; see docs/async.md.

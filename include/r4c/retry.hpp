@@ -296,6 +296,13 @@ class Retry {
   /// and allocates nothing.
   template <class F>
   decltype(auto) execute(F&& f);
+  /// execute() without a throw to say no (<r4c/outcome.hpp>): `f` (returning a value or an
+  /// Outcome) is called as execute() calls it, and a failure or a refusal it returns (or
+  /// throws) is retried or ends the call as execute() decides for the same exception (a
+  /// policy's preallocated exception is classified once per object, its verdict kept). The
+  /// last outcome is returned; MaxRetriesExceededException comes as a failure.
+  template <class F>
+  detail::OutcomeOf<F> try_execute(F&& f);
   /// Runs the asynchronous operation `op` (invoked as an lvalue, once per attempt) until it
   /// succeeds, its failure is not retried, or max_attempts attempts were made, waiting on a
   /// timer between attempts; completes `token` with `void(std::exception_ptr, T)`.
@@ -382,7 +389,8 @@ class Retry {
   const RetryConfig config_;
   const std::shared_ptr<Clock> clock_;
   const int max_attempts_;
-  const bool classifies_;  // false when every failure is retried: no rethrow needed
+  const bool classifies_;                 // false when every failure is retried: no rethrow needed
+  detail::StockVerdicts retry_verdicts_;  // try_execute's verdicts on stock failures
   std::atomic<std::int32_t> waiting_{0};
   detail::StripedCounter successful_without_retry_;
   detail::StripedCounter successful_with_retry_;
@@ -459,6 +467,60 @@ decltype(auto) Retry::execute(F&& f) {
       span = retry_current(attempt);
     }
     // Outside the handler, so the failure is destroyed before the wait.
+    sleep_for(attempt, span);
+  }
+}
+
+template <class F>
+detail::OutcomeOf<F> Retry::try_execute(F&& f) {
+  using Out = detail::OutcomeOf<F>;
+  using Value = typename Out::Value;
+  for (int attempt = 1;; ++attempt) {
+    std::chrono::nanoseconds span{0};
+    {
+      Out outcome = detail::invoke_outcome(f);
+      try {  // r4c's predicates and interval function: what they throw ends the call
+        if (outcome.has_value()) [[likely]] {
+          bool wanted = true;
+          RetryOutcome retried;
+          if constexpr (std::is_void_v<Value>) {
+            const std::function<bool()>* retry_void = config_.void_result_predicate();
+            wanted = retry_void == nullptr || !(*retry_void)();
+          } else {
+            const std::function<bool(const Value&)>* retry_result =
+                config_.result_predicate<Value>();
+            wanted = retry_result == nullptr || !(*retry_result)(outcome.value());
+            retried = RetryOutcome{{}, &outcome.value(), &typeid(Value)};
+          }
+          if (wanted) [[likely]] {
+            succeeded_at(attempt);
+            return outcome;
+          }
+          if (attempt >= max_attempts_) {
+            // Out of attempts: the last result is returned, or the call fails.
+            if (gave_up_on_result(attempt)) return Out::failure(max_retries_exceeded(attempt));
+            return outcome;
+          }
+          span = begin_retry(attempt, retried, false);
+        } else {
+          const std::exception_ptr& error = outcome.error();
+          if (attempt >= max_attempts_ ||
+              (classifies_ && retry_verdicts_.verdict(
+                                  error, outcome.stock(),
+                                  [this](const auto& e) { return retryable(e) ? 1 : 0; }) == 0)) {
+            failed(attempt, error);
+            return outcome;
+          }
+          RetryOutcome retried;
+          if (wants_failure()) retried.failure = error;
+          span = begin_retry(attempt, retried, true);
+        }
+      } catch (...) {
+        failed_current(attempt);
+        return Out::failure(std::current_exception());
+      }
+    }
+    // Outside the block, so the unwanted outcome is destroyed before the wait.
     sleep_for(attempt, span);
   }
 }

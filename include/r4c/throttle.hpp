@@ -249,6 +249,22 @@ class Throttle {
       throw;
     }
   }
+  /// execute() without a throw to say no (<r4c/outcome.hpp>): a local rejection returns a
+  /// refusal; `f` (returning a value or an Outcome) ends as an Outcome, a failure recorded as
+  /// execute() records what `f` throws.
+  template <class F>
+  detail::OutcomeOf<F> try_execute(F&& f) {
+    ThrottlePermit permit = try_acquire();
+    if (!permit) [[unlikely]]
+      return detail::OutcomeOf<F>::refused(Refusal(throttled_exception_, "throttle", instance_id_));
+    auto outcome = detail::invoke_outcome(f);
+    if (outcome.has_value()) [[likely]] {
+      permit.on_accepted();
+    } else {
+      permit.on_failure(outcome.error());
+    }
+    return outcome;
+  }
 
   /// Runs the Asio operation `op` unless rejected locally (then completes `token` at once with
   /// ThrottledException, the operation not started), completing `token` with

@@ -106,6 +106,30 @@ class Timeout {
   /// its token was stopped). Other exceptions pass through unchanged.
   template <class F>
   decltype(auto) execute(F&& f);
+  /// execute() without a throw (<r4c/outcome.hpp>): `f` (returning a value or an Outcome) ends
+  /// as an Outcome; one that ended at or after its deadline (or failed after its token was
+  /// stopped) is this timeout's CallTimeoutException as a failure, as execute() throws it. A
+  /// CallTimeoutException of the call's own passes unchanged.
+  template <class F>
+  auto try_execute(F&& f) {
+    if constexpr (std::is_invocable_v<F&, std::stop_token>) {
+      detail::StopAtDeadline stop;
+      Clock& clock = *clock_owner_;
+      const std::chrono::nanoseconds deadline = clock.now() + config_.timeout();
+      clock.schedule(stop, deadline);
+      auto outcome = detail::invoke_outcome(f, stop.token());
+      clock.cancel(stop);  // once it returns the timer no longer touches `stop`
+      if (!stop.stopped() && clock.now() < deadline) [[likely]]
+        return outcome;
+      return late(std::move(outcome));
+    } else {
+      const std::int64_t deadline = clock_.ticks() + timeout_ticks_;
+      auto outcome = detail::invoke_outcome(f);
+      if (clock_.ticks() < deadline) [[likely]]
+        return outcome;
+      return late(std::move(outcome));
+    }
+  }
 
   /// Runs the Asio operation `op` under the deadline, completing `token` with
   /// void(std::exception_ptr, T). Defined in <r4c/asio.hpp>; see docs/async.md.
@@ -130,6 +154,14 @@ class Timeout {
  private:
   template <class F>
   decltype(auto) execute_with_token(F&& f);
+  // A call that ended late: its result or failure becomes this timeout's, but for a
+  // CallTimeoutException of its own (another timeout's failure, or the call's).
+  template <class Out>
+  Out late(Out outcome) noexcept {
+    if (outcome.failed() && (outcome.stock() || is_call_timeout(outcome.error()))) return outcome;
+    return Out::stock_failure(count_timed_out());
+  }
+  static bool is_call_timeout(const std::exception_ptr& error) noexcept;
 
   const detail::ClockReader clock_;
   const std::int64_t timeout_ticks_;

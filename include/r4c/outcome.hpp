@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: Apache-2.0
+// An outcome: how a call through r4c ended, as a value. One of
+//
+//   - a result (of type T; nothing for void),
+//   - a refusal: a policy did not run the call (the facts RejectedException carries: the
+//     refusing kind and instance id, and the policy's preallocated exception), or
+//   - the call's own failure, or a policy's failure of a call that ran (a timeout), as an
+//     std::exception_ptr.
+//
+// `try_execute(f)` on a pipeline or a policy returns one and throws nothing to say no: a
+// refusal passes through every policy as a value, and a shed call costs no C++ throw:
+//
+//   r4c::Outcome<Reply> outcome = pipeline.try_execute([&] { return backend.get(key); });
+//   if (outcome) return std::move(outcome).value();
+//   if (outcome.refused()) return shed(outcome.refusal().kind(), outcome.refusal().instance_id());
+//   std::rethrow_exception(outcome.error());
+//
+// A callable may report its own failure without throwing by returning an Outcome, e.g.
+// `return r4c::Outcome<Reply>::failure(std::make_exception_ptr(NotFound(key)));`; the policies
+// classify it as they classify what a callable throws. `get()` turns an outcome back into what
+// execute() does: the result, or one throw of the refusal's or failure's exception.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace r4c {
+
+/// A policy's refusal of a call it did not run: the facts of its RejectedException, without a
+/// throw. Refers to the refusing policy (its id and its preallocated exception), so it is
+/// valid while that policy lives, as the policies of a registry live as long as the registry.
+class Refusal {
+ public:
+  /// `exception` is the policy's preallocated exception, `kind` its kind's metrics name (a
+  /// literal or a KindNames member); all three must outlive the refusal.
+  Refusal(const std::exception_ptr& exception, std::string_view kind,
+          const std::string& instance_id) noexcept
+      : exception_(&exception), kind_(kind), instance_id_(&instance_id) {}
+
+  /// The refusing kind as metrics and events name it: "adaptivelimit", "bulkhead",
+  /// "ratelimiter", "circuitbreaker", "throttle" (RejectedException::kind()).
+  std::string_view kind() const noexcept { return kind_; }
+  /// The refusing policy's instance id (RejectedException::instance_id()).
+  const std::string& instance_id() const noexcept { return *instance_id_; }
+  /// The exception execute() throws for this refusal: the policy's one preallocated object.
+  const std::exception_ptr& exception() const noexcept { return *exception_; }
+
+ private:
+  const std::exception_ptr* exception_;
+  std::string_view kind_;
+  const std::string* instance_id_;
+};
+
+/// How a call ended: a result, a refusal or a failure. Move-only when T is; T is a value type
+/// or void (a reference result is returned by value). Allocation: none of its own.
+template <class T>
+class [[nodiscard]] Outcome {
+  static_assert(!std::is_reference_v<T>, "Outcome<T> holds a value: T is not a reference");
+
+ public:
+  /// How the call ended.
+  enum class State : std::uint8_t { value, refused, failed };
+  using Value = T;
+
+  /// A result (for void: Outcome<void>::success()).
+  template <class U = T>
+  requires(!std::is_void_v<U>) static Outcome success(U value) {
+    Outcome outcome(State::value);
+    outcome.value_.emplace(std::move(value));
+    return outcome;
+  }
+  static Outcome success() requires std::is_void_v<T> { return Outcome(State::value); }
+  /// A refusal.
+  static Outcome refused(const Refusal& refusal) noexcept {
+    Outcome outcome(State::refused);
+    outcome.refusal_.emplace(refusal);
+    return outcome;
+  }
+  /// A failure: `error` must not be null.
+  static Outcome failure(std::exception_ptr error) noexcept {
+    Outcome outcome(State::failed);
+    outcome.error_ = std::move(error);
+    return outcome;
+  }
+  /// A failure with a policy's preallocated exception (a timeout): refers to `error`, which
+  /// must outlive the outcome, and lets the policies that classify it remember their verdict.
+  static Outcome stock_failure(const std::exception_ptr& error) noexcept {
+    Outcome outcome(State::failed);
+    outcome.stock_ = &error;
+    return outcome;
+  }
+  State state() const noexcept { return state_; }
+  /// Whether the call returned a result.
+  bool has_value() const noexcept { return state_ == State::value; }
+  explicit operator bool() const noexcept { return has_value(); }
+  /// Whether a policy refused the call (it did not run).
+  bool refused() const noexcept { return state_ == State::refused; }
+  /// Whether the call ran and failed (its own failure, or a policy's: a timeout).
+  bool failed() const noexcept { return state_ == State::failed; }
+
+  /// The result. Precondition: has_value().
+  template <class U = T>
+  requires(!std::is_void_v<U>) U& value() & noexcept { return *value_; }
+  template <class U = T>
+  requires(!std::is_void_v<U>) const U& value() const& noexcept { return *value_; }
+  template <class U = T>
+  requires(!std::is_void_v<U>) U value() && {
+    return std::move(*value_);
+  }
+  /// The refusal. Precondition: refused().
+  const Refusal& refusal() const noexcept { return *refusal_; }
+  /// The exception of a refusal or a failure (what execute() throws); null for a result.
+  const std::exception_ptr& error() const noexcept {
+    if (refusal_) return refusal_->exception();
+    return stock_ != nullptr ? *stock_ : error_;
+  }
+  /// Whether error() is a policy's preallocated exception (a refusal's, a timeout's): the same
+  /// object every time, which a classifying policy may decide once.
+  bool stock() const noexcept { return refusal_.has_value() || stock_ != nullptr; }
+
+  /// What execute() does: returns the result, or throws error() (the same object; one throw).
+  T get() && {
+    if (state_ != State::value) [[unlikely]]
+      std::rethrow_exception(error());
+    if constexpr (!std::is_void_v<T>) return std::move(*value_);
+  }
+
+ private:
+  explicit Outcome(State state) noexcept : state_(state) {}
+
+  using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;
+  std::optional<Stored> value_;
+  std::optional<Refusal> refusal_;
+  const std::exception_ptr* stock_ = nullptr;
+  std::exception_ptr error_;
+  State state_;
+};
+
+namespace detail {
+
+template <class R>
+struct IsOutcome : std::false_type {};
+template <class T>
+struct IsOutcome<Outcome<T>> : std::true_type {};
+
+/// The Outcome a callable `F` (called as an lvalue, with `Args`) gives: its own Outcome if it
+/// returns one, else Outcome of its result without reference and const.
+template <class R>
+struct OutcomeFor {
+  using type = Outcome<std::remove_cvref_t<R>>;
+};
+template <class R>
+requires IsOutcome<std::remove_cvref_t<R>>::value struct OutcomeFor<R> {
+  using type = std::remove_cvref_t<R>;
+};
+template <class F, class... Args>
+using OutcomeOf = typename OutcomeFor<std::invoke_result_t<F&, Args...>>::type;
+
+/// Calls `f(args...)` and returns how it ended; what it throws becomes a failure (caught here,
+/// once, so that no policy around it catches).
+template <class F, class... Args>
+OutcomeOf<F, Args...> invoke_outcome(F& f, Args&&... args) noexcept {
+  using Result = std::invoke_result_t<F&, Args...>;
+  using Out = OutcomeOf<F, Args...>;
+  try {
+    if constexpr (IsOutcome<std::remove_cvref_t<Result>>::value) {
+      return std::invoke(f, std::forward<Args>(args)...);
+    } else if constexpr (std::is_void_v<Result>) {
+      std::invoke(f, std::forward<Args>(args)...);
+      return Out::success();
+    } else {
+      return Out::success(std::invoke(f, std::forward<Args>(args)...));
+    }
+  } catch (...) {
+    return Out::failure(std::current_exception());
+  }
+}
+
+/// A classifying policy's verdicts on the preallocated exceptions of other policies (their
+/// refusals, a timeout's failure): each is the same object every time, so it is classified by
+/// the policy's types and predicates once (one rethrow) and its verdict kept. A few entries: a
+/// pipeline has at most one of each kind inside a policy; past them, every call classifies.
+/// Thread safety: lookups take no lock; a remembered entry is published with a release store.
+class StockVerdicts {
+ public:
+  /// The verdict remembered for `error`, or -1.
+  int find(const std::exception_ptr& error) const noexcept {
+    // acquire: pairs with remember()'s release, so the entry's fields are seen written.
+    const int count = count_.load(std::memory_order_acquire);
+    for (int i = 0; i < count; ++i) {
+      if (entries_[i].error == error) return entries_[i].verdict;
+    }
+    return -1;
+  }
+  /// Keeps `verdict` for `error` (a copy of the pointer keeps the object, so its address is
+  /// never reused for another exception while remembered). Full or busy: remembers nothing.
+  void remember(const std::exception_ptr& error, int verdict) noexcept {
+    if (busy_.exchange(true, std::memory_order_acquire)) return;
+    const int count = count_.load(std::memory_order_relaxed);
+    bool known = false;
+    for (int i = 0; i < count; ++i) known = known || entries_[i].error == error;
+    if (!known && count < kEntries) {
+      entries_[count] = Entry{error, verdict};
+      count_.store(count + 1, std::memory_order_release);
+    }
+    busy_.store(false, std::memory_order_release);
+  }
+
+  /// `classify(error)` once per stock exception, remembered; every time for the others.
+  template <class Classify>
+  int verdict(const std::exception_ptr& error, bool stock, Classify&& classify) noexcept {
+    if (!stock) return classify(error);
+    const int known = find(error);
+    if (known >= 0) [[likely]]
+      return known;
+    const int decided = classify(error);
+    remember(error, decided);
+    return decided;
+  }
+
+ private:
+  static constexpr int kEntries = 6;
+  struct Entry {
+    std::exception_ptr error;
+    int verdict = 0;
+  };
+  Entry entries_[kEntries];
+  std::atomic<int> count_{0};
+  std::atomic<bool> busy_{false};
+};
+
+}  // namespace detail
+}  // namespace r4c
