@@ -109,7 +109,7 @@ struct ConfigError {
 
 /// A configuration mistake. `what()` starts with the documented code, e.g.
 /// "R4C-ATR-009: min_limit (30) is greater than initial_limit (20); valid: ...".
-/// A registry's build() and reconfigure() report every mistake of the file at once: code() and
+/// A registry's build() reports every mistake of the file at once: code() and
 /// the first line of what() are the first mistake's, errors() lists them all.
 class ConfigException : public std::invalid_argument {
  public:
@@ -123,7 +123,10 @@ class ConfigException : public std::invalid_argument {
   /// The code the message starts with, e.g. "R4C-ATR-009"; "" when the message carries none.
   const std::string& code() const noexcept { return code_; }
   /// Every mistake reported, in the order found (one for an exception built from one message).
-  std::span<const ConfigError> errors() const noexcept { return *errors_; }
+  /// Empty once the exception was moved from.
+  std::span<const ConfigError> errors() const noexcept {
+    return errors_ ? std::span<const ConfigError>(*errors_) : std::span<const ConfigError>();
+  }
 
  private:
   std::string code_;

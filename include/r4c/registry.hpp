@@ -18,8 +18,7 @@
 // code says. See docs/configuration.md.
 //
 // Operating it (docs/operations.md): `registry.describe()` shows what every policy resolved to and
-// where each value came from; `registry.reconfigure(text)` retunes live instances from a new
-// external configuration, all or nothing.
+// where each value came from (live reconfiguration is not in r4c yet).
 #pragma once
 
 #include <array>
