@@ -58,22 +58,22 @@ class Refusal {
   const std::string* instance_id_;
 };
 
-/// How a call ended: a result, a refusal or a failure. Move-only when T is; T is a value type
-/// or void (a reference result is returned by value). Allocation: none of its own.
+/// How a call ended: a result, a refusal or a failure. Move-only when T is; T is a value type,
+/// a reference (a pipeline whose calls return one: the outcome refers to the referent) or void.
+/// Allocation: none of its own.
 template <class T>
 class [[nodiscard]] Outcome {
-  static_assert(!std::is_reference_v<T>, "Outcome<T> holds a value: T is not a reference");
-
  public:
   /// How the call ended.
   enum class State : std::uint8_t { value, refused, failed };
   using Value = T;
 
   /// A result (for void: Outcome<void>::success()).
+  // Not deduced: a reference T must bind to the caller's referent, never to a copy.
   template <class U = T>
-  requires(!std::is_void_v<U>) static Outcome success(U value) {
+  requires(!std::is_void_v<U>) static Outcome success(std::type_identity_t<U> value) {
     Outcome outcome(State::value);
-    outcome.value_.emplace(std::move(value));
+    outcome.value_.emplace(std::forward<U>(value));
     return outcome;
   }
   static Outcome success() requires std::is_void_v<T> { return Outcome(State::value); }
@@ -135,7 +135,10 @@ class [[nodiscard]] Outcome {
  private:
   explicit Outcome(State state) noexcept : state_(state) {}
 
-  using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;
+  using Stored =
+      std::conditional_t<std::is_void_v<T>, bool,
+                         std::conditional_t<std::is_reference_v<T>,
+                                            std::reference_wrapper<std::remove_reference_t<T>>, T>>;
   std::optional<Stored> value_;
   std::optional<Refusal> refusal_;
   const std::exception_ptr* stock_ = nullptr;
