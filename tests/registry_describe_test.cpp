@@ -191,12 +191,13 @@ TEST(RegistryDescribeTest, ADefaultsMistakeNamesTheScopesFirstLine) {
 
 // Values of the same type as `value` and different from it.
 std::vector<r4c::detail::SettingValue> other_values(const r4c::detail::SettingValue& value) {
-  const int integers[] = {value.integer + 1, value.integer - 1, 2, 10};
-  const double numbers[] = {value.number / 2 + 0.25, value.number + 1, 0.5, 1.5};
+  const int integers[] = {value.integer + 1, value.integer - 1, 2, 10, 100};
+  // value / 2: a share that must stay at or below the share of the class above it.
+  const double numbers[] = {value.number / 2 + 0.25, value.number + 1, 0.5, 1.5, value.number / 2};
   const std::chrono::nanoseconds durations[] = {value.duration * 2 + 1ms, value.duration / 2 + 1ms,
-                                                1s, 10ms};
+                                                1s, 10ms, 100ms};
   std::vector<r4c::detail::SettingValue> others;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     // Only the type's member: a read value leaves the others at their defaults.
     r4c::detail::SettingValue other = value;
     using enum r4c::detail::SettingType;
