@@ -523,7 +523,12 @@ Permit AdaptiveLimit::acquire(const Admission& admission, RejectReason* reason) 
   SyncWaiter waiter(*this);
   why = begin_wait(waiter, admission);
   if (why != RejectReason::none) return Permit();
-  if (waiter.end() == detail::WaitEnd::waiting) {
+  // Under the queue's mutex: a grant may end the wait as soon as begin_wait() unlocks.
+  const bool queued = [&] {
+    std::scoped_lock lock(queue_->mutex);
+    return waiter.end() == detail::WaitEnd::waiting;
+  }();
+  if (queued) {
     try {
       clock_owner_->schedule(waiter.timer(),
                              std::chrono::nanoseconds(clock_.to_clock_ns(waiter.until)));
