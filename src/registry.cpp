@@ -356,8 +356,9 @@ struct Layers {
       if (trace != nullptr) read_all();
       if (level.setup && *level.setup) with_context(context, [&] { (*level.setup)(config); });
       if (level.delta) {
-        for (const auto& [index, value] : *level.delta) {
-          with_context(context, [&] { settings[index].apply(config, value); });
+        for (const auto& entry : *level.delta) {
+          // Not a structured binding: clang before 16 cannot capture one in a lambda.
+          with_context(context, [&] { settings[entry.first].apply(config, entry.second); });
         }
       }
       mark_code(source, "", delta);
@@ -551,7 +552,10 @@ class PolicyTable {
       }));
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [id, instance] : instances_) {
+    for (const auto& entry : instances_) {
+      // Named references, not a structured binding: clang before 16 cannot capture one.
+      const std::string& id = entry.first;
+      const auto& instance = entry.second;
       ResolvedPolicy policy = resolved("instances." + id, id, [&](Trace& trace) {
         (void)layers_.resolve(instance.named, {nullptr, &instance.site},
                               {nullptr, &instance.instance}, id, &trace);
