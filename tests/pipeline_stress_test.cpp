@@ -78,17 +78,25 @@ class Alarm final : public r4c::detail::TimerTask {
     woken_.notify_all();
   }
 
-  // True when the deadline came, false when `stop` stopped first.
+  // True when the deadline came, false when `stop` stopped first. Which came first is read on
+  // the clock when the stop is requested: by the time a stopped sleeper runs again the driver
+  // may have moved the clock past the deadline too, and the wait's predicate then holds as well.
   static bool sleep(r4c::Clock& clock, std::chrono::nanoseconds duration, std::stop_token stop) {
     Alarm alarm;
-    clock.schedule(alarm, clock.now() + duration);
+    const std::chrono::nanoseconds deadline = clock.now() + duration;
+    std::atomic<bool> stopped_first{false};
+    auto on_stop = [&]() noexcept {
+      if (clock.now() < deadline) stopped_first.store(true);
+    };
+    const std::stop_callback<decltype(on_stop)> watch(stop, on_stop);
+    clock.schedule(alarm, deadline);
     bool fired = false;
     {
       std::unique_lock<std::mutex> lock(alarm.mutex_);
       fired = alarm.woken_.wait(lock, stop, [&] { return alarm.fired_; });
     }
     clock.cancel(alarm);  // waits for a fire in progress
-    return fired;
+    return fired && !stopped_first.load();
   }
 
  private:
