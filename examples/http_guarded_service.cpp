@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <semaphore>
 #include <string>
 #include <thread>
@@ -61,6 +62,15 @@ int main() {
                          std::string(r4c::metrics::kPrometheusContentType));
   });
   // [/doc:http-server]
+  // A request may name its class (docs/integrations.md); this service trusts none with critical.
+  // [doc:request-class]
+  r4c::ClassFromRequest rule;
+  rule.default_class(r4c::CallClass::best_effort)  // a request naming none, or no class
+      .highest(r4c::CallClass::degraded);          // the most a request may claim
+  // [/doc:request-class]
+  const bool rule_ok = rule.resolve("critical") == r4c::CallClass::degraded &&
+                       rule.resolve("bulk") == r4c::CallClass::bulk &&
+                       rule.resolve(std::nullopt) == r4c::CallClass::best_effort;
   server.Get("/health", [](const httplib::Request&, httplib::Response& response) {
     response.set_content("ok", "text/plain");
   });
@@ -123,5 +133,5 @@ int main() {
               static_cast<unsigned long long>(guard.refused()), client_limit.limit());
   std::printf("/metrics %s\n", metrics_ok ? "shows the server's limit" : "is missing it");
   const bool settled = limit.in_flight() == 0 && client_limit.in_flight() == 0;
-  return metrics_ok && settled && served.load() > 0 ? 0 : 1;
+  return metrics_ok && settled && rule_ok && served.load() > 0 ? 0 : 1;
 }

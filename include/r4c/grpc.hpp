@@ -37,8 +37,13 @@
 // call (ClientContext::TryCancel), and a failed status completes it with a StatusException, a
 // drop when drop_on_status says so.
 //
-// Not yet: priority classes or partitions from request metadata (they need the admission
-// classes of another issue); a limit is per channel, per method or per name.
+// Priority classes come from the call's metadata: a caller adds `r4c-class: bulk` (or
+// critical, degraded, best_effort) to its ClientContext, the client interceptor admits the call
+// in that class, and the same entry reaches the server, where admit() reads it through
+// ServerOptions::call_class() (a ClassFromRequest: which key, the class of a call naming none,
+// the highest class a caller may claim; <r4c/call_class.hpp>). Bypass is never read from a
+// call: a client bypasses by method, a server by not calling admit() (or admit(..., bypass)).
+// Not yet: partitions; a limit is per channel, per method or per name.
 #pragma once
 
 #include <grpcpp/client_context.h>
@@ -64,6 +69,7 @@
 #include <vector>
 
 #include "r4c/adaptive_limit.hpp"
+#include "r4c/call_class.hpp"
 #include "r4c/registry.hpp"
 
 namespace r4c::grpc {
@@ -84,6 +90,13 @@ class ClientOptions {
     bypass_methods_.push_back(std::move(method));
     return *this;
   }
+  /// How a call's class is read from the metadata its ClientContext sends (AddMetadata):
+  /// "r4c-class", a call naming none is critical.
+  ClientOptions& call_class(ClassFromRequest rule) {
+    call_class_ = std::move(rule);
+    return *this;
+  }
+  const ClassFromRequest& call_class() const noexcept { return call_class_; }
   bool is_drop(::grpc::StatusCode code) const noexcept {
     const auto value = static_cast<unsigned>(code);
     return value < 32 && (drop_mask_ >> value & 1u) != 0;
@@ -93,6 +106,7 @@ class ClientOptions {
  private:
   std::uint32_t drop_mask_ = 0;  // bit n: status code n is a drop
   std::vector<std::string> bypass_methods_;
+  ClassFromRequest call_class_;
 };
 
 /// Creates the client interceptor of each call of a channel: admission, hijacked refusal,
@@ -152,9 +166,18 @@ class ServerOptions {
   /// std::invalid_argument.
   ServerOptions& rejection_code(::grpc::StatusCode code);
   ::grpc::StatusCode rejection_code() const noexcept { return rejection_code_; }
+  /// How admit() reads a call's class from its client metadata: "r4c-class", a call naming
+  /// none is critical, a caller may claim any class. A server that serves callers it does not
+  /// trust caps what they claim (ClassFromRequest::highest) or reads no class (an empty key).
+  ServerOptions& call_class(ClassFromRequest rule) {
+    call_class_ = std::move(rule);
+    return *this;
+  }
+  const ClassFromRequest& call_class() const noexcept { return call_class_; }
 
  private:
   ::grpc::StatusCode rejection_code_ = ::grpc::StatusCode::UNAVAILABLE;
+  ClassFromRequest call_class_;
 };
 
 class ServerCallInterceptor;
@@ -176,7 +199,8 @@ class [[nodiscard]] ServerPermit {
   explicit operator bool() const noexcept { return admitted_; }
 
  private:
-  friend ServerPermit admit(::grpc::ServerContextBase* context, AdaptiveLimit& limit);
+  friend ServerPermit admit(::grpc::ServerContextBase* context, AdaptiveLimit& limit,
+                            CallClass cls);
   void end() noexcept;
 
   bool admitted_ = false;
@@ -184,9 +208,17 @@ class [[nodiscard]] ServerPermit {
   ::grpc::ServerContextBase* context_ = nullptr;
 };
 
-/// Takes a slot of `limit` for the server call of `context`; an empty permit when the limit is
-/// full (then answer with rejected()). Never blocks, never throws.
+/// Takes a slot of `limit` for the server call of `context`, in the class its metadata names
+/// (options.call_class()); an empty permit when the limit has no room for that class (then
+/// answer with rejected()). Never blocks, never throws.
+ServerPermit admit(::grpc::ServerContextBase* context, AdaptiveLimit& limit,
+                   const ServerOptions& options);
+/// admit() with the default ServerOptions: the class from "r4c-class", critical when none.
 ServerPermit admit(::grpc::ServerContextBase* context, AdaptiveLimit& limit);
+/// admit() in class `cls`, whatever the call's metadata says (bypass: admitted, not counted).
+ServerPermit admit(::grpc::ServerContextBase* context, AdaptiveLimit& limit, CallClass cls);
+/// The class `context`'s client metadata names under rule.key(), resolved by `rule`.
+CallClass class_of(const ::grpc::ServerContextBase& context, const ClassFromRequest& rule);
 
 /// The status a refused call answers with (ServerOptions's code, a message naming the limit),
 /// after adding the r4c-limit trailer to `context`.

@@ -6,7 +6,9 @@
 // handlers: a request that finds the limit full gets 503 with Retry-After at once and its handler
 // never runs; an admitted one is measured until its response is written, and a 5xx answer or a
 // handler slower than the guard's handler_timeout is a drop. Some paths bypass it (/health,
-// /metrics).
+// /metrics). A request may name its priority class in a header, `r4c-class: bulk` (or
+// critical, degraded, best_effort; ServerGuardOptions::call_class() says which header, the class
+// of a request naming none and the highest a request may claim; <r4c/call_class.hpp>).
 //
 //   r4c::AdaptiveLimit limit("api");
 //   r4c::http::ServerGuard guard(limit, r4c::http::ServerGuardOptions().bypass("/health"));
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "r4c/adaptive_limit.hpp"
+#include "r4c/call_class.hpp"
 #include "r4c/pipeline.hpp"
 
 namespace r4c::http {
@@ -63,7 +66,16 @@ class ServerGuardOptions {
     return *this;
   }
 
+  /// How a request's class is read from its headers: "r4c-class" (any case), a request naming
+  /// none is critical, a request may claim any class. A server open to callers it does not
+  /// trust caps what they claim (ClassFromRequest::highest) or reads no class (an empty key).
+  ServerGuardOptions& call_class(ClassFromRequest rule) {
+    call_class_ = std::move(rule);
+    return *this;
+  }
+
   const std::vector<std::string>& bypass_paths() const noexcept { return bypass_paths_; }
+  const ClassFromRequest& call_class() const noexcept { return call_class_; }
   std::chrono::seconds retry_after() const noexcept { return retry_after_; }
   std::chrono::nanoseconds handler_timeout() const noexcept { return handler_timeout_; }
 
@@ -71,6 +83,7 @@ class ServerGuardOptions {
   std::vector<std::string> bypass_paths_;
   std::chrono::seconds retry_after_ = kDefaultRetryAfter;
   std::chrono::nanoseconds handler_timeout_{0};
+  ClassFromRequest call_class_;
 };
 
 /// Guards an httplib::Server with an adaptive limit. A request holds its slot from the
@@ -92,8 +105,8 @@ class ServerGuard {
   /// set before). A server that needs handlers of its own calls these two from them.
   void install(httplib::Server& server);
 
-  /// The pre-routing step: Unhandled when the request may go on (admitted, or a bypassed path),
-  /// Handled with 503 and Retry-After when the limit is full.
+  /// The pre-routing step: Unhandled when the request may go on (admitted in its class, or a
+  /// bypassed path), Handled with 503 and Retry-After when the limit has no room for its class.
   httplib::Server::HandlerResponse admit(const httplib::Request& request,
                                          httplib::Response& response) noexcept;
   /// The post-routing step: ends the request's slot, a drop for a 5xx status or a handler that
@@ -106,6 +119,7 @@ class ServerGuard {
 
  private:
   bool bypassed(std::string_view path) const noexcept;
+  CallClass class_of(const httplib::Request& request) const noexcept;
 
   AdaptiveLimit* limit_;
   ServerGuardOptions options_;

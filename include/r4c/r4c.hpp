@@ -6,6 +6,7 @@
 #include "r4c/adaptive_limit.hpp"
 #include "r4c/adaptive_limit_config.hpp"
 #include "r4c/bulkhead.hpp"
+#include "r4c/call_class.hpp"
 #include "r4c/circuit_breaker.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/errors.hpp"

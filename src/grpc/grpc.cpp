@@ -70,7 +70,7 @@ class ClientCallInterceptor final : public ::grpc::experimental::Interceptor {
 
   void Intercept(InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
-      permit_ = limit_->try_acquire();
+      permit_ = limit_->try_acquire(call_class(*methods->GetSendInitialMetadata()));
       if (!permit_) {
         factory_->refused_.fetch_add(1, std::memory_order_relaxed);
         hijacked_ = true;
@@ -105,6 +105,14 @@ class ClientCallInterceptor final : public ::grpc::experimental::Interceptor {
   // Whatever the call still holds (an abandoned call) is freed by permit_'s destructor.
 
  private:
+  CallClass call_class(const std::multimap<std::string, std::string>& metadata) const noexcept {
+    const ClassFromRequest& rule = factory_->options_.call_class();
+    if (rule.key().empty()) return rule.default_class();
+    const auto entry = metadata.find(rule.key());
+    return rule.resolve(entry == metadata.end() ? std::nullopt
+                                                : std::optional<std::string_view>(entry->second));
+  }
+
   ClientInterceptorFactory* factory_;
   AdaptiveLimit* limit_;
   Permit permit_;
@@ -301,9 +309,27 @@ void ServerPermit::end() noexcept {
   }
 }
 
+CallClass class_of(const ::grpc::ServerContextBase& context, const ClassFromRequest& rule) {
+  if (rule.key().empty()) return rule.default_class();
+  const auto& metadata = context.client_metadata();
+  const auto entry = metadata.find(::grpc::string_ref(rule.key()));
+  if (entry == metadata.end()) return rule.resolve(std::nullopt);
+  return rule.resolve(std::string_view(entry->second.data(), entry->second.size()));
+}
+
+ServerPermit admit(::grpc::ServerContextBase* context, AdaptiveLimit& limit,
+                   const ServerOptions& options) {
+  return admit(context, limit, class_of(*context, options.call_class()));
+}
+
 ServerPermit admit(::grpc::ServerContextBase* context, AdaptiveLimit& limit) {
+  static const ServerOptions defaults;
+  return admit(context, limit, defaults);
+}
+
+ServerPermit admit(::grpc::ServerContextBase* context, AdaptiveLimit& limit, CallClass cls) {
   ServerPermit result;
-  Permit permit = limit.try_acquire();
+  Permit permit = limit.try_acquire(cls);
   if (!permit) return result;
   result.admitted_ = true;
   if (!ServerCallTable::instance().hand_over(context, permit)) {

@@ -61,6 +61,15 @@ bool ServerGuard::bypassed(std::string_view path) const noexcept {
   return false;
 }
 
+CallClass ServerGuard::class_of(const httplib::Request& request) const noexcept {
+  const ClassFromRequest& rule = options_.call_class();
+  if (rule.key().empty()) return rule.default_class();
+  const auto header = request.headers.find(rule.key());  // httplib ignores the name's case
+  return rule.resolve(header == request.headers.end()
+                          ? std::nullopt
+                          : std::optional<std::string_view>(header->second));
+}
+
 httplib::Server::HandlerResponse ServerGuard::admit(const httplib::Request& request,
                                                     httplib::Response& response) noexcept {
   HeldRequest& held = held_request;
@@ -68,7 +77,7 @@ httplib::Server::HandlerResponse ServerGuard::admit(const httplib::Request& requ
   held.permit.on_ignore();
   held.guard = nullptr;
   if (bypassed(request.path)) return httplib::Server::HandlerResponse::Unhandled;
-  Permit permit = limit_->try_acquire();
+  Permit permit = limit_->try_acquire(class_of(request));
   if (!permit) {
     refused_.fetch_add(1, std::memory_order_relaxed);
     response.status = 503;

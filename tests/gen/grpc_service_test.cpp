@@ -183,6 +183,34 @@ TEST_F(GeneratedGrpcServiceTest, TheSecondConstructorSetsTheRejectionCode) {
   EXPECT_TRUE(holder->done.get_future().get().ok());
 }
 
+// The generated guard admits a call in the class its metadata names, by the wrapper's options:
+// under the limit of 1, bulk's share (0.5) leaves a bulk call no room even with nothing in flight.
+TEST_F(GeneratedGrpcServiceTest, TheGuardAdmitsACallInTheClassItsMetadataNamesByTheOptions) {
+  const auto call_as_bulk = [](Echo::Stub& stub) {
+    ::grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 5s);
+    context.AddMetadata("r4c-class", "bulk");
+    EchoRequest request;
+    request.set_message("ok");
+    EchoReply reply;
+    return stub.Echo(&context, request, &reply);
+  };
+  auto trusting = r4c::make_resilient<gen_grpc::SyncEcho>(registry_, gate_);
+  const r4c::AdaptiveLimitHandle limit = registry_.adaptive_limit("echo-server");
+  {
+    Served served(*trusting);
+    EXPECT_EQ(call_as_bulk(served.stub()).error_code(), ::grpc::StatusCode::UNAVAILABLE);
+    EXPECT_TRUE(call(served.stub(), &Echo::Stub::Echo).status.ok());
+    EXPECT_EQ(limit.snapshot().rejected_by_class[static_cast<int>(r4c::CallClass::bulk)], 1u);
+  }
+  // A service that reads no class from its callers admits the same call as critical.
+  auto service = r4c::make_resilient<gen_grpc::SyncEcho>(
+      registry_, r4c::grpc::ServerOptions().call_class(r4c::ClassFromRequest().key("")), gate_);
+  Served served(*service);
+  EXPECT_TRUE(call_as_bulk(served.stub()).ok());
+  expect_nothing_in_flight(limit);
+}
+
 TEST_F(GeneratedGrpcServiceTest, TheCallbackPathAdmitsRefusesWithAFinishedReactorAndReleases) {
   auto service = r4c::make_resilient<gen_grpc::CallbackEcho>(registry_, gate_);
   const r4c::AdaptiveLimitHandle limit = registry_.adaptive_limit("echo-callback");

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -28,6 +29,7 @@
 namespace {
 
 using namespace std::chrono_literals;
+using r4c::CallClass;
 using r4c::testing::Echo;
 using r4c::testing::EchoReply;
 using r4c::testing::EchoRequest;
@@ -39,7 +41,7 @@ class EchoService final : public Echo::Service {
   ::grpc::Status Echo(::grpc::ServerContext* context, const EchoRequest* request,
                       EchoReply* reply) override {
     if (limit_ != nullptr) {
-      r4c::grpc::ServerPermit permit = r4c::grpc::admit(context, *limit_);
+      r4c::grpc::ServerPermit permit = r4c::grpc::admit(context, *limit_, options_);
       if (!permit) return r4c::grpc::rejected(context, *limit_, options_);
       return serve(context, *request, *reply);
     }
@@ -341,6 +343,81 @@ TEST(GrpcServerTest, TheRejectionCodeCanBeResourceExhaustedAndNothingElse) {
   EXPECT_TRUE(holder->done.get_future().get().ok());
   EXPECT_THROW(r4c::grpc::ServerOptions().rejection_code(::grpc::StatusCode::INTERNAL),
                std::invalid_argument);
+}
+
+// A call naming its class in its metadata, as a caller would.
+::grpc::Status call_as(Echo::Stub& stub, std::string_view cls) {
+  ::grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 5s);
+  context.AddMetadata(std::string(r4c::ClassFromRequest::kDefaultKey), std::string(cls));
+  EchoReply reply;
+  return stub.Echo(&context, request_of("ok"), &reply);
+}
+
+// Under a limit of 2 with one call held, a bulk call (its share 0.5: room below 1) finds no
+// room and a critical one does.
+TEST(GrpcClientTest, TheClassInACallsMetadataIsTheClassItIsAdmittedIn) {
+  TestServer server;
+  auto clock = std::make_shared<r4c::ManualClock>();
+  r4c::AdaptiveLimit limit("echo", r4c::test::fixed_limit(2), clock);
+  auto stub = Echo::NewStub(
+      channel_with(server.target(), r4c::grpc::ClientInterceptorFactory::per_channel(limit)));
+  const std::unique_ptr<PendingCall> holder = hold_one(*stub, server.service());
+
+  EXPECT_EQ(call_as(*stub, "bulk").error_code(), ::grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(call_as(*stub, "best_effort").error_code(), ::grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(call_as(*stub, "critical").ok());
+  EXPECT_TRUE(call(*stub, request_of("ok")).ok());  // names none: critical
+  EXPECT_EQ(server.service().served(), 3);
+  const r4c::AdaptiveLimitSnapshot snap = limit.snapshot();
+  EXPECT_EQ(snap.rejected, 2u);
+  EXPECT_EQ(snap.rejected_by_class[static_cast<int>(CallClass::bulk)], 1u);
+  EXPECT_EQ(snap.rejected_by_class[static_cast<int>(CallClass::best_effort)], 1u);
+
+  server.service().open_gate();
+  EXPECT_TRUE(holder->done.get_future().get().ok());
+  EXPECT_EQ(limit.in_flight(), 0);
+}
+
+TEST(GrpcServerTest, AdmitReadsTheCallsClassFromItsMetadataUpToTheHighestItTrusts) {
+  TestServer server;
+  auto clock = std::make_shared<r4c::ManualClock>();
+  r4c::AdaptiveLimit limit("echo-server", r4c::test::fixed_limit(2), clock);
+  server.service().guard(limit);
+  auto stub =
+      Echo::NewStub(::grpc::CreateChannel(server.target(), ::grpc::InsecureChannelCredentials()));
+  {
+    const std::unique_ptr<PendingCall> holder = hold_one(*stub, server.service());
+    EXPECT_EQ(call_as(*stub, "bulk").error_code(), ::grpc::StatusCode::UNAVAILABLE);
+    EXPECT_TRUE(call_as(*stub, "critical").ok());
+    EXPECT_TRUE(call_as(*stub, "bypass").ok());  // not taken from a caller: critical
+    EXPECT_EQ(limit.snapshot().rejected_by_class[static_cast<int>(CallClass::bulk)], 1u);
+    server.service().open_gate();
+    EXPECT_TRUE(holder->done.get_future().get().ok());
+  }
+  EXPECT_EQ(limit.in_flight(), 0);
+}
+
+TEST(GrpcServerTest, AServerThatCapsWhatCallersClaimAdmitsAClaimedCriticalCallAsTheCap) {
+  TestServer server;
+  auto clock = std::make_shared<r4c::ManualClock>();
+  r4c::AdaptiveLimit limit("echo-server", r4c::test::fixed_limit(2), clock);
+  r4c::ClassFromRequest rule;
+  rule.default_class(CallClass::bulk).highest(CallClass::degraded);  // degraded: room below 1
+  server.service().guard(limit, r4c::grpc::ServerOptions().call_class(rule));
+  auto stub =
+      Echo::NewStub(::grpc::CreateChannel(server.target(), ::grpc::InsecureChannelCredentials()));
+  // One critical call holds a slot: the service admits it in the class the test names.
+  r4c::Permit held = limit.try_acquire();
+  ASSERT_TRUE(held);
+  EXPECT_EQ(call_as(*stub, "critical").error_code(), ::grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(call(*stub, request_of("ok")).error_code(), ::grpc::StatusCode::UNAVAILABLE);
+  const r4c::AdaptiveLimitSnapshot snap = limit.snapshot();
+  EXPECT_EQ(snap.rejected_by_class[static_cast<int>(CallClass::degraded)], 1u);
+  EXPECT_EQ(snap.rejected_by_class[static_cast<int>(CallClass::bulk)], 1u);
+  held.on_ignore();
+  EXPECT_TRUE(call_as(*stub, "critical").ok());  // room again: admitted as degraded
+  EXPECT_EQ(limit.in_flight(), 0);
 }
 
 TEST(GrpcServerTest, ACallWhoseDeadlinePassedOrThatTheClientCancelledIsADrop) {

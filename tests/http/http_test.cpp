@@ -140,6 +140,49 @@ TEST(HttpServerGuardTest, ABypassedPathIsServedWhileTheLimitIsFull) {
   EXPECT_EQ(limit.in_flight(), 0);
 }
 
+// Under a limit of 2 with one request held, a request naming a class below critical finds no
+// room (bulk's share 0.5, degraded's 0.9: room below 1) and a critical one does.
+TEST(HttpServerGuardTest, ARequestIsAdmittedInTheClassItsHeaderNamesUpToTheHighestItIsTrusted) {
+  for (const bool capped : {false, true}) {
+    SCOPED_TRACE(capped ? "a guard that trusts requests up to degraded" : "the defaults");
+    auto clock = std::make_shared<r4c::ManualClock>();
+    r4c::AdaptiveLimit limit("server", r4c::test::fixed_limit(2), clock);
+    r4c::http::ServerGuardOptions options;
+    if (capped) options.call_class(r4c::ClassFromRequest().highest(r4c::CallClass::degraded));
+    r4c::http::ServerGuard guard(limit, options);
+    TestServer server;
+    Gate gate;
+    server.server().Get("/work", [&](const httplib::Request&, httplib::Response&) { gate.wait(); });
+    server.server().Get("/quick", [](const httplib::Request&, httplib::Response& response) {
+      response.set_content("ok", "text/plain");
+    });
+    guard.install(server.server());
+    const int port = server.start();
+    std::thread holder([&] { httplib::Client("127.0.0.1", port).Get("/work"); });
+    gate.wait_for_waiters(1);
+
+    httplib::Client client("127.0.0.1", port);
+    const auto status_as = [&](const char* cls) {
+      auto result = client.Get("/quick", httplib::Headers{{"R4C-Class", cls}});
+      return result ? result->status : -1;
+    };
+    EXPECT_EQ(status_as("bulk"), 503);
+    EXPECT_EQ(status_as("Degraded"), 503);
+    EXPECT_EQ(status_as("critical"), capped ? 503 : 200);
+    EXPECT_EQ(status_as("bypass"), 200);  // never taken from a request: as one naming none
+    auto unnamed = client.Get("/quick");
+    ASSERT_TRUE(unnamed);
+    EXPECT_EQ(unnamed->status, 200);
+    const r4c::AdaptiveLimitSnapshot snap = limit.snapshot();
+    EXPECT_EQ(snap.rejected_by_class[static_cast<int>(r4c::CallClass::bulk)], 1u);
+    EXPECT_EQ(snap.rejected_by_class[static_cast<int>(r4c::CallClass::degraded)], capped ? 2u : 1u);
+    EXPECT_EQ(guard.refused(), capped ? 3u : 2u);
+    gate.open();
+    holder.join();
+    EXPECT_EQ(limit.in_flight(), 0);
+  }
+}
+
 TEST(HttpServerGuardTest, FiveHundredsThrownHandlersAndSlowHandlersAreDrops) {
   auto clock = std::make_shared<r4c::ManualClock>();
   r4c::AdaptiveLimit limit("server", r4c::test::fixed_limit(4), clock);

@@ -133,22 +133,24 @@ void static_asserts(std::ostringstream& out, const Method& method, bool repeated
   }
 }
 
-// A gRPC handler under its adaptive limit: admitted through r4c::grpc's server-side admission,
-// or refused with its status and trailer before the service's own handler runs. The slot ends
-// with the call (r4c::grpc::server_interceptors(), or the permit's scope for a sync handler).
+// A gRPC handler under its adaptive limit: admitted through r4c::grpc's server-side admission
+// in the class the call's metadata names (server_options_.call_class()), or refused with its status
+// and trailer before the service's own handler runs. The slot ends with the call
+// (r4c::grpc::server_interceptors(), or the permit's scope for a sync handler).
 void emit_grpc_body(std::ostringstream& out, const Class& cls, const Method& method,
                     const std::string& object) {
   const std::string limit = "*" + method.member;
   const std::string call = target_call(cls, method, object, true);
   if (method.grpc == GrpcHandler::sync) {
-    out << "    const r4c::grpc::ServerPermit permit = r4c::grpc::admit(p0, " << limit << ");\n"
+    out << "    const r4c::grpc::ServerPermit permit = r4c::grpc::admit(p0, " << limit
+        << ", server_options_);\n"
         << "    if (!permit) return r4c::grpc::rejected(p0, " << limit << ", server_options_);\n"
         << "    return " << call << ";\n  }\n";
     return;
   }
   // A callback handler returns before its call ends: the interceptor holds the slot.
   out << "    if (const r4c::grpc::ServerPermit permit = r4c::grpc::admit(p0, " << limit
-      << "); !permit) {\n"
+      << ", server_options_); !permit) {\n"
       << "      ::grpc::ServerUnaryReactor* refused = p0->DefaultReactor();\n"
       << "      refused->Finish(r4c::grpc::rejected(p0, " << limit << ", server_options_));\n"
       << "      return refused;\n"
