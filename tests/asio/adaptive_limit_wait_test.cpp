@@ -76,7 +76,7 @@ TEST_F(AsyncLimitWaitTest, AWaitTimesOutOnTheLimitsClock) {
   io_.restart();
   io_.poll();
   ASSERT_TRUE(failure.has_value());
-  EXPECT_THROW(std::rethrow_exception(*failure), r4c::LimitExceededException);
+  EXPECT_THROW(std::rethrow_exception(*failure), r4c::LimitWaitTimeoutException);
   EXPECT_FALSE(backend_.has("a"));
   EXPECT_EQ(limit_.snapshot().rejected_by_reason[static_cast<int>(r4c::RejectReason::wait_timeout)],
             1u);
