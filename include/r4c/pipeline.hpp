@@ -222,6 +222,14 @@ PipelineStages<T> make_stages(Policies*... policies) {
   return stages;
 }
 
+/// The stages saying the call's class `cls` to their adaptive limit (what a generated wrapper's
+/// [[r4c::adaptive_limit(call_class = ...)]] builds, and Pipeline::execute(cls, f) runs).
+template <class T>
+PipelineStages<T> with_call_class(PipelineStages<T> stages, CallClass cls) noexcept {
+  stages.cls = cls;
+  return stages;
+}
+
 // What Pipeline<T>::Builder asks of a registry: every policy of a pipeline, all or none.
 struct RegistryAccess {
   template <class T, class Stages>
@@ -309,6 +317,9 @@ class Pipeline {
   /// Defined in <r4c/asio.hpp>, which must be included to call it; see docs/async.md.
   template <class Op, class Token>
   auto async_execute(Op&& op, Token&& token) const;
+  /// async_execute(op, token) for a call of class `cls`, as execute(cls, f).
+  template <class Op, class Token>
+  auto async_execute(CallClass cls, Op&& op, Token&& token) const;
   /// Runs the coroutine `f()` returns (an asio::awaitable<T>) through every policy; returns
   /// an asio::awaitable<T>. `f` is called once per attempt. Defined in <r4c/asio.hpp>.
   template <class F>
@@ -333,9 +344,7 @@ class Pipeline {
   Pipeline() = default;
   // A copy of the stages (a few pointers) saying the call's class.
   detail::PipelineStages<T> with_class(CallClass cls) const noexcept {
-    detail::PipelineStages<T> stages = stages_;
-    stages.cls = cls;
-    return stages;
+    return detail::with_call_class(stages_, cls);
   }
 
   std::string id_;
