@@ -40,17 +40,24 @@ std::array<std::uint32_t, kLimitedClasses> fixed_shares(const AdaptiveLimitConfi
   return shares;
 }
 
-RejectReason reason_of(detail::WaitEnd end) noexcept {
-  switch (end) {
-    case detail::WaitEnd::timed_out:
-      return RejectReason::wait_timeout;
-    case detail::WaitEnd::cancelled:
-      return RejectReason::cancelled;
-    case detail::WaitEnd::evicted:
-      return RejectReason::evicted;
-    default:
-      return RejectReason::none;
-  }
+// One preallocated exception per reason a wait may be rejected for, each its own subclass of
+// LimitExceededException.
+void make_wait_rejections(detail::WaitQueue& queue, const std::string& id) {
+  static_assert(kRejectReasons <= std::tuple_size_v<decltype(queue.rejections)>);
+  const std::string prefix = "adaptive limit '" + id + "' ";
+  const auto at = [&](RejectReason reason) -> std::exception_ptr& {
+    return queue.rejections[static_cast<int>(reason)];
+  };
+  at(RejectReason::queue_full) = std::make_exception_ptr(LimitQueueFullException(
+      id, prefix + "is full and so is its wait queue: the call was rejected without running"));
+  at(RejectReason::wait_timeout) = std::make_exception_ptr(LimitWaitTimeoutException(
+      id, prefix + "gave the call no slot within its wait: rejected without running"));
+  at(RejectReason::deadline) = std::make_exception_ptr(LimitDeadlineException(
+      id, prefix + "is full and the call's deadline leaves no time to wait: rejected"));
+  at(RejectReason::cancelled) = std::make_exception_ptr(LimitWaitCancelledException(
+      id, prefix + "is full and the call was cancelled while it waited: rejected"));
+  at(RejectReason::evicted) = std::make_exception_ptr(LimitEvictedException(
+      id, prefix + "gave the waiting call's place to a call of a higher class: rejected"));
 }
 
 }  // namespace
@@ -78,6 +85,7 @@ AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config
       estimator_(config_) {
   window_end_.store(clock_.ticks() + window_ticks_, std::memory_order_relaxed);
   fractional_limit_.store(limit_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  if (queue_) make_wait_rejections(*queue_, instance_id_);
 }
 
 AdaptiveLimit::~AdaptiveLimit() = default;
@@ -87,7 +95,15 @@ Subscription AdaptiveLimit::on_limit_change(
   return limit_change_listeners_->subscribe(std::move(listener));
 }
 
-void AdaptiveLimit::throw_rejected() const { std::rethrow_exception(rejection_); }
+void AdaptiveLimit::throw_rejected(RejectReason reason) const {
+  std::rethrow_exception(rejection(reason));
+}
+
+const std::exception_ptr& AdaptiveLimit::rejection(RejectReason reason) const noexcept {
+  if (queue_ == nullptr) return rejection_;
+  const std::exception_ptr& special = queue_->rejections[static_cast<int>(reason)];
+  return special ? special : rejection_;
+}
 
 bool AdaptiveLimit::is_drop(const std::exception_ptr& failure) const noexcept {
   if (!failure) return false;
@@ -237,17 +253,20 @@ void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noex
   }
   stats_sequence_.store(sequence + 2, std::memory_order_release);
 
+  // Every slot a raise adds goes to a waiter, before a newcomer can see it (and before the
+  // event, which says how many).
+  int granted = 0;
+  if (waits_ && next > previous && waiting_.load(std::memory_order_seq_cst) != 0)
+    granted = grant_waiters(true);
+
   // Before the window reopens, so that events come in window order; a listener's snapshot
   // shows this window.
   if (next != previous && limit_change_listeners_->has_listeners()) [[unlikely]] {
     limit_change_listeners_->publish(LimitChangeEvent{
         instance_id_, previous, next, std::chrono::nanoseconds(aggregate.avg_latency_ns),
-        max_in_flight, aggregate.dropped, std::chrono::nanoseconds(estimator_.long_latency_ns())});
+        max_in_flight, aggregate.dropped, std::chrono::nanoseconds(estimator_.long_latency_ns()),
+        granted});
   }
-
-  // Every slot a raise adds goes to a waiter, before a newcomer can see it.
-  if (waits_ && next > previous && waiting_.load(std::memory_order_seq_cst) != 0)
-    grant_waiters(true);
 
   // The new window starts now.
   store_window_end(now + window_ticks_);
@@ -376,7 +395,7 @@ void AdaptiveLimit::end_locked(detail::LimitWaiter& waiter, detail::WaitEnd end,
   waiter.wake();
 }
 
-void AdaptiveLimit::grant_locked(std::int64_t now, bool raise) noexcept {
+int AdaptiveLimit::grant_locked(std::int64_t now, bool raise) noexcept {
   const QueueOrder order = config_.queue_order();
   bool newest_first = order == QueueOrder::lifo;
   if (order == QueueOrder::adaptive_lifo && queue_->size > 0 &&
@@ -390,6 +409,7 @@ void AdaptiveLimit::grant_locked(std::int64_t now, bool raise) noexcept {
       }
     }
   }
+  int granted = 0;
   while (detail::WaitList* list = queue_->highest()) {
     detail::LimitWaiter* waiter = newest_first ? list->newest() : list->oldest();
     // Shares never grow towards lower classes: when the highest class waiting finds no room,
@@ -404,30 +424,32 @@ void AdaptiveLimit::grant_locked(std::int64_t now, bool raise) noexcept {
     waits_granted_.fetch_add(1, std::memory_order_relaxed);
     if (raise) granted_on_raise_.fetch_add(1, std::memory_order_relaxed);
     end_locked(*waiter, detail::WaitEnd::granted, now);
+    ++granted;
   }
+  return granted;
 }
 
-void AdaptiveLimit::grant_waiters(bool raise) noexcept {
+int AdaptiveLimit::grant_waiters(bool raise) noexcept {
   std::scoped_lock lock(queue_->mutex);
-  grant_locked(clock_.ticks(), raise);
+  return grant_locked(clock_.ticks(), raise);
 }
 
-RejectReason AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
-                                       const Admission& admission) noexcept {
+AdaptiveLimit::WaitStart AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
+                                                   const Admission& admission) noexcept {
   const CallClass cls = admission.cls;
   std::scoped_lock lock(queue_->mutex);
   const std::int64_t now = clock_.ticks();
   if (waiter.end_ != detail::WaitEnd::pending) {
     // Its caller gave up (end_wait) before it could be queued.
     count_rejection(cls, RejectReason::cancelled);
-    return RejectReason::cancelled;
+    return {RejectReason::cancelled, false};
   }
   if (!queue_->waits_at_or_above(cls)) {
     if (const std::int32_t admitted = take(cls)) {
       waiter.granted_at = clock_.ticks();
       waiter.admitted = admitted;
       waiter.end_ = detail::WaitEnd::granted;
-      return RejectReason::none;
+      return {RejectReason::none, true};
     }
   }
   RejectReason refused = RejectReason::none;
@@ -454,7 +476,7 @@ RejectReason AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
   }
   if (refused != RejectReason::none) {
     count_rejection(cls, refused);
-    return refused;
+    return {refused, false};
   }
   waiter.cls = cls;
   waiter.since = now;
@@ -465,7 +487,7 @@ RejectReason AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
   waiting_.fetch_add(1, std::memory_order_seq_cst);
   // A release between the failed take() and the increment saw nobody waiting: look again.
   grant_locked(now, false);
-  return RejectReason::none;
+  return {RejectReason::none, false};
 }
 
 detail::WaitEnd AdaptiveLimit::end_wait(detail::LimitWaiter& waiter, detail::WaitEnd end) noexcept {
@@ -521,14 +543,12 @@ Permit AdaptiveLimit::acquire(const Admission& admission, RejectReason* reason) 
     return permit;
   }
   SyncWaiter waiter(*this);
-  why = begin_wait(waiter, admission);
+  const WaitStart start = begin_wait(waiter, admission);
+  why = start.refused;
   if (why != RejectReason::none) return Permit();
-  // Under the queue's mutex: a grant may end the wait as soon as begin_wait() unlocks.
-  const bool queued = [&] {
-    std::scoped_lock lock(queue_->mutex);
-    return waiter.end() == detail::WaitEnd::waiting;
-  }();
-  if (queued) {
+  // Queued: its end may come on another thread as soon as begin_wait() unlocks (perhaps
+  // already has: then block() returns at once), so it is read only once woken.
+  if (!start.granted) {
     try {
       clock_owner_->schedule(waiter.timer(),
                              std::chrono::nanoseconds(clock_.to_clock_ns(waiter.until)));

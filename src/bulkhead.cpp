@@ -2,6 +2,8 @@
 #include "r4c/bulkhead.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 
 #include "config_check.hpp"
 #include "kind_settings.hpp"
@@ -16,16 +18,63 @@ BulkheadConfig& BulkheadConfig::max_concurrent(int value) {
   return *this;
 }
 
-void BulkheadConfig::validate() const { BulkheadConfig().max_concurrent(max_concurrent_); }
+BulkheadConfig& BulkheadConfig::max_wait(std::chrono::nanoseconds value) {
+  if (value < std::chrono::nanoseconds(0) || value > std::chrono::hours(1))
+    detail::fail(detail::kInvalidValue, "max_wait", detail::show(value),
+                 "0 .. 1 h (0: a full bulkhead rejects at once)");
+  max_wait_ = value;
+  return *this;
+}
+
+void BulkheadConfig::validate() const {
+  BulkheadConfig().max_concurrent(max_concurrent_).max_wait(max_wait_);
+}
 
 std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
                                                   const BulkheadConfig& second) {
   return detail::DifferenceFinder()
       .compare("max_concurrent", first.max_concurrent(), second.max_concurrent())
+      .compare("max_wait", first.max_wait(), second.max_wait())
       .result();
 }
 
-Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config)
+// A caller waiting for a slot (max_wait), on its own stack; its fields are the queue's, under
+// the queue's mutex, while it is listed.
+struct BulkheadWaiter {
+  enum class State : std::uint8_t { waiting, granted, ended };
+  BulkheadWaiter* next = nullptr;
+  BulkheadWaiter* prev = nullptr;
+  State state = State::waiting;
+  std::condition_variable woken;  // notified under the queue's mutex
+};
+
+struct Bulkhead::WaitQueue {
+  std::mutex mutex;
+  BulkheadWaiter* head = nullptr;  // oldest first
+  BulkheadWaiter* tail = nullptr;
+  int size = 0;
+
+  void push(BulkheadWaiter& w) noexcept {
+    ++size;
+    w.prev = tail;
+    (tail != nullptr ? tail->next : head) = &w;
+    tail = &w;
+  }
+  void remove(BulkheadWaiter& w) noexcept {
+    --size;
+    (w.prev != nullptr ? w.prev->next : head) = w.next;
+    (w.next != nullptr ? w.next->prev : tail) = w.prev;
+    w.prev = w.next = nullptr;
+  }
+  // Ends a listed waiter's wait with `state` and wakes it (under the mutex).
+  void end(BulkheadWaiter& w, BulkheadWaiter::State state) noexcept {
+    remove(w);
+    w.state = state;
+    w.woken.notify_one();
+  }
+};
+
+Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config, std::shared_ptr<Clock> clock)
     : max_concurrent_(std::min(detail::validated(config).max_concurrent(), kListened - 1)),
       permitted_listeners_(std::make_shared<Listeners>(BulkheadKind::kNames.metrics)),
       rejected_listeners_(std::make_shared<Listeners>(BulkheadKind::kNames.metrics)),
@@ -35,7 +84,89 @@ Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config)
       full_(std::make_exception_ptr(BulkheadFullException(
           instance_id_, "bulkhead '" + instance_id_ + "' is full (max_concurrent " +
                             std::to_string(config_.max_concurrent()) +
-                            "): the call was rejected without running"))) {}
+                            "): the call was rejected without running"))),
+      waits_(config_.max_wait().count() > 0),
+      queue_(waits_ ? std::make_unique<WaitQueue>() : nullptr),
+      clock_(waits_ && !clock ? std::make_shared<SystemClock>() : std::move(clock)) {
+  // Every call of a bulkhead that waits takes the out-of-line path, which counts under the
+  // queue's mutex, and every release hands its slot to the oldest waiter there.
+  if (waits_) in_flight_.fetch_or(kListened, std::memory_order_relaxed);
+}
+
+Bulkhead::~Bulkhead() = default;
+
+BulkheadPermit Bulkhead::admitted(std::int32_t running) noexcept {
+  const std::uint8_t listening = listening_.load(std::memory_order_relaxed);
+  if ((listening & kPermitted) != 0)
+    publish(*permitted_listeners_, kPermitted, BulkheadEventType::call_permitted, running);
+  // A waiting bulkhead's releases always take the announced path (they hand slots over).
+  const bool announce =
+      waits_ || ((listening & kFinished) != 0 && !forget(*finished_listeners_, kFinished));
+  return BulkheadPermit(this, announce);
+}
+
+BulkheadPermit Bulkhead::refused(std::int32_t running) noexcept {
+  rejected_.increment();
+  if (listening(kRejected))
+    publish(*rejected_listeners_, kRejected, BulkheadEventType::call_rejected, running);
+  return BulkheadPermit();
+}
+
+BulkheadPermit Bulkhead::acquire(std::stop_token stop) noexcept {
+  if (!waits_) return try_acquire();
+  return wait_for_slot(true, stop);
+}
+
+BulkheadPermit Bulkhead::wait_for_slot(bool may_wait, const std::stop_token& stop) noexcept {
+  WaitQueue& queue = *queue_;
+  BulkheadWaiter me;
+  std::int32_t running = 0;
+  {
+    std::unique_lock lock(queue.mutex);
+    running = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
+    // No barging: a free slot is a newcomer's only while nobody waits.
+    if (queue.head == nullptr && running < max_concurrent_) {
+      in_flight_.fetch_add(1, std::memory_order_relaxed);
+      lock.unlock();
+      return admitted(running + 1);
+    }
+    if (!may_wait || stop.stop_requested()) {
+      lock.unlock();
+      return refused(running);
+    }
+    queue.push(me);
+  }
+  // Whoever ends the wait first (a release, the timer, the stop token) does it under the mutex.
+  const auto end_now = [&queue, &me]() noexcept {
+    std::scoped_lock lock(queue.mutex);
+    if (me.state == BulkheadWaiter::State::waiting) queue.end(me, BulkheadWaiter::State::ended);
+  };
+  class Timer final : public TimerTask {
+   public:
+    explicit Timer(const decltype(end_now)& end) noexcept : end_(end) {}
+    void fire() noexcept override { end_(); }
+
+   private:
+    const decltype(end_now)& end_;
+  } timer(end_now);
+  bool scheduled = true;
+  try {
+    clock_->schedule(timer, clock_->now() + config_.max_wait());
+  } catch (...) {
+    scheduled = false;  // no timer (std::bad_alloc): the wait ends at once
+    end_now();
+  }
+  {
+    std::stop_callback on_stop(stop, end_now);
+    std::unique_lock lock(queue.mutex);
+    me.woken.wait(lock, [&] { return me.state != BulkheadWaiter::State::waiting; });
+    running = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
+  }
+  if (scheduled) (void)clock_->cancel(timer);  // returns once its fire() has, if it fired
+  // Granted: the releaser kept the slot counted for this caller.
+  if (me.state == BulkheadWaiter::State::granted) return admitted(running);
+  return refused(running);
+}
 
 void Bulkhead::throw_full() const { std::rethrow_exception(full_); }
 
@@ -61,7 +192,8 @@ Subscription Bulkhead::on_call_finished(std::function<void(const BulkheadEvent&)
   return subscribe(*finished_listeners_, kFinished, std::move(listener));
 }
 
-BulkheadPermit Bulkhead::acquire_slowly() noexcept {
+BulkheadPermit Bulkhead::acquire_slowly(bool may_wait) noexcept {
+  if (waits_) return wait_for_slot(may_wait, std::stop_token());
   std::int32_t state = in_flight_.load(std::memory_order_relaxed);
   for (;;) {
     const std::int32_t running = state & (kListened - 1);
@@ -84,8 +216,20 @@ BulkheadPermit Bulkhead::acquire_slowly() noexcept {
 }
 
 void Bulkhead::finish_announced() noexcept {
-  const std::int32_t left =
-      (in_flight_.fetch_sub(1, std::memory_order_relaxed) - 1) & (kListened - 1);
+  std::int32_t left = 0;
+  if (waits_) {
+    // Under the mutex, so that a caller that found the bulkhead full is listed before this
+    // release looks for it: the slot goes to the oldest waiter, still counted.
+    std::scoped_lock lock(queue_->mutex);
+    if (queue_->head != nullptr) {
+      queue_->end(*queue_->head, BulkheadWaiter::State::granted);
+      left = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
+    } else {
+      left = (in_flight_.fetch_sub(1, std::memory_order_relaxed) - 1) & (kListened - 1);
+    }
+  } else {
+    left = (in_flight_.fetch_sub(1, std::memory_order_relaxed) - 1) & (kListened - 1);
+  }
   publish(*finished_listeners_, kFinished, BulkheadEventType::call_finished, left);
 }
 
@@ -99,7 +243,7 @@ bool Bulkhead::forget(const Listeners& listeners, std::uint8_t bit) const noexce
     listening_.fetch_or(bit, std::memory_order_seq_cst);
     return false;
   }
-  if ((before & ~bit & (kPermitted | kFinished)) == 0) {
+  if ((before & ~bit & (kPermitted | kFinished)) == 0 && !waits_) {
     // Nothing on the admitted path is listened to any more: its calls go the short way
     // again, unless a subscription came meanwhile (it sets its bit, then kListened again).
     in_flight_.fetch_and(~kListened, std::memory_order_seq_cst);
@@ -121,6 +265,10 @@ BulkheadSnapshot Bulkhead::snapshot() const {
   snap.in_flight = in_flight();
   snap.available = snap.in_flight < snap.max_concurrent ? snap.max_concurrent - snap.in_flight : 0;
   snap.rejected = rejected_.total();
+  if (queue_) {
+    std::scoped_lock lock(queue_->mutex);
+    snap.waiting = queue_->size;
+  }
   return snap;
 }
 
@@ -128,10 +276,14 @@ BulkheadSnapshot Bulkhead::snapshot() const {
 std::span<const detail::Setting<BulkheadKind::Config>> BulkheadKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
-  static constexpr detail::Setting<Config> kSettings[] = {R::row(
-      "maxConcurrent", "max_concurrent", integer,
-      [](auto& c, auto& v) { c.max_concurrent(v.integer); },
-      [](const auto& c) { return detail::value_of(c.max_concurrent()); })};
+  static constexpr detail::Setting<Config> kSettings[] = {
+      R::row(
+          "maxConcurrent", "max_concurrent", integer,
+          [](auto& c, auto& v) { c.max_concurrent(v.integer); },
+          [](const auto& c) { return detail::value_of(c.max_concurrent()); }),
+      R::row(
+          "maxWait", "max_wait", duration, [](auto& c, auto& v) { c.max_wait(v.duration); },
+          [](const auto& c) { return detail::value_of(c.max_wait()); })};
   return kSettings;
 }
 

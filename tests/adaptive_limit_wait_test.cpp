@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <mutex>
 #include <random>
 #include <stop_token>
@@ -220,8 +221,12 @@ TEST(AdaptiveLimitWaitTest, EverySlotARaiseAddsGoesToAWaiter) {
   Waiters waiters(limit, /*keep=*/true);
   waiters.start("a");
   waiters.start("b");
+  std::vector<int> granted_by_raise;  // what each LimitChangeEvent says it granted
+  const r4c::Subscription subscription = limit.on_limit_change(
+      [&](const r4c::LimitChangeEvent& e) { granted_by_raise.push_back(e.waiters_granted); });
   clock->advance(2ms);
   first.on_success();  // a gets the freed slot; the window closes and raises the limit to 3
+  EXPECT_EQ(granted_by_raise, std::vector<int>{1});  // published on this thread, after b's grant
   std::vector<std::string> ended = waiters.ended();  // both woken at once: any order
   std::sort(ended.begin(), ended.end());
   EXPECT_EQ(ended, (std::vector<std::string>{"a", "b"}));
@@ -230,6 +235,57 @@ TEST(AdaptiveLimitWaitTest, EverySlotARaiseAddsGoesToAWaiter) {
   EXPECT_EQ(snapshot.granted_on_raise, 1u);  // b, by the raise: a and second still hold theirs
   EXPECT_EQ(snapshot.in_flight, 3);
   waiters.kept().clear();
+}
+
+// Each reason a wait is rejected for has its own LimitExceededException subclass.
+template <class Exception>
+bool is_a(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Exception&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+TEST(AdaptiveLimitWaitTest, EachRejectionReasonHasItsOwnException) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  r4c::AdaptiveLimit limit("reasons", waiting_config(1, 10ms).max_queue(1), clock);
+  EXPECT_TRUE(is_a<r4c::LimitQueueFullException>(limit.rejection(RejectReason::queue_full)));
+  EXPECT_TRUE(is_a<r4c::LimitWaitTimeoutException>(limit.rejection(RejectReason::wait_timeout)));
+  EXPECT_TRUE(is_a<r4c::LimitDeadlineException>(limit.rejection(RejectReason::deadline)));
+  EXPECT_TRUE(is_a<r4c::LimitWaitCancelledException>(limit.rejection(RejectReason::cancelled)));
+  EXPECT_TRUE(is_a<r4c::LimitEvictedException>(limit.rejection(RejectReason::evicted)));
+  EXPECT_FALSE(is_a<r4c::LimitWaitTimeoutException>(limit.rejection(RejectReason::queue_full)));
+  EXPECT_EQ(limit.rejection(RejectReason::limit), limit.rejection());
+  // A limit that cannot wait has only its plain exception.
+  r4c::AdaptiveLimit plain("plain", r4c::AdaptiveLimitConfig(), clock);
+  EXPECT_EQ(plain.rejection(RejectReason::wait_timeout), plain.rejection());
+
+  // execute() throws the reason's exception, caught as a LimitExceededException too.
+  r4c::Permit held = limit.try_acquire();
+  std::atomic<int> timed_out{0};
+  std::thread waiter([&] {
+    try {
+      limit.execute([] {});
+    } catch (const r4c::LimitWaitTimeoutException& e) {
+      timed_out = e.instance_id() == "reasons" ? 1 : 2;
+    } catch (...) {
+      timed_out = 3;
+    }
+  });
+  while (limit.snapshot().waiting == 0) std::this_thread::yield();
+  try {
+    limit.execute([] {});  // the one place in the queue is taken
+    ADD_FAILURE() << "admitted";
+  } catch (const r4c::LimitExceededException& e) {
+    EXPECT_NE(dynamic_cast<const r4c::LimitQueueFullException*>(&e), nullptr);
+  }
+  clock->advance(10ms);
+  waiter.join();
+  EXPECT_EQ(timed_out.load(), 1);
+  held.on_ignore();
 }
 
 TEST(AdaptiveLimitWaitTest, AdaptiveLifoServesOldestFirstUntilTheQueueStands) {

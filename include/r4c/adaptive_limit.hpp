@@ -90,6 +90,22 @@ constexpr std::span<const EnumName<RejectReason>> enum_names(RejectReason) noexc
   return kRejectReasonNames;
 }
 
+namespace detail {
+/// Why a wait that ended without a slot was rejected.
+constexpr RejectReason reason_of(WaitEnd end) noexcept {
+  switch (end) {
+    case WaitEnd::timed_out:
+      return RejectReason::wait_timeout;
+    case WaitEnd::cancelled:
+      return RejectReason::cancelled;
+    case WaitEnd::evicted:
+      return RejectReason::evicted;
+    default:
+      return RejectReason::none;
+  }
+}
+}  // namespace detail
+
 /// What a call says when it asks for a slot that it may wait for (AdaptiveLimit::acquire()).
 struct Admission {
   /// Its priority class (critical: the class of a call that says none).
@@ -245,10 +261,16 @@ class AdaptiveLimit {
   /// execute() classifies what `f` throws (a policy's preallocated exception once per object).
   template <class F>
   detail::OutcomeOf<F> try_execute(F&& f) {
-    // With max_wait set it waits as execute() does: a pipeline's limit stage comes through here.
-    Permit permit = waits_ ? acquire(Admission{CallClass::critical}) : try_acquire();
+    return try_execute(CallClass::critical, std::forward<F>(f));
+  }
+  /// The same for a call of class `cls` (a pipeline's limit stage comes through here).
+  template <class F>
+  detail::OutcomeOf<F> try_execute(CallClass cls, F&& f) {
+    // With max_wait set it waits as execute() does; its refusal says why (rejection(reason)).
+    RejectReason why = RejectReason::limit;
+    Permit permit = waits_ ? acquire(Admission{cls}, &why) : try_acquire(cls);
     if (!permit) [[unlikely]]
-      return detail::OutcomeOf<F>::refused(Refusal(rejection_, "adaptivelimit", instance_id_));
+      return detail::OutcomeOf<F>::refused(Refusal(rejection(why), "adaptivelimit", instance_id_));
     auto outcome = detail::invoke_outcome(f);
     if (outcome.has_value()) [[likely]] {
       permit.on_success();
@@ -286,6 +308,10 @@ class AdaptiveLimit {
   bool is_drop(const std::error_code& code) const noexcept;
   /// The LimitExceededException a full limit fails calls with (one object, shared).
   const std::exception_ptr& rejection() const noexcept { return rejection_; }
+  /// The exception a call rejected for `reason` fails with (one object per reason): with
+  /// max_wait set, the LimitExceededException subclass of <r4c/errors.hpp> for queue_full,
+  /// wait_timeout, deadline, cancelled and evicted; rejection() otherwise.
+  const std::exception_ptr& rejection(RejectReason reason) const noexcept;
 
   AdaptiveLimitHandle handle() const noexcept { return AdaptiveLimitHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }
@@ -332,13 +358,21 @@ class AdaptiveLimit {
   // One CAS loop: in flight below the class's share of the limit; 0 when full, else the count.
   std::int32_t take(CallClass cls) noexcept;
   void count_rejection(CallClass cls, RejectReason reason) noexcept;
+  // What begin_wait() decided under the queue's mutex: refused, granted at once (not queued,
+  // never woken), or queued. A queued waiter may be granted, timed out or evicted on another
+  // thread as soon as the mutex is released: only the mutex may read its end() after that.
+  struct WaitStart {
+    RejectReason refused = RejectReason::none;
+    bool granted = false;
+  };
   // Waiting, under the queue's mutex unless said otherwise.
-  RejectReason begin_wait(detail::LimitWaiter& waiter, const Admission& admission) noexcept;
+  WaitStart begin_wait(detail::LimitWaiter& waiter, const Admission& admission) noexcept;
   // Takes the waiter off the queue with `end` unless its wait has ended already; either way
   // returns how it ended. Takes the mutex.
   detail::WaitEnd end_wait(detail::LimitWaiter& waiter, detail::WaitEnd end) noexcept;
-  void grant_locked(std::int64_t now, bool raise) noexcept;
-  void grant_waiters(bool raise) noexcept;  // takes the mutex
+  // Both return how many waiters they granted.
+  int grant_locked(std::int64_t now, bool raise) noexcept;
+  int grant_waiters(bool raise) noexcept;  // takes the mutex
   void end_locked(detail::LimitWaiter& waiter, detail::WaitEnd end, std::int64_t now) noexcept;
   int queue_bound() const noexcept;
   Permit permit_of(const detail::LimitWaiter& waiter) noexcept {
@@ -346,7 +380,7 @@ class AdaptiveLimit {
   }
   void record_sample(std::int64_t latency_ns, bool drop) noexcept;
   bool is_drop_current() const noexcept;
-  [[noreturn]] void throw_rejected() const;
+  [[noreturn]] void throw_rejected(RejectReason reason = RejectReason::limit) const;
   // Cold: the call that ends after the window did recomputes the limit or extends the window.
   // While the limit paces (a delay_target limit below 1), every call that ends comes here.
   void close_window(std::int64_t now, std::int64_t latency_ns) noexcept;
@@ -546,9 +580,10 @@ decltype(auto) AdaptiveLimit::execute(F&& f) {
 
 template <class F>
 decltype(auto) AdaptiveLimit::execute(CallClass cls, F&& f) {
-  Permit permit = waits_ ? acquire(Admission{cls}) : try_acquire(cls);
+  RejectReason why = RejectReason::limit;
+  Permit permit = waits_ ? acquire(Admission{cls}, &why) : try_acquire(cls);
   if (!permit) [[unlikely]]
-    throw_rejected();
+    throw_rejected(why);
   using Result = std::invoke_result_t<F>;
   try {
     if constexpr (std::is_void_v<Result>) {

@@ -17,15 +17,18 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <utility>
 
+#include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
 #include "r4c/detail/event_hub.hpp"
 #include "r4c/detail/handle.hpp"
@@ -48,11 +51,18 @@ class BulkheadConfig {
   /// Most calls at once (25). Throws R4C-ATR-003 below 1.
   BulkheadConfig& max_concurrent(int value);
   int max_concurrent() const noexcept { return max_concurrent_; }
+  /// How long execute() and acquire() wait for a slot of a full bulkhead (resilience4j's
+  /// maxWaitDuration): 0, the default, rejects at once. Waiters get freed slots oldest first,
+  /// and while anyone waits a newcomer never takes a slot (try_acquire() is rejected). Throws
+  /// R4C-REG-001 outside 0 .. 1 h.
+  BulkheadConfig& max_wait(std::chrono::nanoseconds value);
+  std::chrono::nanoseconds max_wait() const noexcept { return max_wait_; }
   /// Checks every setting; throws ConfigException.
   void validate() const;
 
  private:
   int max_concurrent_ = kDefaultMaxConcurrent;
+  std::chrono::nanoseconds max_wait_{0};
 };
 
 std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
@@ -63,6 +73,7 @@ struct BulkheadSnapshot {
   int in_flight = 0;
   int available = 0;           // max_concurrent - in_flight, never below 0
   std::uint64_t rejected = 0;  // exact
+  int waiting = 0;             // callers waiting for a slot (max_wait)
 };
 
 class Bulkhead;
@@ -110,35 +121,45 @@ class BulkheadHandle : public detail::HandleBase<Bulkhead> {
   Subscription on_call_finished(std::function<void(const BulkheadEvent&)> listener) const;
 };
 
-/// At most max_concurrent calls at once. Lock-free; no allocation per call.
+/// At most max_concurrent calls at once. Lock-free; no allocation per call. With max_wait set,
+/// execute() and acquire() wait for a slot on the bulkhead's clock (the registry's), under one
+/// mutex that only a bulkhead with max_wait takes.
 /// Thread safety: every member may be called from any number of threads.
 class Bulkhead {
  public:
-  explicit Bulkhead(std::string instance_id, BulkheadConfig config = {});
+  /// `clock` times the waits of max_wait (a SystemClock when null).
+  explicit Bulkhead(std::string instance_id, BulkheadConfig config = {},
+                    std::shared_ptr<Clock> clock = nullptr);
+  ~Bulkhead();
   Bulkhead(const Bulkhead&) = delete;
   Bulkhead& operator=(const Bulkhead&) = delete;
 
   /// Takes a slot, or returns an empty permit when full (counted in `rejected`). Publishes
   /// call_permitted or call_rejected to their listeners, if any, on this thread.
-  BulkheadPermit try_acquire() noexcept {
+  BulkheadPermit try_acquire() noexcept { return take(false); }
+
+ private:
+  // may_wait: execute()'s, which a bulkhead with max_wait lets wait on its slow path.
+  BulkheadPermit take(bool may_wait) noexcept {
     std::int32_t running = in_flight_.load(std::memory_order_relaxed);
     do {
       // A listened-to bulkhead's count carries kListened, above any max_concurrent: its calls
       // and the full bulkhead's take the one out-of-line branch, the others the path of a
       // bulkhead without events.
       if (running >= max_concurrent_) [[unlikely]]
-        return acquire_slowly();
+        return acquire_slowly(may_wait);
       // relaxed: a slot guards no data.
     } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
                                                std::memory_order_relaxed));
     return BulkheadPermit(this, false);
   }
 
+ public:
   /// Runs `f` in a slot; when full, throws this bulkhead's BulkheadFullException (one
   /// preallocated object) without calling `f`.
   template <class F>
   decltype(auto) execute(F&& f) {
-    BulkheadPermit permit = try_acquire();
+    BulkheadPermit permit = take(true);
     if (!permit) [[unlikely]]
       throw_full();
     return std::invoke(std::forward<F>(f));
@@ -147,11 +168,16 @@ class Bulkhead {
   /// refusal; `f` (returning a value or an Outcome) ends as an Outcome.
   template <class F>
   detail::OutcomeOf<F> try_execute(F&& f) {
-    BulkheadPermit permit = try_acquire();
+    BulkheadPermit permit = take(true);
     if (!permit) [[unlikely]]
       return detail::OutcomeOf<F>::refused(Refusal(full_, "bulkhead", instance_id_));
     return detail::invoke_outcome(f);
   }
+
+  /// Takes a slot, waiting up to max_wait for one (FIFO) until `stop` is requested; an empty
+  /// permit when none came (counted in `rejected`, published as call_rejected). Without
+  /// max_wait: try_acquire().
+  BulkheadPermit acquire(std::stop_token stop = {}) noexcept;
 
   /// Runs the Asio operation `op` in a slot held until it completes, completing `token` with
   /// void(std::exception_ptr, T). Defined in <r4c/asio.hpp>; see docs/async.md.
@@ -203,7 +229,8 @@ class Bulkhead {
   Subscription subscribe(Listeners& listeners, std::uint8_t type,
                          std::function<void(const BulkheadEvent&)> listener) const;
   // Out of line: a full bulkhead, or one whose permissions or ends are listened to.
-  BulkheadPermit acquire_slowly() noexcept;
+  BulkheadPermit acquire_slowly(bool may_wait) noexcept;
+  BulkheadPermit wait_for_slot(bool may_wait, const std::stop_token& stop) noexcept;
   // Clears `bit` (and kListened when no permission or end is listened to any more) once its
   // listeners have gone; false when they had.
   bool forget(const Listeners& listeners, std::uint8_t bit) const noexcept;
@@ -217,6 +244,10 @@ class Bulkhead {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
   }
   void finish_announced() noexcept;
+  // max_wait: the waiters and the mutex that guards them and every change of the count.
+  struct WaitQueue;
+  BulkheadPermit admitted(std::int32_t running) noexcept;  // publishes call_permitted
+  BulkheadPermit refused(std::int32_t running) noexcept;   // counts, publishes call_rejected
 
   // The calls holding a slot, and kListened (set by a const subscription: mutable).
   alignas(detail::kCacheLine) mutable std::atomic<std::int32_t> in_flight_{0};
@@ -231,6 +262,9 @@ class Bulkhead {
   const BulkheadConfig config_;
   const std::exception_ptr full_;
   detail::StripedCounter rejected_;
+  const bool waits_;  // max_wait above 0: its calls pass the mutex (kListened stays set)
+  const std::unique_ptr<WaitQueue> queue_;
+  const std::shared_ptr<Clock> clock_;
 };
 
 inline void BulkheadPermit::release() noexcept {
@@ -257,7 +291,7 @@ inline Subscription BulkheadHandle::on_call_finished(
 /// The bulkhead as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
 struct BulkheadKind : detail::KindBase<BulkheadConfig, Bulkhead, BulkheadSnapshot, BulkheadHandle,
-                                       BulkheadFullException, false> {
+                                       BulkheadFullException, true> {
   static constexpr KindNames kNames = {"bulkhead", "bulkhead", "bulkhead", "bulkhead"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;

@@ -56,6 +56,37 @@ class LimitExceededException : public RejectedException {
   LimitExceededException(std::string instance_id, const std::string& message);
 };
 
+// A limit with max_wait set says why it rejected a call that could wait, with one of these
+// (each a LimitExceededException, so that a catch of it still catches them all). A full limit
+// without max_wait, and a class whose share is full, throw the plain LimitExceededException.
+
+/// The limit's wait queue was full (max_queue) and held nobody of a lower class to evict.
+class LimitQueueFullException : public LimitExceededException {
+ public:
+  using LimitExceededException::LimitExceededException;
+};
+/// The call waited max_wait (or until adaptive LIFO shed it) without a slot.
+class LimitWaitTimeoutException : public LimitExceededException {
+ public:
+  using LimitExceededException::LimitExceededException;
+};
+/// The caller's deadline left less than the limit's usual latency: rejected without waiting.
+class LimitDeadlineException : public LimitExceededException {
+ public:
+  using LimitExceededException::LimitExceededException;
+};
+/// The caller's stop token was requested while the call waited for a slot (an asynchronous
+/// call cancelled while waiting completes with asio::error::operation_aborted instead).
+class LimitWaitCancelledException : public LimitExceededException {
+ public:
+  using LimitExceededException::LimitExceededException;
+};
+/// A call of a higher class took the waiting call's place in a full queue.
+class LimitEvictedException : public LimitExceededException {
+ public:
+  using LimitExceededException::LimitExceededException;
+};
+
 /// A call that ran past its deadline. Thrown by the timeout policy; a drop by default.
 class CallTimeoutException : public std::runtime_error {
  public:

@@ -41,6 +41,7 @@ struct LimitChangeEvent {
   int max_in_flight = 0;                       // the most calls in flight during the window
   bool dropped = false;                        // whether any call of the window was a drop
   std::chrono::nanoseconds long_latency{0};    // gradient2's long-term average; 0 for aimd
+  int waiters_granted = 0;  // waiters a raise handed a slot to (max_wait set), before this event
 };
 
 /// A circuit breaker moved from one state to another.

@@ -107,6 +107,18 @@ struct PipelineStage<HedgeKind> {
   }
 };
 
+// The adaptive limit admits the call by the class it says (Pipeline::execute(CallClass, f)).
+template <>
+struct PipelineStage<AdaptiveLimitKind> {
+  template <class T, std::size_t I, class Stages, class F>
+  static Outcome<T> try_run(AdaptiveLimit& limit, const Stages& stages, F& f,
+                            std::stop_token stop) {
+    return limit.try_execute(stages.cls, [&]() -> Outcome<T> {
+      return stages.template try_through<I + 1>(f, std::move(stop));
+    });
+  }
+};
+
 // The rate limiter paces: it waits for a permit, and holds nothing while the call runs (the
 // generic stage: its try_execute takes the permit, then runs the rest).
 
@@ -139,6 +151,7 @@ struct PipelineStage<TimeoutKind> {
 template <class T>
 struct PipelineStages {
   AllKinds::Tuple<PolicyPointer> policies{};
+  CallClass cls = CallClass::critical;  // the call's class, for the adaptive limit
 
   template <class Kind>
   typename Kind::Policy* get() const noexcept {
@@ -206,6 +219,14 @@ template <class T, class... Policies>
 PipelineStages<T> make_stages(Policies*... policies) {
   PipelineStages<T> stages;
   ((std::get<kKindIndex<KindOf<Policies>>>(stages.policies) = policies), ...);
+  return stages;
+}
+
+/// The stages saying the call's class `cls` to their adaptive limit (what a generated wrapper's
+/// [[r4c::adaptive_limit(call_class = ...)]] builds, and Pipeline::execute(cls, f) runs).
+template <class T>
+PipelineStages<T> with_call_class(PipelineStages<T> stages, CallClass cls) noexcept {
+  stages.cls = cls;
   return stages;
 }
 
@@ -277,12 +298,28 @@ class Pipeline {
   Outcome<T> try_execute(F&& f) const {
     return stages_.try_execute(f);
   }
+  /// execute(f) for a call of class `cls`: the pipeline's adaptive limit admits it below its
+  /// class's share and queues it by class (see AdaptiveLimit::try_acquire(CallClass)); the
+  /// other policies treat every class alike. `critical` is execute(f); `bypass` passes the
+  /// limit unlimited and uncounted.
+  template <class F>
+  T execute(CallClass cls, F&& f) const {
+    return with_class(cls).execute(f);
+  }
+  /// try_execute(f) for a call of class `cls`, as execute(cls, f).
+  template <class F>
+  Outcome<T> try_execute(CallClass cls, F&& f) const {
+    return with_class(cls).try_execute(f);
+  }
 
   /// Runs the asynchronous operation `op` (an Asio initiation: a callable taking a completion
   /// handler) through every policy, completing `token` with `void(std::exception_ptr, T)`.
   /// Defined in <r4c/asio.hpp>, which must be included to call it; see docs/async.md.
   template <class Op, class Token>
   auto async_execute(Op&& op, Token&& token) const;
+  /// async_execute(op, token) for a call of class `cls`, as execute(cls, f).
+  template <class Op, class Token>
+  auto async_execute(CallClass cls, Op&& op, Token&& token) const;
   /// Runs the coroutine `f()` returns (an asio::awaitable<T>) through every policy; returns
   /// an asio::awaitable<T>. `f` is called once per attempt. Defined in <r4c/asio.hpp>.
   template <class F>
@@ -305,6 +342,10 @@ class Pipeline {
 
  private:
   Pipeline() = default;
+  // A copy of the stages (a few pointers) saying the call's class.
+  detail::PipelineStages<T> with_class(CallClass cls) const noexcept {
+    return detail::with_call_class(stages_, cls);
+  }
 
   std::string id_;
   detail::PipelineStages<T> stages_;

@@ -76,7 +76,7 @@ TEST_F(AsyncLimitWaitTest, AWaitTimesOutOnTheLimitsClock) {
   io_.restart();
   io_.poll();
   ASSERT_TRUE(failure.has_value());
-  EXPECT_THROW(std::rethrow_exception(*failure), r4c::LimitExceededException);
+  EXPECT_THROW(std::rethrow_exception(*failure), r4c::LimitWaitTimeoutException);
   EXPECT_FALSE(backend_.has("a"));
   EXPECT_EQ(limit_.snapshot().rejected_by_reason[static_cast<int>(r4c::RejectReason::wait_timeout)],
             1u);
@@ -128,6 +128,45 @@ TEST_F(AsyncLimitWaitTest, ACoroutineWaitsForItsSlotToo) {
   EXPECT_FALSE(*failure);
   EXPECT_EQ(value, "ran");
   EXPECT_EQ(limit_.in_flight(), 0);
+}
+
+// A pipeline's asynchronous call says its class to the pipeline's limit; with max_wait, a bulk
+// call waits behind the class's share and gets the slot a release frees.
+TEST_F(AsyncLimitWaitTest, APipelinesAsyncCallSaysItsClass) {
+  r4c::ResilienceRegistry registry = r4c::testing::registry(clock_).build();
+  auto pipeline = r4c::Pipeline<std::string>::builder(registry, "classes")
+                      .adaptive_limit([](r4c::AdaptiveLimitConfig& a) {
+                        a.initial_limit(2).min_limit(2).max_limit(2).max_wait(10ms);
+                      })
+                      .build();
+  r4c::AdaptiveLimit& limit = *pipeline.adaptive_limit();
+  r4c::Permit held = limit.try_acquire();  // bulk's share of 2 is 1: full for bulk
+  std::optional<std::exception_ptr> bulk_failure;
+  std::string bulk_value;
+  pipeline.async_execute(r4c::CallClass::bulk, backend_.place("bulk"),
+                         asio::bind_executor(io_, recorder(bulk_failure, bulk_value)));
+  std::optional<std::exception_ptr> critical_failure;
+  std::string critical_value;
+  pipeline.async_execute(r4c::CallClass::critical, backend_.place("critical"),
+                         asio::bind_executor(io_, recorder(critical_failure, critical_value)));
+  io_.poll();
+  EXPECT_TRUE(backend_.has("critical"));  // within the whole limit
+  EXPECT_FALSE(backend_.has("bulk"));     // waiting
+  EXPECT_EQ(limit.snapshot().waiting, 1);
+  backend_.complete("critical", "c");
+  held.on_ignore();  // in flight 0: the bulk waiter gets its slot
+  io_.restart();
+  io_.poll();
+  ASSERT_TRUE(backend_.has("bulk"));
+  backend_.complete("bulk", "b");
+  io_.restart();
+  io_.poll();
+  ASSERT_TRUE(bulk_failure.has_value() && critical_failure.has_value());
+  EXPECT_FALSE(*bulk_failure);
+  EXPECT_FALSE(*critical_failure);
+  EXPECT_EQ(bulk_value + critical_value, "bc");
+  EXPECT_EQ(limit.snapshot().waits_granted, 1u);
+  EXPECT_EQ(limit.in_flight(), 0);
 }
 
 }  // namespace

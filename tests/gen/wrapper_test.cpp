@@ -4,6 +4,7 @@
 // class's own method), for every shape of method.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -79,6 +80,41 @@ TEST_F(GeneratedWrapperTest, AFullLimitRejectsWithoutCallingTheDelegate) {
   EXPECT_TRUE(rejected);
   EXPECT_EQ(backend->calls, 1);
   EXPECT_EQ(registry.adaptive_limit("orders").snapshot().rejected, 1u);
+}
+
+class FakeFeeds : public Feeds {
+ public:
+  int user(int n) override {
+    if (during_user) during_user();
+    return n;
+  }
+  int prefetch(int n) override { return n; }
+  std::function<void()> during_user;
+};
+
+TEST_F(GeneratedWrapperTest, ACallClassAttributeSaysTheMethodsClassToItsLimit) {
+  auto registry = r4c::testing::registry(clock_).build();
+  auto backend = std::make_shared<FakeFeeds>();
+  auto feeds = r4c::make_resilient<Feeds>(backend, registry);
+  bool nested = false;
+  bool bulk_rejected = false;
+  int nested_user = 0;
+  backend->during_user = [&] {
+    if (std::exchange(nested, true)) return;
+    try {
+      (void)feeds->prefetch(1);  // bulk: 1 in flight is its whole share (0.5 of 2)
+    } catch (const r4c::LimitExceededException&) {
+      bulk_rejected = true;
+    }
+    nested_user = feeds->user(7);  // critical: the limit's second slot
+  };
+  EXPECT_EQ(feeds->user(1), 1);
+  EXPECT_TRUE(bulk_rejected);
+  EXPECT_EQ(nested_user, 7);
+  EXPECT_EQ(feeds->prefetch(2), 2);  // nothing in flight: bulk gets in
+  const r4c::AdaptiveLimitSnapshot snapshot = registry.adaptive_limit("feeds").snapshot();
+  EXPECT_EQ(snapshot.rejected_by_class[static_cast<int>(r4c::CallClass::bulk)], 1u);
+  EXPECT_EQ(snapshot.rejected, 1u);
 }
 
 TEST_F(GeneratedWrapperTest, ATimeoutInsideTheLimitIsADropAndAimdBacksOff) {

@@ -296,7 +296,51 @@ TEST(ScenarioTest, ReadsPoliciesAndLimitSettingsInTheLibrarysWords) {
             "test.toml:8: unknown key \"algorithm\" in groups[1].limit; did you mean "
             "\"alpha\"? (valid: initial_limit, min_limit, max_limit, window, "
             "min_window_samples, smoothing, rtt_tolerance, long_window, queue_size, "
-            "backoff_ratio, probe_multiplier, alpha, beta)");
+            "backoff_ratio, probe_multiplier, alpha, beta, max_wait, max_queue, "
+            "max_queue_factor, queue_order, codel_target, codel_interval, critical_share, "
+            "degraded_share, best_effort_share, bulk_share)");
+}
+
+// Issue 17's keys: a group's class, a limit shared by name, and the limit's wait settings.
+TEST(ScenarioTest, ReadsClassesSharedLimitsAndWaits) {
+  const std::string two = R"(duration = "10s"
+[server]
+workers = 4
+[[groups]]
+name = "users"
+rate = 10
+policy = "gradient2"
+shared_limit = "api"
+limit = { max_wait = "20ms", max_queue_factor = 0.5, queue_order = "lifo", bulk_share = 0.4 }
+[[groups]]
+name = "prefetch"
+rate = 100
+policy = "gradient2"
+shared_limit = "api"
+class = "BULK"
+limit = { max_wait = "20ms", max_queue_factor = 0.5, queue_order = "lifo", bulk_share = 0.4 }
+)";
+  const Scenario s = parse_scenario(two, "test.toml");
+  ASSERT_EQ(s.groups.size(), 2u);
+  EXPECT_EQ(s.groups[0].cls, CallClass::critical);
+  EXPECT_EQ(s.groups[1].cls, CallClass::bulk);
+  EXPECT_EQ(s.groups[1].shared_limit, "api");
+  EXPECT_EQ(s.groups[0].limit.max_wait(), std::chrono::milliseconds(20));
+  EXPECT_EQ(s.groups[0].limit.queue_order(), QueueOrder::lifo);
+  EXPECT_EQ(s.groups[1].limit.class_share(CallClass::bulk), 0.4);
+
+  std::string differing = two;
+  differing.replace(differing.rfind("max_wait = \"20ms\""), 17, "max_wait = \"30ms\"");
+  EXPECT_THAT(error_of(differing),
+              HasSubstr("groups[2].shared_limit is \"api\", shared with group \"users\", whose "
+                        "limit.max_wait differs"));
+  EXPECT_THAT(error_of(kGroupWithoutPolicy + "policy = \"bulkhead\"\nmax_concurrent = 2\n"
+                                             "class = \"bulk\"\n"),
+              HasSubstr("groups[1].class applies to the adaptive limit's policies only"));
+  EXPECT_THAT(error_of(std::string(kMinimal) + "class = \"urgent\"\n"),
+              HasSubstr("groups[1].class"));
+  EXPECT_THAT(error_of(std::string(kMinimal) + "limit = { max_wait = \"2h\" }\n"),
+              HasSubstr("R4C-REG-001"));
 }
 
 // A throttle group's table: the throttle's settings by the library's ThrottleKind descriptor

@@ -18,7 +18,14 @@
 //   workload-shift: once settled, the limit never below 0.8x the 32 workers.
 //   no-traffic:     no algorithm's limit moves while no call comes (31 s to 90 s).
 //
-// and issue 20's throttle on throttle-overload: half the backend load, the same goodput.
+// and issue 20's throttle on throttle-overload: half the backend load, the same goodput;
+// and issue 17's:
+//
+//   priority-spike: a 12x spike of bulk calls beside critical ones on one limit: critical keeps
+//                   at least 99% success while bulk is shed (and, without classes,
+//                   priority-spike-no-classes, critical loses more than 5%).
+//   wait-bursts:    a 20 ms wait takes bursts with fewer rejections than no wait, its p99 at
+//                   most 1.2x.
 //
 // capacity-drop is 300 s of 5 groups at 2000 calls/s (3 million calls): a few seconds in an
 // optimised build (scripts/test), minutes without optimisation. Unoptimised builds (Debug, and
@@ -221,6 +228,39 @@ TEST(TargetsTest, TheThrottleHalvesTheBackendLoadForTheSameGoodput) {
   EXPECT_GE(throttled.rejected, 0.45);  // shed locally, never sent
   EXPECT_GE(throttled.goodput, 0.95 * unprotected.goodput);
   EXPECT_LE(static_cast<double>(throttled.errors), 0.4 * static_cast<double>(unprotected.errors));
+}
+
+// Issue 17 (docs/simulator.md, "Priority classes and a bounded wait").
+TEST(TargetsTest, ClassesKeepCriticalCallsThroughABulkSpikeOnOneLimit) {
+  if (!kOptimised) GTEST_SKIP() << kWhySkipped;
+  const auto success = [](const GroupSummary& g) {
+    return static_cast<double>(g.succeeded) / static_cast<double>(g.offered);
+  };
+  const GroupSummary& critical = run_of("priority-spike").summary("critical");
+  const GroupSummary& bulk = run_of("priority-spike").summary("bulk");
+  const GroupSummary& critical_alone = run_of("priority-spike-no-classes").summary("critical");
+  RecordProperty("critical_success", std::to_string(success(critical)));
+  RecordProperty("bulk_rejected", std::to_string(bulk.rejected));
+  RecordProperty("critical_success_without_classes", std::to_string(success(critical_alone)));
+  EXPECT_GE(success(critical), 0.99);
+  EXPECT_GE(bulk.rejected, 0.2);  // shed
+  EXPECT_LE(success(critical_alone), 0.95);
+}
+
+TEST(TargetsTest, AShortWaitTakesBurstsWithFewerRejectionsAndALikeP99) {
+  if (!kOptimised) GTEST_SKIP() << kWhySkipped;
+  const Simulated& run = run_of("wait-bursts");
+  const GroupSummary& wait = run.summary("wait");
+  const GroupSummary& no_wait = run.summary("no-wait");
+  ASSERT_TRUE(wait.p99_ms && no_wait.p99_ms);
+  RecordProperty("wait_rejected", std::to_string(wait.rejected));
+  RecordProperty("no_wait_rejected", std::to_string(no_wait.rejected));
+  RecordProperty("wait_p99_ms", std::to_string(*wait.p99_ms));
+  RecordProperty("no_wait_p99_ms", std::to_string(*no_wait.p99_ms));
+  EXPECT_GT(no_wait.rejected_calls, 0);
+  EXPECT_LE(wait.rejected, 0.5 * no_wait.rejected);
+  EXPECT_LE(*wait.p99_ms, 1.2 * *no_wait.p99_ms);
+  EXPECT_GE(wait.goodput, no_wait.goodput);
 }
 
 }  // namespace

@@ -131,6 +131,8 @@ std::string comma_list(std::span<const std::string_view> names) {
 // The keys every attribute takes besides its kind's settings.
 constexpr std::string_view kName = "name";
 constexpr std::string_view kConfig = "config";
+// The adaptive limit's too: the priority class the method's calls say at admission.
+constexpr std::string_view kCallClass = "call_class";
 
 // One value as written in the attribute, and as the library's parser read it.
 struct Value {
@@ -401,6 +403,7 @@ std::optional<Policy> check_kind(const Token& name_token, std::span<const Token>
   const std::span<const r4c::detail::Setting<Config>> settings = Kind::settings();
   const PolicyKind kind = r4c::detail::kKindIndex<Kind>;
   std::vector<std::string_view> keys = {kName, kConfig};
+  if constexpr (std::is_same_v<Kind, AdaptiveLimitKind>) keys.push_back(kCallClass);
   for (const auto& setting : settings) {
     if (setting.attribute) keys.push_back(setting.name);
   }
@@ -458,6 +461,20 @@ std::optional<Policy> check_kind(const Token& name_token, std::span<const Token>
                 (value_tokens.empty() ? std::string("empty") : "'" + joined(value_tokens) + "'") +
                 "; expected a string literal, e.g. \"orders\"");
       }
+    } else if (key == kCallClass) {
+      // An identifier (bulk) or a string ("bulk"), as the library names the classes.
+      std::optional<std::string> text = string_literal(value_tokens);
+      if (!text && value_tokens.size() == 1 && value_tokens[0].kind == Token::Kind::identifier)
+        text = value_tokens[0].text;
+      const auto cls = text ? r4c::from_string<r4c::CallClass>(*text) : std::nullopt;
+      if (cls) {
+        value = Value{};
+        value->text = std::string(r4c::to_string(*cls));
+      } else {
+        diagnostics.error(value_tokens.empty() ? where : value_tokens[0].where, kMalformed,
+                          "call_class is '" + joined(value_tokens) + "' in " + attribute +
+                              "; valid: " + r4c::text::choices<r4c::CallClass>());
+      }
     } else {
       value = read_value(*setting_named(settings, key), value_tokens, where, diagnostics);
     }
@@ -467,6 +484,7 @@ std::optional<Policy> check_kind(const Token& name_token, std::span<const Token>
     }
     if (key == kName) policy.name = value->text;
     if (key == kConfig) policy.config = value->text;
+    if (key == kCallClass) policy.call_class = "r4c::CallClass::" + value->text;
     values.emplace_back(key, std::move(*value));
   }
   if (!ok) return std::nullopt;

@@ -54,6 +54,9 @@ struct Policy {
   std::string name;         // the instance name ("" = the method id)
   std::string config;       // the named config ("" = none)
   std::string config_type;  // the policy's config as C++ spells it: "r4c::TimeoutConfig"
+  // adaptive_limit only: the class its calls say (call_class = bulk), as C++:
+  // "r4c::CallClass::bulk"; "" = critical.
+  std::string call_class;
   // The settings, as C++. For the adaptive limit: designated initializers of
   // r4c::AdaptiveLimitAttributes, in member order (".initial_limit = 10"). For the others:
   // calls on the config `c`, in the order written ("c.max_attempts(3)").

@@ -268,13 +268,18 @@ void emit_class(std::ostringstream& out, const Class& cls) {
       continue;
     }
     // make_stages puts each policy at its kind's place in the library's list of kinds.
-    init << ",\n        " << method.member << "{r4c::detail::make_stages<" << stages_value(method)
-         << ">(";
+    std::string call_class;  // the adaptive limit's call_class, if it has one
+    for (const Policy& policy : method.policies) {
+      if (!policy.call_class.empty()) call_class = policy.call_class;
+    }
+    init << ",\n        " << method.member << "{"
+         << (call_class.empty() ? "" : "r4c::detail::with_call_class(")
+         << "r4c::detail::make_stages<" << stages_value(method) << ">(";
     for (std::size_t i = 0; i < method.policies.size(); ++i) {
       init << (i > 0 ? "," : "") << "\n            "
            << resolve(method, method.policies[i], std::string(16, ' '));
     }
-    init << ")}";
+    init << ")" << (call_class.empty() ? "" : ", " + call_class + ")") << "}";
   }
   if (cls.delegates) {
     out << "  " << wrapper << "(std::shared_ptr<" << cls.qualified << "> delegate,\n"

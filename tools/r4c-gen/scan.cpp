@@ -752,6 +752,12 @@ class Scanner {
                              "r4c::grpc::admit()");
     }
     for (const Policy& p : method.policies) {
+      if (p.kind == kAdaptiveLimit && !p.call_class.empty()) {
+        diagnostics_.error(
+            p.where, kNotWrappable,
+            "'" + method.name + "' is a gRPC handler: its class comes from the " +
+                "request's metadata, not from call_class in [[r4c::adaptive_limit]]");
+      }
       if (p.kind == kAdaptiveLimit) continue;
       diagnostics_.error(p.where, kNotWrappable,
                          "'" + method.name + "' is a gRPC handler, which r4c-gen guards with " +

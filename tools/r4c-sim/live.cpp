@@ -299,20 +299,22 @@ class LiveRun {
     bool admitted = false;
     Outcome outcome = Outcome::success;
     try {
-      group.pipeline.execute([&](std::stop_token stop) {
-        admitted = true;
-        group.in_flight.fetch_add(1, std::memory_order_relaxed);
-        if (self.grpc) {
-          self.grpc->call(scenario_.server_of(g), task.size, stop, self.read_timeout);
-          return;
-        }
-        std::stop_callback on_deadline(stop, [&self] { self.client->stop(); });
-        httplib::Result result = self.client->Get(path);
-        if (!result) throw std::runtime_error("transport: " + httplib::to_string(result.error()));
-        if (result->status != 200) {
-          throw std::runtime_error("HTTP status " + std::to_string(result->status));
-        }
-      });
+      group.pipeline.execute(
+          scenario_.groups[static_cast<std::size_t>(g)].cls, [&](std::stop_token stop) {
+            admitted = true;
+            group.in_flight.fetch_add(1, std::memory_order_relaxed);
+            if (self.grpc) {
+              self.grpc->call(scenario_.server_of(g), task.size, stop, self.read_timeout);
+              return;
+            }
+            std::stop_callback on_deadline(stop, [&self] { self.client->stop(); });
+            httplib::Result result = self.client->Get(path);
+            if (!result)
+              throw std::runtime_error("transport: " + httplib::to_string(result.error()));
+            if (result->status != 200) {
+              throw std::runtime_error("HTTP status " + std::to_string(result->status));
+            }
+          });
     } catch (const CallTimeoutException&) {
       outcome = Outcome::timeout;
     } catch (...) {

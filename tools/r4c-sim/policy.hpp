@@ -17,7 +17,8 @@ namespace r4c::sim {
 /// policy. A group's timeout
 /// goes inside (for aimd, its drop signal).
 inline Pipeline<void> build_pipeline(ResilienceRegistry& registry, const GroupSpec& group) {
-  auto builder = Pipeline<void>::builder(registry, group.name);
+  auto builder = Pipeline<void>::builder(
+      registry, group.shared_limit.empty() ? group.name : group.shared_limit);
   switch (group.policy) {
     case kAdaptiveLimit:
       builder.adaptive_limit([&group](AdaptiveLimitConfig& config) { config = group.limit; });

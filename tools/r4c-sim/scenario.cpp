@@ -342,12 +342,7 @@ constexpr std::int64_t kMaxClients = 1000;
 
 // The settings a group's policy decides itself, which its limit table does not take: the
 // algorithm (the policy names it), the drops (the simulator's timeouts) and `enabled`.
-// The bounded wait and the class shares too, until the simulator's calls can wait and say a
-// class (issue #17): a scenario that set them would show nothing of them.
-constexpr std::string_view kSetByThePolicy[] = {
-    "algorithm",        "drop_on",           "enabled",      "max_wait",       "max_queue",
-    "max_queue_factor", "queue_order",       "codel_target", "codel_interval", "critical_share",
-    "degraded_share",   "best_effort_share", "bulk_share"};
+constexpr std::string_view kSetByThePolicy[] = {"algorithm", "drop_on", "enabled"};
 
 // The algorithms a limit-table key tunes, when not all of them.
 // WORKAROUND (remove when the adaptive limit's descriptor says which algorithm a setting
@@ -550,6 +545,7 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
   std::string throttle_path;
   const toml::node* timeout_node = nullptr;
   const toml::node* max_concurrent_node = nullptr;
+  const toml::node* class_node = nullptr;
   reader.read_table(
       table, path,
       {
@@ -582,6 +578,18 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
            [&](const toml::node& node, const std::string& key) {
              if (auto n = reader.integer(node, key, 1, kMaxClients)) {
                group.clients = static_cast<int>(*n);
+             }
+           }},
+          {"class",
+           [&](const toml::node& node, const std::string& key) {
+             class_node = &node;
+             if (auto cls = reader.choice<CallClass>(node, key)) group.cls = *cls;
+           }},
+          {"shared_limit",
+           [&](const toml::node& node, const std::string& key) {
+             if (auto name = plain_name(reader, node, key, "a name such as \"api\"",
+                                        "the groups that give it call through one limit")) {
+               group.shared_limit = *name;
              }
            }},
           {"max_concurrent",
@@ -672,6 +680,17 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
     }
   }
   const bool adaptive = group.policy == kAdaptiveLimit;
+  if (class_node != nullptr && !adaptive) {
+    reader.error(class_node->source(), path +
+                                           ".class applies to the adaptive limit's policies only "
+                                           "(this group's policy is " +
+                                           policy + ")");
+  }
+  if (!group.shared_limit.empty() && group.clients > 1) {
+    reader.error(table.source(),
+                 path + ".shared_limit is given with clients = " + std::to_string(group.clients) +
+                     "; a fleet's clients have a limit each (leave one out)");
+  }
   if (adaptive && group.limit.algorithm() == LimitAlgorithm::aimd && timeout_node == nullptr) {
     reader.missing(table, path, "timeout",
                    std::string(kDurationForm) +
@@ -691,6 +710,25 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
   } catch (const ConfigException& e) {
     reader.error(limit_table->source(), limit_path + ": " + e.what());
   }
+}
+
+// Groups sharing a limit call through one pipeline: what builds it must be the same.
+void check_shared_limit(Reader& reader, const toml::table& table, const std::string& path,
+                        const GroupSpec& group, const GroupSpec& other) {
+  std::string differs;
+  if (group.policy != other.policy || group.limit.algorithm() != other.limit.algorithm()) {
+    differs = "policy";
+  } else if (group.timeout != other.timeout) {
+    differs = "timeout";
+  } else if (const auto difference = first_difference(group.limit, other.limit)) {
+    differs = "limit." + difference->setting;
+  }
+  if (differs.empty()) return;
+  reader.error(table.source(), path + ".shared_limit is \"" + group.shared_limit +
+                                   "\", shared with group \"" + other.name + "\", whose " +
+                                   differs +
+                                   " differs; expected the same policy, timeout and "
+                                   "limit table (only rate, class and changes may differ)");
 }
 
 void read_server(Reader& reader, const toml::table& table, ServerSpec& server, Nanos duration) {
@@ -944,6 +982,8 @@ Scenario read_scenario(const toml::table& root, Reader& reader, std::string_view
                                                     "\", the name of another group; expected "
                                                     "a name of its own");
                  }
+                 if (!group.shared_limit.empty() && other.shared_limit == group.shared_limit)
+                   check_shared_limit(reader, table, path, group, other);
                }
                scenario.groups.push_back(std::move(group));
              });

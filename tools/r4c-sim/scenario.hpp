@@ -122,9 +122,13 @@ struct GroupSpec {
   std::string name;
   double rate = 0.0;  // offered calls per second, Poisson arrivals (open loop)
   PolicyKind policy = kAdaptiveLimit;
-  std::optional<Nanos> timeout;     // a timeout inside the policy; required for aimd
-  int max_concurrent = 0;           // bulkhead only
-  AdaptiveLimitConfig limit;        // adaptive_limit; its algorithm is the one the policy names
+  std::optional<Nanos> timeout;         // a timeout inside the policy; required for aimd
+  int max_concurrent = 0;               // bulkhead only
+  AdaptiveLimitConfig limit;            // adaptive_limit; its algorithm is the one the policy names
+  CallClass cls = CallClass::critical;  // the class its calls say to the limit (`class`)
+  /// Groups giving the same name call through one pipeline (one limit), named so; their
+  /// policy, timeout and limit table must agree. Empty: the group's own, named as the group.
+  std::string shared_limit;
   ThrottleConfig throttle;          // throttle: its `throttle` table
   std::vector<RateChange> changes;  // sorted by `at`
   /// A fleet of identical clients: the file's group with `clients = N` is read as N groups, each

@@ -112,7 +112,13 @@ class Simulation {
       // the scenario's seed, so that a run is reproducible.
       GroupSpec seeded = spec;
       if (seeded.limit.random_seed() == 0) {
-        seeded.limit.random_seed(scenario.seed * 0x9e3779b97f4a7c15ULL + g + 1);
+        // Groups sharing a limit build it alike: the seed of the first of them.
+        std::size_t first = 0;
+        while (first < g && (spec.shared_limit.empty() ||
+                             scenario.groups[first].shared_limit != spec.shared_limit)) {
+          ++first;
+        }
+        seeded.limit.random_seed(scenario.seed * 0x9e3779b97f4a7c15ULL + first + 1);
       }
       groups_.emplace_back(build_pipeline(registry_, seeded),
                            Rng(scenario.seed, scenario.stream_of(static_cast<int>(g))));
@@ -181,6 +187,11 @@ class Simulation {
   // The operation each call's pipeline starts: the call queues at its server.
   template <class Handler>
   void submit(Call* call, Handler&& handler) {
+    const GroupSpec& spec = scenario_.groups[static_cast<std::size_t>(call->group)];
+    if (spec.timeout && call->start < Nanos(now_)) {
+      // Granted after a wait: its timeout starts now (arrive() armed those admitted at once).
+      push(Nanos(now_) + *spec.timeout, Kind::wake, call->group, nullptr);
+    }
     call->admitted = true;
     call->at_server = true;
     ++groups_[static_cast<std::size_t>(call->group)].in_flight;
@@ -321,9 +332,13 @@ class Simulation {
     ++stats_.calls;
     recorder_.offered(g, Nanos(now_));
     schedule_arrival(g);
-    group.pipeline.async_execute(Operation{this, call},
+    group.pipeline.async_execute(spec.cls, Operation{this, call},
                                  asio::bind_executor(io_, Answer{this, call}));
     if (spec.timeout && call->admitted) push(Nanos(now_) + *spec.timeout, Kind::wake, g, nullptr);
+    if (!call->admitted && !call->answered && spec.limit.max_wait() > Nanos(0)) {
+      // It waits for a slot: its wait's deadline gets an event (a grant comes with a release).
+      push(Nanos(now_) + spec.limit.max_wait(), Kind::wake, g, nullptr);
+    }
   }
 
   void begin_service(Call* call) {

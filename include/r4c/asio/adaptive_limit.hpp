@@ -59,8 +59,8 @@ struct LimitQueueAccess {
   static Permit admit_now(AdaptiveLimit& limit, CallClass cls) noexcept {
     return limit.admit_now(cls);
   }
-  static RejectReason begin_wait(AdaptiveLimit& limit, LimitWaiter& waiter,
-                                 const Admission& admission) noexcept {
+  static auto begin_wait(AdaptiveLimit& limit, LimitWaiter& waiter,
+                         const Admission& admission) noexcept {
     return limit.begin_wait(waiter, admission);
   }
   static WaitEnd end_wait(AdaptiveLimit& limit, LimitWaiter& waiter, WaitEnd end) noexcept {
@@ -102,10 +102,12 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
       call->release();  // the answer's
       throw;
     }
-    const RejectReason refused = LimitQueueAccess::begin_wait(limit, call->waiter_, Admission{cls});
-    if (refused != RejectReason::none || call->waiter_.end() == WaitEnd::granted) {
-      call->fire_now(now);
-    }
+    // What begin_wait() decided under the queue's mutex: once queued, the waiter belongs to
+    // the queue, and a grant, eviction or timeout on another thread may end it at any moment
+    // (its wake() fires the timer then).
+    const auto begun = LimitQueueAccess::begin_wait(limit, call->waiter_, Admission{cls});
+    if (begun.refused != RejectReason::none) call->reason_ = begun.refused;
+    if (begun.refused != RejectReason::none || begun.granted) call->fire_now(now);
     call->disarm_if_answered();
   }
 
@@ -132,13 +134,16 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
   void wait_ended() noexcept {
     // The timer ends the wait at its deadline; anything earlier is the caller's cancellation.
     const WaitEnd end = clock_now() >= deadline_ ? WaitEnd::timed_out : WaitEnd::cancelled;
-    if (LimitQueueAccess::end_wait(*limit_, waiter_, end) == WaitEnd::granted) {
+    const WaitEnd ended = LimitQueueAccess::end_wait(*limit_, waiter_, end);
+    if (ended == WaitEnd::granted) {
       permit_ = LimitQueueAccess::permit_of(*limit_, waiter_);
+    } else if (reason_ == RejectReason::none) {
+      reason_ = reason_of(ended);  // not refused before it was queued: how its wait ended
     }
   }
   void resume() {
     if (!permit_) {
-      if (this->claim()) this->answer(limit_->rejection());
+      if (this->claim()) this->answer(limit_->rejection(reason_));
       return;
     }
     this->add_ref();  // the operation's
@@ -150,6 +155,7 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
   Op op_;
   Waiter waiter_;
   Permit permit_;
+  RejectReason reason_ = RejectReason::none;  // why, when it gets no slot
   std::chrono::nanoseconds deadline_{0};
 };
 

@@ -49,9 +49,30 @@ struct AsyncLayer {
   }
 };
 
+// The adaptive limit's layer says the call's class (Pipeline::async_execute(CallClass, ...)).
+template <class T, class Inner>
+struct AsyncLayer<T, AdaptiveLimit, Inner> {
+  AdaptiveLimit* policy;
+  Inner inner;
+  CallClass cls = CallClass::critical;
+
+  template <class Handler>
+  void operator()(Handler&& handler) {
+    if (policy == nullptr) {
+      inner(std::forward<Handler>(handler));
+    } else {
+      policy->template async_execute<T>(cls, inner, std::forward<Handler>(handler));
+    }
+  }
+};
+
 template <class T, class Policy, class Inner>
-AsyncLayer<T, Policy, std::decay_t<Inner>> layer(Policy* policy, Inner&& inner) {
-  return {policy, std::forward<Inner>(inner)};
+AsyncLayer<T, Policy, std::decay_t<Inner>> layer(Policy* policy, Inner&& inner, CallClass cls) {
+  if constexpr (std::is_same_v<Policy, AdaptiveLimit>) {
+    return {policy, std::forward<Inner>(inner), cls};
+  } else {
+    return {policy, std::forward<Inner>(inner)};
+  }
 }
 
 // The pipeline's own hold: none. Its call only turns the caller's handler into r4c's, so that
@@ -80,7 +101,8 @@ struct PipelineInitiation {
     if constexpr (I == kKindCount) {
       return std::decay_t<Op>(std::forward<Op>(op));
     } else {
-      return layer<T>(std::get<I>(stages.policies), layers_from<I + 1>(std::forward<Op>(op)));
+      return layer<T>(std::get<I>(stages.policies), layers_from<I + 1>(std::forward<Op>(op)),
+                      stages.cls);
     }
   }
 };
@@ -104,6 +126,13 @@ template <class Op, class Token>
 auto Pipeline<T>::async_execute(Op&& op, Token&& token) const {
   return asio::async_initiate<Token, detail::AsyncSignature<T>>(
       detail::PipelineInitiation<T>{stages_}, token, std::forward<Op>(op));
+}
+
+template <class T>
+template <class Op, class Token>
+auto Pipeline<T>::async_execute(CallClass cls, Op&& op, Token&& token) const {
+  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
+      detail::PipelineInitiation<T>{with_class(cls)}, token, std::forward<Op>(op));
 }
 
 template <class T>

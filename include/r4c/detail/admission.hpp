@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 
 #include "r4c/adaptive_limit_config.hpp"
@@ -79,6 +80,8 @@ struct WaitQueue {
   // adaptive_lifo: the last time the queue was seen empty; it stands once that is older than
   // the CoDel interval.
   std::int64_t last_empty = 0;
+  // The limit's exception for each RejectReason a wait may end with (AdaptiveLimit::rejection).
+  std::array<std::exception_ptr, 8> rejections{};
 
   void push(LimitWaiter& waiter) noexcept {
     lists[static_cast<int>(waiter.cls)].push(waiter);

@@ -14,4 +14,6 @@ class Shop {
   virtual int e() = 0;
   [[r4c::retry(retry_on = 42)]]
   virtual int f() = 0;
+  [[r4c::adaptive_limit(call_class = urgent)]]
+  virtual int g() = 0;
 };

@@ -79,6 +79,16 @@ class Everything {
   virtual std::string call(const std::string& what) = 0;
 };
 
+/// Methods saying their priority class to one shared limit: prefetches are bulk.
+class Feeds {
+ public:
+  virtual ~Feeds() = default;
+  [[r4c::adaptive_limit(name = "feeds", initial_limit = 2, min_limit = 2, max_limit = 2)]]
+  virtual int user(int n) = 0;
+  [[r4c::adaptive_limit(name = "feeds", initial_limit = 2, min_limit = 2, max_limit = 2, call_class = bulk)]]
+  virtual int prefetch(int n) = 0;
+};
+
 /// Every policy but the hedge (which allocates per call by design): the lean per-call path.
 /// Also the other spellings of attributes: a `using` prefix, several in one [[...]].
 class Lean {
