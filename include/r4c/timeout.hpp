@@ -90,6 +90,60 @@ class StopAtDeadline final : public TimerTask {
   std::stop_source source_;
 };
 
+// A call's deadline with a token. On a SystemClock it sits in the thread's DeadlineSlots (no
+// lock, no allocation); on any other clock, or nested deeper than the slots go, on the clock's
+// timer queue, which a ManualClock fires exactly at its deadline inside advance().
+class TokenDeadline {
+ public:
+  TokenDeadline(const ClockReader& reader, Clock& clock, std::int64_t timeout_ticks,
+                std::chrono::nanoseconds timeout)
+      : reader_(reader), clock_(clock) {
+    if (reader.system_time()) [[likely]] {
+      deadline_ = reader.ticks() + timeout_ticks;
+      slot_ = DeadlineSlots::arm(stop_, deadline_);
+      if (slot_ != nullptr) [[likely]]
+        return;
+      clock.schedule(stop_, std::chrono::nanoseconds(reader.to_clock_ns(deadline_)));
+    } else {
+      deadline_ = clock.now().count() + timeout.count();
+      clock.schedule(stop_, std::chrono::nanoseconds(deadline_));
+    }
+  }
+  TokenDeadline(const TokenDeadline&) = delete;
+  TokenDeadline& operator=(const TokenDeadline&) = delete;
+  ~TokenDeadline() { end(); }
+
+  std::stop_token token() const noexcept { return stop_.token(); }
+
+  /// Ends the deadline (again: nothing); once it returns nothing touches the token's state.
+  void end() noexcept {
+    if (ended_) return;
+    ended_ = true;
+    if (slot_ != nullptr) {
+      DeadlineSlots::disarm(*slot_);
+    } else {
+      clock_.cancel(stop_);
+    }
+  }
+
+  /// Ends the deadline; whether the call was late: its token stopped, or it ended at or after
+  /// its deadline.
+  bool end_late() noexcept {
+    end();
+    if (stop_.stopped()) return true;
+    const std::int64_t now = reader_.system_time() ? reader_.ticks() : clock_.now().count();
+    return now >= deadline_;
+  }
+
+ private:
+  const ClockReader& reader_;
+  Clock& clock_;
+  StopAtDeadline stop_;
+  DeadlineSlots::Slot* slot_ = nullptr;
+  std::int64_t deadline_ = 0;
+  bool ended_ = false;
+};
+
 }  // namespace detail
 
 /// Fails calls that take longer than the timeout with CallTimeoutException.
@@ -113,13 +167,9 @@ class Timeout {
   template <class F>
   auto try_execute(F&& f) {
     if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      detail::StopAtDeadline stop;
-      Clock& clock = *clock_owner_;
-      const std::chrono::nanoseconds deadline = clock.now() + config_.timeout();
-      clock.schedule(stop, deadline);
-      auto outcome = detail::invoke_outcome(f, stop.token());
-      clock.cancel(stop);  // once it returns the timer no longer touches `stop`
-      if (!stop.stopped() && clock.now() < deadline) [[likely]]
+      detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks_, config_.timeout());
+      auto outcome = detail::invoke_outcome(f, deadline.token());
+      if (!deadline.end_late()) [[likely]]
         return outcome;
       return late(std::move(outcome));
     } else {
@@ -205,31 +255,16 @@ decltype(auto) Timeout::execute(F&& f) {
 template <class F>
 decltype(auto) Timeout::execute_with_token(F&& f) {
   using Result = std::invoke_result_t<F, std::stop_token>;
-  detail::StopAtDeadline stop;
-  Clock& clock = *clock_owner_;
-  const std::chrono::nanoseconds deadline = clock.now() + config_.timeout();
-  clock.schedule(stop, deadline);
-  // Ends the timer however the call ends; once cancel() returns it no longer touches `stop`.
-  struct Unschedule {
-    Clock& clock;
-    detail::StopAtDeadline& stop;
-    bool done = false;
-    void operator()() noexcept {
-      if (!done) clock.cancel(stop);
-      done = true;
-    }
-    ~Unschedule() { (*this)(); }
-  } unschedule{clock, stop};
+  // Ends the timer however the call ends; once it has, nothing touches the token's state.
+  detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks_, config_.timeout());
   try {
     if constexpr (std::is_void_v<Result>) {
-      std::invoke(std::forward<F>(f), stop.token());
-      unschedule();
-      if (stop.stopped() || clock.now() >= deadline) throw_timed_out();
+      std::invoke(std::forward<F>(f), deadline.token());
+      if (deadline.end_late()) throw_timed_out();
       return;
     } else {
-      Result result = std::invoke(std::forward<F>(f), stop.token());
-      unschedule();
-      if (stop.stopped() || clock.now() >= deadline) throw_timed_out();  // result destroyed
+      Result result = std::invoke(std::forward<F>(f), deadline.token());
+      if (deadline.end_late()) throw_timed_out();  // the late result is destroyed
       if constexpr (std::is_reference_v<Result>) {
         return static_cast<Result>(result);
       } else {
@@ -239,8 +274,7 @@ decltype(auto) Timeout::execute_with_token(F&& f) {
   } catch (const CallTimeoutException&) {
     throw;
   } catch (...) {
-    unschedule();
-    if (!stop.stopped() && clock.now() < deadline) throw;
+    if (!deadline.end_late()) throw;
   }
   throw_timed_out();  // threw after stop was requested: its exception is replaced
 }
