@@ -462,6 +462,15 @@ class CircuitBreaker {
     CircuitBreakerPermit permit = try_acquire();
     if (!permit) [[unlikely]]
       return Out::refused(Refusal(not_permitted_, "circuitbreaker", instance_id_));
+    return try_execute_permitted(permit, f);
+  }
+
+ private:
+  // try_execute() once permitted. Every return is `outcome`, so it is built in the caller's
+  // slot (a copy of an Outcome through the stack stalled on store forwarding).
+  template <class F>
+  detail::OutcomeOf<F> try_execute_permitted(CircuitBreakerPermit& permit, F& f) {
+    using Out = detail::OutcomeOf<F>;
     const std::int64_t start = clock_.ticks();
     Out outcome = detail::invoke_outcome(f);
     if (outcome.has_value()) [[likely]] {
@@ -471,7 +480,7 @@ class CircuitBreaker {
         try {
           record_result<typename Out::Value>(permit, outcome.value(), elapsed_since(start));
         } catch (...) {
-          return Out::failure(std::current_exception());  // the predicate's, recording nothing
+          outcome = Out::failure(std::current_exception());  // the predicate's, recording nothing
         }
       }
       return outcome;

@@ -169,15 +169,16 @@ class Timeout {
     if constexpr (std::is_invocable_v<F&, std::stop_token>) {
       detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks_, config_.timeout());
       auto outcome = detail::invoke_outcome(f, deadline.token());
-      if (!deadline.end_late()) [[likely]]
-        return outcome;
-      return late(std::move(outcome));
+      // One object returned on every path: built in the caller's slot, never copied.
+      if (deadline.end_late()) [[unlikely]]
+        outcome = late(std::move(outcome));
+      return outcome;
     } else {
       const std::int64_t deadline = clock_.ticks() + timeout_ticks_;
       auto outcome = detail::invoke_outcome(f);
-      if (clock_.ticks() < deadline) [[likely]]
-        return outcome;
-      return late(std::move(outcome));
+      if (clock_.ticks() >= deadline) [[unlikely]]
+        outcome = late(std::move(outcome));
+      return outcome;
     }
   }
 
