@@ -269,10 +269,10 @@ class DeadlineScanner {
       for (Slot& slot : block->slots) {
         const std::uint64_t seq = slot.armed.load(std::memory_order_acquire);
         if ((seq & 1) == 0) continue;
-        const std::int64_t deadline = slot.deadline.load(std::memory_order_relaxed);
-        TimerTask* task = slot.task.load(std::memory_order_relaxed);
-        // A seqlock's reader: the deadline and task belong to arm `seq` if it still stands.
-        std::atomic_thread_fence(std::memory_order_acquire);
+        const std::int64_t deadline = slot.deadline.load(std::memory_order_acquire);
+        TimerTask* task = slot.task.load(std::memory_order_acquire);
+        // The deadline and task belong to arm `seq` if it still stands: a later arm's would
+        // come with its disarm, which this reading would see (acquire above).
         if (slot.armed.load(std::memory_order_relaxed) != seq) continue;
         busy = true;
         if (slot.claimed.load(std::memory_order_relaxed) == seq) continue;  // fired already

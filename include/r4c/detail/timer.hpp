@@ -134,10 +134,10 @@ class DeadlineSlots {
       return nullptr;
     Slot& slot = block->slots[block->depth++];
     block->seq += 2;
-    // A seqlock's writer: a scanner that reads the new deadline reads the last disarm too.
-    std::atomic_thread_fence(std::memory_order_release);
-    slot.deadline.store(deadline, std::memory_order_relaxed);
-    slot.task.store(&task, std::memory_order_relaxed);
+    // release, with the scanner's acquire: a scanner that reads the new deadline or task reads
+    // the last disarm too, so it never takes them for the old arm's.
+    slot.deadline.store(deadline, std::memory_order_release);
+    slot.task.store(&task, std::memory_order_release);
     slot.armed.store(block->seq, std::memory_order_release);
     // The scanner's barrier stands in for a fence here (see the class comment).
     std::atomic_signal_fence(std::memory_order_seq_cst);
