@@ -7,9 +7,12 @@
 //   r4c::Timeout timeout("search", r4c::TimeoutConfig().timeout(std::chrono::seconds(2)), clock);
 //   auto hits = timeout.execute([&](std::stop_token stop) { return backend.search(q, stop); });
 //
-// Deadlines fire from the clock's one timer (no thread per call); with a ManualClock, advance()
-// fires every deadline it passes on the calling thread. A callable without a token needs no
-// timer at all: its end is compared with its deadline. Inside an adaptive limit a timeout is the
+// No thread per call. On the default clock (SystemClock) a token's deadline sits in a slot of
+// the calling thread's own, taking no lock and allocating nothing; one scanner thread for the
+// process stops the token when the deadline passes (detail::DeadlineSlots). On any other clock
+// it is scheduled on the clock's timers: with a ManualClock, advance() fires every deadline it
+// passes on the calling thread, exactly at its time. A callable without a token needs no timer
+// at all: its end is compared with its deadline. Inside an adaptive limit a timeout is the
 // overload signal: CallTimeoutException is a drop by default.
 #pragma once
 
