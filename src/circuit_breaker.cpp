@@ -329,6 +329,28 @@ void CallWindow::record(std::int64_t second, bool failed, bool slow) {
   }
 }
 
+void CallWindow::record_successes(std::int64_t second, std::uint64_t count) {
+  if (type_ == SlidingWindowType::count_based) {
+    const auto size = static_cast<std::uint64_t>(size_);
+    if (totals_.failed == 0 && totals_.slow == 0) {  // every slot holds a success: only counts move
+      totals_.calls = std::min(size, totals_.calls + count);
+      next_ = static_cast<std::int64_t>((static_cast<std::uint64_t>(next_) + count % size) % size);
+      return;
+    }
+    const std::uint64_t one_by_one = std::min(count, size);
+    for (std::uint64_t i = 0; i < one_by_one; ++i) record(second, false, false);
+    if (count > size) {  // the window holds successes only by now: the rest move the ring on
+      next_ = static_cast<std::int64_t>(
+          (static_cast<std::uint64_t>(next_) + (count - size) % size) % size);
+    }
+  } else {
+    advance_to(second);
+    Bucket& bucket = buckets_[ring_index(latest_second_, size_)];
+    bucket.calls += static_cast<std::uint32_t>(count);
+    totals_.calls += count;
+  }
+}
+
 void CallWindow::advance_to(std::int64_t second) {
   if (type_ != SlidingWindowType::time_based) return;
   if (!started_) {
@@ -362,6 +384,8 @@ void CallWindow::reset() {
 CircuitBreaker::CircuitBreaker(std::string instance_id, CircuitBreakerConfig config,
                                std::shared_ptr<Clock> clock)
     : clock_(or_system_clock(clock)),
+      slow_call_duration_(config.slow_call_duration()),
+      time_based_(config.sliding_window_type() == SlidingWindowType::time_based),
       window_(validated(config).sliding_window_type(), config.sliding_window_size()),
       max_half_open_ticks_(clock_.to_ticks(config.max_wait_in_half_open().count())),
       classifies_(!config.ignore_on_types().empty() || !config.record_on_types().empty() ||
@@ -424,7 +448,7 @@ CircuitBreakerPermit CircuitBreaker::acquire_slow(std::uint64_t word) noexcept {
   }
   bool permitted = false;
   {
-    std::lock_guard lock(mutex_);
+    Locked locked(*this, now);
     resolve_half_open_locked(now);
     word = word_.load(std::memory_order_relaxed);
     switch (state_of(word)) {
@@ -463,16 +487,37 @@ void CircuitBreaker::resolve_half_open_locked(std::int64_t now) {
   move_to(config_.state_after_max_wait_in_half_open(), now);
 }
 
-void CircuitBreaker::record(std::uint64_t epoch, bool failed,
-                            std::chrono::nanoseconds duration) noexcept {
+CircuitBreaker::Locked::Locked(const CircuitBreaker& breaker, std::int64_t now)
+    : lock_(breaker.mutex_), breaker_(breaker), now_(now) {
+  // Shut the lock-free path while the lock is held; what it counted comes first.
+  const std::uint64_t pending = breaker.pending_.exchange(kPendingShut, std::memory_order_acquire);
+  const std::uint64_t count = pending & kPendingCount;
+  if (count != 0) breaker.window_.record_successes(breaker.pending_second_, count);
+}
+
+CircuitBreaker::Locked::~Locked() {
+  const detail::CallWindow::Totals& totals = breaker_.window_.totals();
+  if (breaker_.state() != CircuitBreakerState::closed || totals.failed != 0 || totals.slow != 0) {
+    return;  // stays shut: a success may change the rates or the state may not take it
+  }
+  std::uint64_t tag = 0;
+  if (breaker_.time_based_) {
+    breaker_.pending_second_ = breaker_.second_of(now_);
+    tag = tag_of(breaker_.pending_second_);
+  }
+  breaker_.pending_.store(tag, std::memory_order_release);
+}
+
+void CircuitBreaker::record_locked_path(std::uint64_t epoch, bool failed,
+                                        std::chrono::nanoseconds duration) noexcept {
   // Disabled and forced open record nothing: no lock for them. A transition racing with this
   // reading sees the outcome as one of the state it leaves, as any late outcome.
   const CircuitBreakerState state = state_of(word_.load(std::memory_order_relaxed));
   if (state == CircuitBreakerState::disabled || state == CircuitBreakerState::forced_open) return;
-  const bool slow = duration >= config_.slow_call_duration();
+  const bool slow = duration >= slow_call_duration_;
   const std::int64_t now = clock_.ticks();
   {
-    std::lock_guard lock(mutex_);
+    Locked locked(*this, now);
     record_locked(epoch, failed, slow, now);
   }
   publish_transitions();
@@ -485,7 +530,10 @@ void CircuitBreaker::record_locked(std::uint64_t epoch, bool failed, bool slow,
   switch (state_of(word)) {
     case CircuitBreakerState::closed:
       window_.record(second_of(now), failed, slow);
-      if (window_.totals().calls >= minimum_calls_ && rates_exceeded(window_.totals())) {
+      // Rates of 0 never reach a threshold (thresholds are > 0): no division for them.
+      if (window_.totals().calls >= minimum_calls_ &&
+          (window_.totals().failed != 0 || window_.totals().slow != 0) &&
+          rates_exceeded(window_.totals())) {
         const detail::CallWindow::Totals totals = window_.totals();
         move_to(CircuitBreakerState::open, now, &totals);
       }
@@ -523,7 +571,10 @@ void CircuitBreaker::record_locked(std::uint64_t epoch, bool failed, bool slow,
 }
 
 void CircuitBreaker::release(std::uint64_t epoch) noexcept {
-  std::lock_guard lock(mutex_);
+  // Only a half-open breaker counts what is given back. A release racing with a transition to
+  // half-open is one of the state it leaves (its permit's epoch could not match the new one).
+  if (state() != CircuitBreakerState::half_open) return;
+  Locked locked(*this, clock_.ticks());
   const std::uint64_t word = word_.load(std::memory_order_relaxed);
   if (state_of(word) != CircuitBreakerState::half_open) return;
   if (epoch != kCurrentEpoch && epoch != word >> kStateBits) return;
@@ -635,8 +686,8 @@ void CircuitBreaker::move_to(CircuitBreakerState state, std::int64_t now,
 
 void CircuitBreaker::transition_by_hand(CircuitBreakerState state) {
   {
-    std::lock_guard lock(mutex_);
-    if (this->state() != state) move_to(state, clock_.ticks());
+    Locked locked(*this, clock_.ticks());
+    if (this->state() != state) move_to(state, locked.now());
   }
   publish_transitions();
 }
@@ -656,9 +707,9 @@ void CircuitBreaker::transition_to_metrics_only() {
 
 void CircuitBreaker::reset() {
   {
-    std::lock_guard lock(mutex_);
+    Locked locked(*this, clock_.ticks());
     if (state() != CircuitBreakerState::closed) {
-      move_to(CircuitBreakerState::closed, clock_.ticks());
+      move_to(CircuitBreakerState::closed, locked.now());
     } else {
       window_.reset();
       openings_ = 0;
@@ -669,8 +720,8 @@ void CircuitBreaker::reset() {
 
 void CircuitBreaker::open_for_ticks(std::int64_t wait_ticks) {
   {
-    std::lock_guard lock(mutex_);
-    const std::int64_t now = clock_.ticks();
+    Locked locked(*this, clock_.ticks());
+    const std::int64_t now = locked.now();
     if (state() == CircuitBreakerState::open) {
       open_until_.store(now + wait_ticks, std::memory_order_relaxed);
     } else {
@@ -724,7 +775,7 @@ Subscription CircuitBreaker::on_state_transition(
 CircuitBreakerSnapshot CircuitBreaker::snapshot() const {
   CircuitBreakerSnapshot snap;
   const std::int64_t now = clock_.ticks();
-  std::lock_guard lock(mutex_);
+  const Locked locked(*this, now);
   const std::uint64_t word = word_.load(std::memory_order_relaxed);
   snap.state = state_of(word);
   snap.transitions = word >> kStateBits;

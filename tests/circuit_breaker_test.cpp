@@ -862,6 +862,92 @@ TEST(CircuitBreakerConfigTest, FirstDifferenceNamesTheFirstSettingThatDiffers) {
 // opens, half-opens and closes many times. A call is known to be a trial when the breaker was
 // half-open before it asked and had made no transition by the time it ran; those trials, per
 // half-open period, never number more than permitted_calls_in_half_open at once.
+// The successes a clean closed window counts without the lock come first in everything the
+// locked path does next: the window, the rates and the transitions are those of the calls in
+// their order.
+TEST_F(CircuitBreakerTest, LockFreeSuccessesCountInOrderBeforeTheNextFailure) {
+  auto breaker = make_small(/*window=*/4, /*minimum=*/4);
+  for (int i = 0; i < 6; ++i) succeed(*breaker);  // clean: counted without the lock
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 4u);
+  fail(*breaker);  // 1 of 4
+  fail(*breaker);  // 2 of 4: 50 %
+  EXPECT_EQ(breaker->state(), State::open);
+  EXPECT_EQ(breaker->snapshot().failed_calls, 2u);
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 4u);
+}
+
+TEST_F(CircuitBreakerTest, ASuccessAfterAFailureIsRecordedUnderTheLockUntilTheFailureLeaves) {
+  auto breaker = make_small(/*window=*/3, /*minimum=*/3);
+  fail(*breaker);
+  succeed(*breaker);
+  succeed(*breaker);  // 1 of 3: 33 %, under 50 %
+  EXPECT_EQ(breaker->state(), State::closed);
+  EXPECT_EQ(breaker->snapshot().failed_calls, 1u);
+  succeed(*breaker);  // the failure leaves the window
+  EXPECT_EQ(breaker->snapshot().failed_calls, 0u);
+  for (int i = 0; i < 5; ++i) succeed(*breaker);  // clean again
+  fail(*breaker);
+  fail(*breaker);  // 2 of 3
+  EXPECT_EQ(breaker->state(), State::open);
+}
+
+TEST_F(CircuitBreakerTest, LockFreeSuccessesOfATimeBasedWindowExpireWithTheirSecond) {
+  auto breaker = make(r4c::CircuitBreakerConfig()
+                          .sliding_window_type(r4c::SlidingWindowType::time_based)
+                          .sliding_window_size(2)  // seconds
+                          .minimum_number_of_calls(1));
+  for (int i = 0; i < 3; ++i) succeed(*breaker);  // second 0
+  clock_->advance(1s);
+  for (int i = 0; i < 2; ++i) succeed(*breaker);  // second 1
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 5u);
+  clock_->advance(1s);  // second 2: the window is seconds 1 .. 2
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 2u);
+  succeed(*breaker);
+  clock_->advance(1s);  // second 3
+  EXPECT_EQ(breaker->snapshot().buffered_calls, 1u);
+  fail(*breaker);  // 1 of 2: 50 %
+  EXPECT_EQ(breaker->state(), State::open);
+}
+
+// Threads recording at once, most outcomes successes: not one is lost or counted twice, and the
+// breaker opens exactly when the window says so.
+TEST(CircuitBreakerConcurrencyTest, EveryOutcomeIsCountedOnceWithAndWithoutTheLock) {
+  constexpr int kThreads = 4;
+  constexpr int kCalls = 20000;
+  auto clock = std::make_shared<r4c::ManualClock>();
+  r4c::CircuitBreaker breaker(
+      "counted",
+      r4c::CircuitBreakerConfig()
+          .sliding_window_size(r4c::CircuitBreakerConfig::kMaxSlidingWindowSize)
+          .minimum_number_of_calls(1)
+          .failure_rate_threshold(100),
+      clock);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        r4c::CircuitBreakerPermit permit = breaker.try_acquire();
+        ASSERT_TRUE(permit);
+        if ((i + t) % 97 == 96) {
+          permit.on_error(1ms);
+        } else {
+          permit.on_success(1ms);
+        }
+        if (i % 1000 == 0) (void)breaker.snapshot();  // folds the lock-free successes meanwhile
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  std::uint64_t failures = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kCalls; ++i) failures += (i + t) % 97 == 96 ? 1 : 0;
+  }
+  const r4c::CircuitBreakerSnapshot snap = breaker.snapshot();
+  EXPECT_EQ(snap.state, State::closed);
+  EXPECT_EQ(snap.buffered_calls, static_cast<std::uint64_t>(kThreads) * kCalls);
+  EXPECT_EQ(snap.failed_calls, failures);
+}
+
 TEST(CircuitBreakerConcurrencyTest, NeverRunsMoreTrialsThanPermittedAndCountsEveryRejection) {
   constexpr int kPermitted = 3;
   auto clock = std::make_shared<r4c::ManualClock>();

@@ -5,8 +5,12 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <future>
+#include <memory>
+#include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -192,6 +196,162 @@ TEST(SystemClockTimerTest, CancelWaitsForAFireInProgress) {
   EXPECT_FALSE(clock.cancel(task));
   EXPECT_TRUE(task.finished.load());
   releaser.join();
+}
+
+// The deadline slots of synchronous calls on the default clock's time (a timeout with a token).
+// Real time on purpose: their scanner thread reads steady time. Where the process has no
+// scanner (no membarrier) arm() declines; the tests then check only that.
+struct CountingTask final : r4c::detail::TimerTask {
+  void fire() noexcept override { fires.fetch_add(1); }
+  std::atomic<int> fires{0};
+};
+
+std::int64_t ticks_from_now(std::chrono::nanoseconds span) {
+  static r4c::SystemClock clock;
+  const r4c::detail::ClockReader reader(&clock);
+  return reader.ticks() + reader.to_ticks(span.count());
+}
+
+using Slots = r4c::detail::DeadlineSlots;
+
+TEST(DeadlineSlotsTest, APassedDeadlineFiresOnceOnTheScanner) {
+  CountingTask task;
+  Slots::Slot* slot = Slots::arm(task, ticks_from_now(2ms));
+  if (slot == nullptr) GTEST_SKIP() << "no asymmetric barrier here: timeouts use the queue";
+  while (task.fires.load() == 0) std::this_thread::sleep_for(1ms);
+  Slots::disarm(*slot);
+  std::this_thread::sleep_for(5ms);  // several scans: a fired arm is not fired again
+  EXPECT_EQ(task.fires.load(), 1);
+}
+
+TEST(DeadlineSlotsTest, ADisarmedDeadlineNeverFires) {
+  CountingTask task;
+  Slots::Slot* slot = Slots::arm(task, ticks_from_now(3ms));
+  if (slot == nullptr) GTEST_SKIP() << "no asymmetric barrier here";
+  Slots::disarm(*slot);
+  std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(task.fires.load(), 0);
+}
+
+TEST(DeadlineSlotsTest, NestedCallsTakeTheNextSlotUntilTheyRunOut) {
+  CountingTask tasks[Slots::kDepth + 1];
+  std::vector<Slots::Slot*> armed;
+  for (unsigned i = 0; i < Slots::kDepth; ++i) {
+    armed.push_back(Slots::arm(tasks[i], ticks_from_now(1h)));
+    if (armed.back() == nullptr) GTEST_SKIP() << "no asymmetric barrier here";
+  }
+  std::set<Slots::Slot*> distinct(armed.begin(), armed.end());
+  EXPECT_EQ(distinct.size(), Slots::kDepth);
+  EXPECT_EQ(Slots::arm(tasks[Slots::kDepth], ticks_from_now(1h)), nullptr);
+  while (!armed.empty()) {
+    Slots::disarm(*armed.back());
+    armed.pop_back();
+  }
+  // Free again once the nested ones ended.
+  Slots::Slot* again = Slots::arm(tasks[0], ticks_from_now(1h));
+  ASSERT_NE(again, nullptr);
+  Slots::disarm(*again);
+  for (const CountingTask& task : tasks) EXPECT_EQ(task.fires.load(), 0);
+}
+
+TEST(DeadlineSlotsTest, DisarmWaitsForAFireInProgress) {
+  SlowTask task;
+  Slots::Slot* slot = Slots::arm(task, ticks_from_now(0ns));
+  if (slot == nullptr) GTEST_SKIP() << "no asymmetric barrier here";
+  while (!task.started.load()) std::this_thread::yield();
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(10ms);
+    task.release.store(true);
+  });
+  Slots::disarm(*slot);
+  EXPECT_TRUE(task.finished.load());
+  releaser.join();
+}
+
+// A deadline shorter than the scanner's period wakes it: the token stops near its deadline, not
+// at the scanner's next look.
+TEST(DeadlineSlotsTest, AShortDeadlineWakesTheScanner) {
+  r4c::Timeout timeout("short", r4c::TimeoutConfig().timeout(200us));
+  for (int i = 0; i < 20; ++i) {  // the scanner sleeps between the calls, or not
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_THROW(timeout.execute([](std::stop_token stop) {
+      while (!stop.stop_requested()) std::this_thread::yield();
+    }),
+                 r4c::CallTimeoutException);
+    EXPECT_GE(std::chrono::steady_clock::now() - start, 200us);
+  }
+  EXPECT_EQ(timeout.snapshot().timed_out, 20u);
+}
+
+// Threads arming and disarming at once, with deadlines passed and far: a task fires at most
+// once, never after its disarm returned, and each passed deadline not disarmed in time fires.
+TEST(DeadlineSlotsTest, ManyThreadsArmAndDisarmAtOnce) {
+  constexpr int kThreads = 4;
+  constexpr int kCalls = 2000;
+  std::atomic<int> late_fires{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        struct Task final : r4c::detail::TimerTask {
+          void fire() noexcept override {
+            if (disarmed.load()) late->fetch_add(1);
+            fires.fetch_add(1);
+          }
+          std::atomic<bool> disarmed{false};
+          std::atomic<int> fires{0};
+          std::atomic<int>* late = nullptr;
+        } task;
+        task.late = &late_fires;
+        const bool passed = (i + t) % 3 == 0;
+        Slots::Slot* slot = Slots::arm(task, ticks_from_now(passed ? 0ns : 1h));
+        if (slot == nullptr) return;
+        if (passed && i % 50 == 0) {
+          while (task.fires.load() == 0) std::this_thread::yield();
+        }
+        Slots::disarm(*slot);
+        task.disarmed.store(true);
+        EXPECT_LE(task.fires.load(), passed ? 1 : 0);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(late_fires.load(), 0);
+}
+
+// Deeper than the slots go, a timeout's deadline goes to the clock's queue; both kinds stop
+// their token and leave nothing behind.
+TEST(DeadlineSlotsTest, TimeoutsNestedDeeperThanTheSlotsStillStopTheirTokens) {
+  constexpr int kLevels = static_cast<int>(Slots::kDepth) + 3;
+  std::vector<std::unique_ptr<r4c::Timeout>> timeouts;
+  for (int i = 0; i < kLevels; ++i) {
+    timeouts.push_back(std::make_unique<r4c::Timeout>(
+        "level" + std::to_string(i), r4c::TimeoutConfig().timeout(i == kLevels - 1 ? 5ms : 1h)));
+  }
+  std::function<int(int, std::stop_token)> level = [&](int i, std::stop_token) -> int {
+    if (i == kLevels) return 0;
+    return timeouts[i]->execute([&, i](std::stop_token stop) {
+      if (i == kLevels - 1) {
+        while (!stop.stop_requested()) std::this_thread::yield();
+        return 1;
+      }
+      return level(i + 1, stop);
+    });
+  };
+  EXPECT_THROW(level(0, {}), r4c::CallTimeoutException);
+  EXPECT_EQ(timeouts.back()->snapshot().timed_out, 1u);
+  EXPECT_EQ(timeouts.front()->snapshot().timed_out, 0u);
+  for (const auto& timeout : timeouts) EXPECT_EQ(timeout->clock()->pending_tasks(), 0u);
+  // Nothing left armed: the thread's slots are all free again.
+  std::vector<Slots::Slot*> armed;
+  CountingTask tasks[Slots::kDepth];
+  for (CountingTask& task : tasks) armed.push_back(Slots::arm(task, ticks_from_now(1h)));
+  for (auto it = armed.rbegin(); it != armed.rend(); ++it) {
+    if (*it != nullptr) Slots::disarm(**it);
+  }
+  if (armed.front() != nullptr) {
+    EXPECT_NE(armed.back(), nullptr);
+  }
 }
 
 // A clock of the user's own, not a ManualClock: its time moves only by step(), and it fires

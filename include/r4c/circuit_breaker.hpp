@@ -337,6 +337,8 @@ class CallWindow {
   CallWindow(SlidingWindowType type, int size);
   /// Records a call that ended in `second` (of the clock; ignored when count-based).
   void record(std::int64_t second, bool failed, bool slow);
+  /// Records `count` successes, none slow, that ended in `second`, as `count` record() calls.
+  void record_successes(std::int64_t second, std::uint64_t count);
   /// Forgets the buckets that are older than the window ending in `second` (time-based only).
   void advance_to(std::int64_t second);
   void reset();
@@ -420,7 +422,11 @@ class CircuitBreakerHandle {
 
 /// Stops calls to a dependency that fails or is slow too often; see the top of this header.
 /// Thread safety: every member may be called from any thread. Admission while closed, and a
-/// rejection while open, read one atomic word; outcomes and transitions take a mutex.
+/// rejection while open, read one atomic word. While closed with no failure and no slow call in
+/// its window, a success (not slow) is counted with one compare-and-swap and no lock, and
+/// folded into the window by the next thread that takes the lock, before anything it does:
+/// every transition and snapshot sees it, in order. Other outcomes and transitions take a
+/// mutex.
 class CircuitBreaker {
  public:
   /// Builds a closed breaker; validates `config` (throws ConfigException). A null clock means a
@@ -456,6 +462,15 @@ class CircuitBreaker {
     CircuitBreakerPermit permit = try_acquire();
     if (!permit) [[unlikely]]
       return Out::refused(Refusal(not_permitted_, "circuitbreaker", instance_id_));
+    return try_execute_permitted(permit, f);
+  }
+
+ private:
+  // try_execute() once permitted. Every return is `outcome`, so it is built in the caller's
+  // slot (a copy of an Outcome through the stack stalled on store forwarding).
+  template <class F>
+  detail::OutcomeOf<F> try_execute_permitted(CircuitBreakerPermit& permit, F& f) {
+    using Out = detail::OutcomeOf<F>;
     const std::int64_t start = clock_.ticks();
     Out outcome = detail::invoke_outcome(f);
     if (outcome.has_value()) [[likely]] {
@@ -465,7 +480,7 @@ class CircuitBreaker {
         try {
           record_result<typename Out::Value>(permit, outcome.value(), elapsed_since(start));
         } catch (...) {
-          return Out::failure(std::current_exception());  // the predicate's, recording nothing
+          outcome = Out::failure(std::current_exception());  // the predicate's, recording nothing
         }
       }
       return outcome;
@@ -596,7 +611,46 @@ class CircuitBreaker {
   }
   // Cold: open (reject or move to half-open) and half-open (count trials).
   CircuitBreakerPermit acquire_slow(std::uint64_t word) noexcept;
-  void record(std::uint64_t epoch, bool failed, std::chrono::nanoseconds duration) noexcept;
+  void record(std::uint64_t epoch, bool failed, std::chrono::nanoseconds duration) noexcept {
+    if (!failed && count_clean_success(duration)) [[likely]]
+      return;
+    record_locked_path(epoch, failed, duration);
+  }
+  void record_locked_path(std::uint64_t epoch, bool failed,
+                          std::chrono::nanoseconds duration) noexcept;
+  // The lock-free success of a clean closed window: one CAS on pending_, which only succeeds
+  // while the last holder of the lock left the breaker closed and clean (and, time-based, for
+  // the second it left tagged). Else false: the locked path records it.
+  bool count_clean_success(std::chrono::nanoseconds duration) noexcept {
+    if (duration >= slow_call_duration_) return false;
+    const std::uint64_t tag = time_based_ ? tag_of(second_of(clock_.ticks())) : 0;
+    std::uint64_t pending = pending_.load(std::memory_order_relaxed);
+    do {
+      if ((pending & ~kPendingCount) != tag || (pending & kPendingCount) == kPendingCount) {
+        return false;
+      }
+    } while (!pending_.compare_exchange_weak(pending, pending + 1, std::memory_order_relaxed,
+                                             std::memory_order_relaxed));
+    return true;
+  }
+  static std::uint64_t tag_of(std::int64_t second) noexcept {
+    return (static_cast<std::uint64_t>(second) & 0x7fff'ffffu) << 32;
+  }
+  // mutex_, with the successes counted meanwhile folded into window_ first and the lock-free
+  // path opened again (or kept shut) by what the holder left.
+  class Locked {
+   public:
+    Locked(const CircuitBreaker& breaker, std::int64_t now);
+    ~Locked();
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+    std::int64_t now() const noexcept { return now_; }
+
+   private:
+    std::lock_guard<std::mutex> lock_;
+    const CircuitBreaker& breaker_;
+    const std::int64_t now_;
+  };
   void record_locked(std::uint64_t epoch, bool failed, bool slow, std::int64_t now) noexcept;
   void release(std::uint64_t epoch) noexcept;
   // Inside a catch: ignore_on, then record_on (a failure not recorded is a success).
@@ -622,6 +676,15 @@ class CircuitBreaker {
   alignas(detail::kCacheLine) std::atomic<std::uint64_t> word_{0};
   std::atomic<std::int64_t> open_until_{0};  // ticks; an open breaker rejects before this
   const detail::ClockReader clock_;
+  const std::chrono::nanoseconds slow_call_duration_;
+  const bool time_based_;
+
+  // Written by every clean success: a line of its own. kPendingShut while the lock-free path is
+  // shut (not closed, or a failure or slow call in the window, or the lock held); else the
+  // tag of the second its successes fall in (time-based; 0 count-based) | their count.
+  static constexpr std::uint64_t kPendingShut = std::uint64_t{1} << 63;
+  static constexpr std::uint64_t kPendingCount = 0xffff'ffffu;
+  alignas(detail::kCacheLine) mutable std::atomic<std::uint64_t> pending_{kPendingShut};
 
   // A mutex, not atomics: a transition must change the state, the window and the trial counts
   // together, and it is taken only on outcomes and off the closed admission path.
@@ -635,6 +698,7 @@ class CircuitBreaker {
   std::int64_t half_open_until_ = 0;        // ticks; max_wait_in_half_open's end (when set)
   const std::int64_t max_half_open_ticks_;  // 0: no limit
   const bool classifies_;  // whether failures are classified at all: no rethrow needed if not
+  mutable std::int64_t pending_second_ = 0;  // the second pending_'s tag stands for
 
   const std::uint64_t minimum_calls_;
   const std::string instance_id_;

@@ -177,6 +177,9 @@ class ClockReader {
     if (mode_ == Mode::kSteady) return steady_now_ns();
     return clock_->now().count();
   }
+  /// Whether the readings are a SystemClock's (the counter or steady_clock, the same time for
+  /// every SystemClock of the process) rather than a call to the clock's now().
+  bool system_time() const noexcept { return mode_ != Mode::kVirtual; }
   /// A span of ticks in nanoseconds.
   std::int64_t to_ns(std::int64_t span) const noexcept {
     if (mode_ == Mode::kTsc) [[likely]]

@@ -7,9 +7,12 @@
 //   r4c::Timeout timeout("search", r4c::TimeoutConfig().timeout(std::chrono::seconds(2)), clock);
 //   auto hits = timeout.execute([&](std::stop_token stop) { return backend.search(q, stop); });
 //
-// Deadlines fire from the clock's one timer (no thread per call); with a ManualClock, advance()
-// fires every deadline it passes on the calling thread. A callable without a token needs no
-// timer at all: its end is compared with its deadline. Inside an adaptive limit a timeout is the
+// No thread per call. On the default clock (SystemClock) a token's deadline sits in a slot of
+// the calling thread's own, taking no lock and allocating nothing; one scanner thread for the
+// process stops the token when the deadline passes (detail::DeadlineSlots). On any other clock
+// it is scheduled on the clock's timers: with a ManualClock, advance() fires every deadline it
+// passes on the calling thread, exactly at its time. A callable without a token needs no timer
+// at all: its end is compared with its deadline. Inside an adaptive limit a timeout is the
 // overload signal: CallTimeoutException is a drop by default.
 #pragma once
 
@@ -90,6 +93,60 @@ class StopAtDeadline final : public TimerTask {
   std::stop_source source_;
 };
 
+// A call's deadline with a token. On a SystemClock it sits in the thread's DeadlineSlots (no
+// lock, no allocation); on any other clock, or nested deeper than the slots go, on the clock's
+// timer queue, which a ManualClock fires exactly at its deadline inside advance().
+class TokenDeadline {
+ public:
+  TokenDeadline(const ClockReader& reader, Clock& clock, std::int64_t timeout_ticks,
+                std::chrono::nanoseconds timeout)
+      : reader_(reader), clock_(clock) {
+    if (reader.system_time()) [[likely]] {
+      deadline_ = reader.ticks() + timeout_ticks;
+      slot_ = DeadlineSlots::arm(stop_, deadline_);
+      if (slot_ != nullptr) [[likely]]
+        return;
+      clock.schedule(stop_, std::chrono::nanoseconds(reader.to_clock_ns(deadline_)));
+    } else {
+      deadline_ = clock.now().count() + timeout.count();
+      clock.schedule(stop_, std::chrono::nanoseconds(deadline_));
+    }
+  }
+  TokenDeadline(const TokenDeadline&) = delete;
+  TokenDeadline& operator=(const TokenDeadline&) = delete;
+  ~TokenDeadline() { end(); }
+
+  std::stop_token token() const noexcept { return stop_.token(); }
+
+  /// Ends the deadline (again: nothing); once it returns nothing touches the token's state.
+  void end() noexcept {
+    if (ended_) return;
+    ended_ = true;
+    if (slot_ != nullptr) {
+      DeadlineSlots::disarm(*slot_);
+    } else {
+      clock_.cancel(stop_);
+    }
+  }
+
+  /// Ends the deadline; whether the call was late: its token stopped, or it ended at or after
+  /// its deadline.
+  bool end_late() noexcept {
+    end();
+    if (stop_.stopped()) return true;
+    const std::int64_t now = reader_.system_time() ? reader_.ticks() : clock_.now().count();
+    return now >= deadline_;
+  }
+
+ private:
+  const ClockReader& reader_;
+  Clock& clock_;
+  StopAtDeadline stop_;
+  DeadlineSlots::Slot* slot_ = nullptr;
+  std::int64_t deadline_ = 0;
+  bool ended_ = false;
+};
+
 }  // namespace detail
 
 /// Fails calls that take longer than the timeout with CallTimeoutException.
@@ -113,21 +170,18 @@ class Timeout {
   template <class F>
   auto try_execute(F&& f) {
     if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      detail::StopAtDeadline stop;
-      Clock& clock = *clock_owner_;
-      const std::chrono::nanoseconds deadline = clock.now() + config_.timeout();
-      clock.schedule(stop, deadline);
-      auto outcome = detail::invoke_outcome(f, stop.token());
-      clock.cancel(stop);  // once it returns the timer no longer touches `stop`
-      if (!stop.stopped() && clock.now() < deadline) [[likely]]
-        return outcome;
-      return late(std::move(outcome));
+      detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks_, config_.timeout());
+      auto outcome = detail::invoke_outcome(f, deadline.token());
+      // One object returned on every path: built in the caller's slot, never copied.
+      if (deadline.end_late()) [[unlikely]]
+        outcome = late(std::move(outcome));
+      return outcome;
     } else {
       const std::int64_t deadline = clock_.ticks() + timeout_ticks_;
       auto outcome = detail::invoke_outcome(f);
-      if (clock_.ticks() < deadline) [[likely]]
-        return outcome;
-      return late(std::move(outcome));
+      if (clock_.ticks() >= deadline) [[unlikely]]
+        outcome = late(std::move(outcome));
+      return outcome;
     }
   }
 
@@ -205,31 +259,16 @@ decltype(auto) Timeout::execute(F&& f) {
 template <class F>
 decltype(auto) Timeout::execute_with_token(F&& f) {
   using Result = std::invoke_result_t<F, std::stop_token>;
-  detail::StopAtDeadline stop;
-  Clock& clock = *clock_owner_;
-  const std::chrono::nanoseconds deadline = clock.now() + config_.timeout();
-  clock.schedule(stop, deadline);
-  // Ends the timer however the call ends; once cancel() returns it no longer touches `stop`.
-  struct Unschedule {
-    Clock& clock;
-    detail::StopAtDeadline& stop;
-    bool done = false;
-    void operator()() noexcept {
-      if (!done) clock.cancel(stop);
-      done = true;
-    }
-    ~Unschedule() { (*this)(); }
-  } unschedule{clock, stop};
+  // Ends the timer however the call ends; once it has, nothing touches the token's state.
+  detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks_, config_.timeout());
   try {
     if constexpr (std::is_void_v<Result>) {
-      std::invoke(std::forward<F>(f), stop.token());
-      unschedule();
-      if (stop.stopped() || clock.now() >= deadline) throw_timed_out();
+      std::invoke(std::forward<F>(f), deadline.token());
+      if (deadline.end_late()) throw_timed_out();
       return;
     } else {
-      Result result = std::invoke(std::forward<F>(f), stop.token());
-      unschedule();
-      if (stop.stopped() || clock.now() >= deadline) throw_timed_out();  // result destroyed
+      Result result = std::invoke(std::forward<F>(f), deadline.token());
+      if (deadline.end_late()) throw_timed_out();  // the late result is destroyed
       if constexpr (std::is_reference_v<Result>) {
         return static_cast<Result>(result);
       } else {
@@ -239,8 +278,7 @@ decltype(auto) Timeout::execute_with_token(F&& f) {
   } catch (const CallTimeoutException&) {
     throw;
   } catch (...) {
-    unschedule();
-    if (!stop.stopped() && clock.now() < deadline) throw;
+    if (!deadline.end_late()) throw;
   }
   throw_timed_out();  // threw after stop was requested: its exception is replaced
 }

@@ -3,6 +3,10 @@
 // (the caller owns them, often on its stack), so scheduling allocates nothing once the queue has
 // grown to its working size. A SystemClock fires tasks from one timer thread per clock; a
 // ManualClock fires them inside the advance() that reaches them, on the advancing thread.
+//
+// A synchronous call's deadline on the default clock's time (a timeout with a stop token) takes
+// no lock and allocates nothing: DeadlineSlots gives every thread a few slots of its own, which
+// one process-wide scanner thread reads; see DeadlineSlots.
 #pragma once
 
 #include <atomic>
@@ -79,6 +83,90 @@ class TimerQueue {
   std::int64_t wake_key_ = INT64_MAX;
   bool stopping_ = false;
   std::thread thread_;
+};
+
+/// Deadlines of synchronous calls in SystemClock ticks (detail::ClockReader::ticks()), armed and
+/// disarmed without a lock or an allocation. Each thread owns a block of kDepth slots used as a
+/// stack (nested calls take the next one); one scanner thread, shared by the process (every
+/// SystemClock has the same time), reads them and fires a task whose deadline has passed.
+///
+/// The call's side is plain stores and loads: the scanner pays for the ordering instead, with
+/// an asymmetric barrier (Linux membarrier, private expedited) between its writes and its
+/// reads, each time it claims a task to fire and each time it goes to sleep with nothing to
+/// look for. So a disarm that finds no claim knows the scanner will not fire the task, and one
+/// that finds a claim waits until the fire has ended: after disarm() the task is never touched.
+/// The scanner looks at the slots at least every kScanPeriod while any were in use in the last
+/// kIdleAfter; a call whose deadline comes before the scanner's next look wakes it (a lock,
+/// rare: only deadlines shorter than the scan period, or the first call after an idle spell).
+/// Where the barrier is unavailable (not Linux, an old kernel) arm() declines and the caller
+/// uses Clock::schedule instead.
+class DeadlineSlots {
+ public:
+  static constexpr unsigned kDepth = 8;
+  static constexpr std::int64_t kScanPeriodNs = 1'000'000;   // 1 ms
+  static constexpr std::int64_t kIdleAfterNs = 100'000'000;  // 100 ms
+
+  // One slot. `armed` is odd while a deadline is armed (a new odd value per arm), even once
+  // disarmed; `claimed` and `done` are the scanner's: the arm it took to fire, and the last
+  // arm it is done with.
+  struct Slot {
+    std::atomic<std::uint64_t> armed{0};
+    std::atomic<std::int64_t> deadline{0};
+    std::atomic<TimerTask*> task{nullptr};
+    std::atomic<std::uint64_t> claimed{0};
+    std::atomic<std::uint64_t> done{0};
+  };
+  struct alignas(64) Block {
+    Slot slots[kDepth];
+    unsigned depth = 0;     // the owning thread's
+    std::uint64_t seq = 1;  // the owning thread's: the last arm's odd number
+  };
+
+  /// Arms `task` to fire at `deadline` (ticks) on this thread's next slot; nullptr when this
+  /// thread has no free slot or the process no scanner (use Clock::schedule then).
+  static Slot* arm(TimerTask& task, std::int64_t deadline) noexcept {
+    Block* block = t_block;
+    if (block == nullptr) [[unlikely]] {
+      block = attach();
+      if (block == nullptr) return nullptr;
+    }
+    if (block->depth == kDepth) [[unlikely]]
+      return nullptr;
+    Slot& slot = block->slots[block->depth++];
+    block->seq += 2;
+    // release, with the scanner's acquire: a scanner that reads the new deadline or task reads
+    // the last disarm too, so it never takes them for the old arm's.
+    slot.deadline.store(deadline, std::memory_order_release);
+    slot.task.store(&task, std::memory_order_release);
+    slot.armed.store(block->seq, std::memory_order_release);
+    // The scanner's barrier stands in for a fence here (see the class comment).
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (deadline < next_look_.load(std::memory_order_relaxed)) [[unlikely]]
+      wake_scanner();
+    return &slot;
+  }
+
+  /// Disarms the slot arm() returned last on this thread; when its task is firing, returns
+  /// once the fire has ended. Afterwards the scanner no longer touches the task.
+  static void disarm(Slot& slot) noexcept {
+    --t_block->depth;
+    const std::uint64_t seq = slot.armed.load(std::memory_order_relaxed);
+    slot.armed.store(seq + 1, std::memory_order_release);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (slot.claimed.load(std::memory_order_acquire) == seq) [[unlikely]]
+      wait_done(slot, seq);
+  }
+
+ private:
+  friend class DeadlineScanner;
+  friend struct DeadlineBlockOwner;
+  static Block* attach() noexcept;
+  static void wake_scanner() noexcept;
+  static void wait_done(Slot& slot, std::uint64_t seq) noexcept;
+
+  static inline thread_local Block* t_block = nullptr;
+  // When the scanner looks at the slots next, in ticks (INT64_MAX: not before it is woken).
+  alignas(64) static inline std::atomic<std::int64_t> next_look_{INT64_MAX};
 };
 
 }  // namespace r4c::detail
