@@ -18,7 +18,8 @@
 // code says. See docs/configuration.md.
 //
 // Operating it (docs/operations.md): `registry.describe()` shows what every policy resolved to and
-// where each value came from (live reconfiguration is not in r4c yet).
+// where each value came from; `registry.reconfigure(text)` / `reconfigure_file(path)` replace the
+// external configuration while calls run, all or nothing, keeping every live policy's state.
 #pragma once
 
 #include <array>
@@ -29,12 +30,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "r4c/clock.hpp"
 #include "r4c/detail/kinds.hpp"
+#include "r4c/events.hpp"
 #include "r4c/executor.hpp"
 
 namespace r4c {
@@ -110,6 +113,27 @@ struct ResolvedConfiguration {
   /// As JSON: {"policies":[{"kind","scope","id","live","usedBy","namedConfig","settings":
   /// [{"key","value","source","origin","fileKey"}]}]}; every value is a string.
   std::string json() const;
+};
+
+/// One setting a reconfiguration changed on a live instance.
+struct SettingChange {
+  std::string kind;       // the file's kind: "adaptiveLimit"
+  std::string id;         // the instance id
+  std::string key;        // the file's key: "maxLimit"
+  std::string old_value;  // as the file writes it: "100"
+  std::string new_value;  // "50"
+};
+
+/// What one ResilienceRegistry::reconfigure() changed (ResilienceRegistry::on_reconfiguration).
+struct ReconfigurationEvent {
+  /// Where the new configuration came from: the file's path, or "config text" (what the
+  /// listener error hook reports as the instance id). Valid while the listener runs.
+  std::string_view instance_id;
+  std::uint64_t reconfiguration = 0;  // 1 for the registry's first
+  /// Every live instance's every changed setting, by kind (pipeline order) then id; empty
+  /// when the new text changes no live instance (defaults, named configs and lines for
+  /// instances not created yet still changed). Valid while the listener runs.
+  std::span<const SettingChange> changes;
 };
 
 /// The name `describe()` gives a source: "default", "builder defaults", "named config",
@@ -265,6 +289,24 @@ class ResilienceRegistry {
   /// Thread safety: may run while calls and reconfigurations do. Allocation: yes (cold).
   ResolvedConfiguration describe() const;
 
+  /// Replaces the external configuration (every file and text the builder read) with `text`,
+  /// in the same format, on the running registry: the code's defaults, named configs and call
+  /// sites stay, every live instance is resolved again and gets its new settings without
+  /// losing its state (docs/operations.md, "Live reconfiguration"). All or nothing: every line
+  /// and every live instance is checked first, and any mistake throws one ConfigException
+  /// listing every one (as build() does, with file:line and code) and changes nothing. A
+  /// setting the instance cannot change while it runs is R4C-REG-011; a live instance whose
+  /// named config the text no longer defines, R4C-REG-004. Returns what changed, also
+  /// published to on_reconfiguration's listeners after it is applied. Atomic per instance;
+  /// calls keep running throughout (a call under way finishes on the config it started with).
+  /// Thread safety: serialised with itself and with policy creation. Allocation: yes (cold).
+  std::vector<SettingChange> reconfigure(std::string_view text);
+  /// The same with the text of the file `path` (R4C-CFG-001 when it cannot be read).
+  std::vector<SettingChange> reconfigure_file(const std::filesystem::path& path);
+  /// Calls `listener` after every successful reconfigure(), on its thread, until the
+  /// Subscription ends (see <r4c/events.hpp>; the listener error hook reports kind "registry").
+  Subscription on_reconfiguration(std::function<void(const ReconfigurationEvent&)> listener) const;
+
   /// The clock every policy of this registry reads.
   const std::shared_ptr<Clock>& clock() const noexcept;
 
@@ -293,6 +335,8 @@ class ResilienceRegistry {
   std::array<void*, detail::kKindCount> find_or_create_all(std::string_view owner,
                                                            std::string_view id,
                                                            const StageRequests& requests);
+
+  std::vector<SettingChange> reconfigure_with(const std::string& text, const std::string& origin);
 
   std::unique_ptr<State> state_;
 };
