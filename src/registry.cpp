@@ -1093,6 +1093,18 @@ std::vector<SettingChange> ResilienceRegistry::reconfigure_file(const std::files
   return reconfigure_with(detail::read_config_file(path), path.string());
 }
 
+ConfigFileWatch ResilienceRegistry::watch_file(std::filesystem::path path) {
+  std::string text = detail::read_config_file(path);
+  return ConfigFileWatch(*this, std::move(path), std::move(text));
+}
+
+std::optional<std::vector<SettingChange>> ConfigFileWatch::poll() {
+  std::string text = detail::read_config_file(path_);
+  if (text == seen_) return std::nullopt;
+  seen_ = std::move(text);  // a bad text is reported once, not at every poll
+  return registry_->reconfigure_with(seen_, path_.string());
+}
+
 Subscription ResilienceRegistry::on_reconfiguration(
     std::function<void(const ReconfigurationEvent&)> listener) const {
   return state_->reconfigured->subscribe(std::move(listener));

@@ -52,6 +52,13 @@ std::string with(std::string_view base, std::string_view more) {
   return std::string(base) + std::string(more);
 }
 
+void write_file(const std::string& path, std::string_view text) {
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  ASSERT_NE(file, nullptr);
+  std::fwrite(text.data(), 1, text.size(), file);
+  std::fclose(file);
+}
+
 TEST(RegistryReconfigureTest, AdaptiveLimitKeepsItsLimitClampedIntoTheNewBounds) {
   Fixture f(kAimd);
   for (int i = 0; i < 6; ++i) f.window(f.limit.limit());
@@ -244,18 +251,40 @@ TEST(RegistryReconfigureTest, ReconfigureFileReadsTheFileAndNamesItInErrors) {
   EXPECT_THROW((void)f.registry.reconfigure_file("/nonexistent/r4c.properties"),
                r4c::ConfigException);
   const std::string path = ::testing::TempDir() + "r4c_reconfigure_test.properties";
-  {
-    std::FILE* file = std::fopen(path.c_str(), "w");
-    ASSERT_NE(file, nullptr);
-    std::fputs("instances.orders.adaptiveLimit.maxLimit = x\n", file);
-    std::fclose(file);
-  }
+  write_file(path, "instances.orders.adaptiveLimit.maxLimit = x\n");
   try {
     (void)f.registry.reconfigure_file(path);
     FAIL();
   } catch (const r4c::ConfigException& e) {
     EXPECT_THAT(e.what(), HasSubstr(path + ":1"));
   }
+}
+
+TEST(ConfigFileWatchTest, ReloadsWhenTheFileChangesAndOnlyThen) {
+  const std::string path = ::testing::TempDir() + "r4c_watch_test.properties";
+  write_file(path, kAimd);
+  auto clock = std::make_shared<r4c::ManualClock>();
+  auto registry = r4c::testing::registry(clock).config_file(path).build();
+  auto& limit = registry.adaptive_limit_policy("m", "orders");
+  r4c::ConfigFileWatch watch = registry.watch_file(path);
+  EXPECT_EQ(watch.poll(), std::nullopt);  // the text it was built from
+
+  write_file(path, with(kAimd, "instances.orders.adaptiveLimit.maxLimit = 30\n"));
+  const auto changes = watch.poll();
+  ASSERT_TRUE(changes.has_value());
+  ASSERT_EQ(changes->size(), 1u);
+  EXPECT_EQ((*changes)[0].new_value, "30");
+  EXPECT_EQ(limit.config().max_limit(), 30);
+  EXPECT_EQ(watch.poll(), std::nullopt);
+
+  // A bad file is reported once and changes nothing; fixing it applies it.
+  write_file(path, "instances.orders.adaptiveLimit.maxLimit = many\n");
+  EXPECT_THROW((void)watch.poll(), r4c::ConfigException);
+  EXPECT_EQ(watch.poll(), std::nullopt);
+  EXPECT_EQ(limit.config().max_limit(), 30);
+  write_file(path, kAimd);
+  ASSERT_TRUE(watch.poll().has_value());
+  EXPECT_EQ(limit.config().max_limit(), 100);
 }
 
 // ---- observe mode ---------------------------------------------------------------------

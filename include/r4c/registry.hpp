@@ -176,6 +176,8 @@ class RegistrySnapshot {
   detail::AllKinds::Tuple<detail::SnapshotMap> snapshots_;
 };
 
+class ConfigFileWatch;
+
 /// Owns policies and their configuration. Build one with `builder()`.
 /// Thread safety: every member may be called from any number of threads.
 class ResilienceRegistry {
@@ -303,6 +305,10 @@ class ResilienceRegistry {
   std::vector<SettingChange> reconfigure(std::string_view text);
   /// The same with the text of the file `path` (R4C-CFG-001 when it cannot be read).
   std::vector<SettingChange> reconfigure_file(const std::filesystem::path& path);
+  /// A watch on the file `path`: each ConfigFileWatch::poll() reconfigures the registry from it
+  /// when its text has changed since the last poll (the text now is the starting point). The
+  /// registry must outlive the watch.
+  ConfigFileWatch watch_file(std::filesystem::path path);
   /// Calls `listener` after every successful reconfigure(), on its thread, until the
   /// Subscription ends (see <r4c/events.hpp>; the listener error hook reports kind "registry").
   Subscription on_reconfiguration(std::function<void(const ReconfigurationEvent&)> listener) const;
@@ -312,6 +318,7 @@ class ResilienceRegistry {
 
  private:
   friend struct detail::RegistryAccess;
+  friend class ConfigFileWatch;
   struct State;
   explicit ResilienceRegistry(std::unique_ptr<State> state);
 
@@ -438,6 +445,29 @@ class ResilienceRegistry::Builder {
 
   struct Settings;
   std::unique_ptr<Settings> settings_;
+};
+
+/// Reloads a registry's configuration when its file changes, polled by the caller: from a
+/// thread or a timer of the service's own, at whatever period it likes (r4c starts no thread).
+///   auto watch = registry.watch_file("/etc/shop/r4c.properties");
+///   every 5 s: try { watch.poll(); } catch (const r4c::ConfigException& e) { log(e.what()); }
+/// Thread safety: one poll() at a time per watch; any number of watches per registry.
+class ConfigFileWatch {
+ public:
+  /// Reads the file; when its text differs from the last one seen, reconfigures the registry
+  /// with it and returns what changed; nullopt when the text is the same. A bad text throws
+  /// the ConfigException reconfigure() throws, changes nothing, and is not tried again until
+  /// the file changes again; an unreadable file throws R4C-CFG-001 at every poll.
+  std::optional<std::vector<SettingChange>> poll();
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  friend class ResilienceRegistry;
+  ConfigFileWatch(ResilienceRegistry& registry, std::filesystem::path path, std::string text)
+      : registry_(&registry), path_(std::move(path)), seen_(std::move(text)) {}
+  ResilienceRegistry* registry_;
+  std::filesystem::path path_;
+  std::string seen_;
 };
 
 namespace testing {
