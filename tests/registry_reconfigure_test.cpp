@@ -134,8 +134,8 @@ TEST(RegistryReconfigureTest, EveryBadLineIsReportedAndNothingChanges) {
   }
   EXPECT_EQ(f.limit.config().max_limit(), 100);  // the good line was not applied either
   EXPECT_TRUE(events.empty());
-  for (const r4c::ResolvedSetting& setting :
-       f.registry.describe().instance("orders")[0]->settings) {
+  const r4c::ResolvedConfiguration resolved = f.registry.describe();  // kept: instance() points in
+  for (const r4c::ResolvedSetting& setting : resolved.instance("orders")[0]->settings) {
     if (setting.key == "maxLimit") {
       EXPECT_EQ(setting.value, "100");  // describe() still shows the old lines
     }

@@ -105,7 +105,7 @@ int run_simulated(const RunOptions& options, std::ostream& out, std::ostream& er
 
 int run_live(const RunOptions& options, std::ostream& out, std::ostream& err) {
   return run_scenario(
-      "live", options, out, err, [&options](const Scenario& scenario, Recorder& recorder) {
+      "live", options, out, err, [&options, &out](const Scenario& scenario, Recorder& recorder) {
         if (options.transport == LiveTransport::grpc && !live_grpc_available())
           throw InputError(
               "--transport grpc: this r4c-sim was built without gRPC (Debian: "
