@@ -41,6 +41,20 @@ std::array<std::uint32_t, kLimitedClasses> fixed_shares(const AdaptiveLimitConfi
   return shares;
 }
 
+// Pacing (delay_target only): below one call at a time the limit admits one call at a time for
+// a share of the time. Entering it, the limit opens; already in it, the pause under way stands.
+std::int32_t paced_limit(std::int32_t next, std::int32_t previous, double fractional, bool& pacing,
+                         double& share) noexcept {
+  if (fractional < 1.0) {
+    next = pacing ? previous : 1;
+    pacing = true;
+    share = fractional;
+  } else {
+    pacing = false;
+  }
+  return next;
+}
+
 RejectReason reason_of(detail::WaitEnd end) noexcept {
   switch (end) {
     case detail::WaitEnd::timed_out:
@@ -210,15 +224,7 @@ void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noex
   const std::int32_t previous = limit_.load(std::memory_order_relaxed);
   std::int32_t next = estimator_.update(aggregate);
   const double fractional = estimator_.fractional_limit();
-  if (fractional < 1.0) {
-    // Pacing (delay_target only): the limit admits one call at a time for a share of the time.
-    // Entering it, the limit opens; already in it, the pause under way stands.
-    next = pacing_ ? previous : 1;
-    pacing_ = true;
-    share_ = fractional;
-  } else {
-    pacing_ = false;
-  }
+  next = paced_limit(next, previous, fractional, pacing_, share_);
 
   // Sequence lock: snapshot() retries while a close is under way, so it never mixes windows.
   const std::uint64_t sequence = stats_sequence_.load(std::memory_order_relaxed);
@@ -601,15 +607,8 @@ void AdaptiveLimit::reconfigure(const AdaptiveLimitConfig& next) {
   const std::int32_t previous = limit_.load(std::memory_order_relaxed);
   estimator_.retune(next, estimator_.limit());
   window_ticks_ = window_ticks;
-  std::int32_t limit = estimator_.limit();
   const double fractional = estimator_.fractional_limit();
-  if (fractional < 1.0) {
-    limit = pacing_ ? previous : 1;
-    pacing_ = true;
-    share_ = fractional;
-  } else {
-    pacing_ = false;
-  }
+  const std::int32_t limit = paced_limit(estimator_.limit(), previous, fractional, pacing_, share_);
   // The same sequence lock as close_window(): a snapshot sees the change whole.
   const std::uint64_t sequence = stats_sequence_.load(std::memory_order_relaxed);
   stats_sequence_.store(sequence + 1, std::memory_order_relaxed);

@@ -550,15 +550,23 @@ class PolicyTable {
         continue;
       }
       Trace trace;
-      Config next;
+      const Config& current = instance.policy->config();
+      // The current config with every setting of the kind's table taken from the new
+      // resolution: what code alone can set (functions, predicates, from any level) stays.
+      Config next = current;
       if (!collect(errors, [&] {
-            next = plan.layers.resolve(instance.named, {nullptr, &instance.site},
-                                       {nullptr, &instance.instance}, id, &trace);
-            with_context(context, [&] { next.validate(); });
+            const Config resolved = plan.layers.resolve(instance.named, {nullptr, &instance.site},
+                                                        {nullptr, &instance.instance}, id, &trace);
+            with_context(context, [&] {
+              resolved.validate();
+              for (const auto& setting : settings) {
+                if (setting.read) setting.apply(next, setting.read(resolved));
+              }
+              next.validate();
+            });
           })) {
         continue;
       }
-      const Config& current = instance.policy->config();
       std::vector<SettingChange> changed;
       bool refused = false;
       for (std::size_t i = 0; i < settings.size(); ++i) {

@@ -11,6 +11,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -227,6 +228,19 @@ TEST(RegistryReconfigureTest, PublishesWhatChangedPerInstanceAndSetting) {
   EXPECT_THAT(seen, ::testing::ElementsAre(
                         "1 config text", "adaptiveLimit orders mode enforce -> observe",
                         "2 config text", "adaptiveLimit orders mode observe -> enforce"));
+}
+
+TEST(RegistryReconfigureTest, WhatOnlyCodeCanSetStays) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  auto registry = r4c::testing::registry(clock).config_text(std::string(kAimd)).build();
+  auto& limit =
+      registry.adaptive_limit_policy("m", "orders", "", {}, [](r4c::AdaptiveLimitConfig& a) {
+        a.drop_on_error([](const std::error_code& code) { return code.value() == 42; });
+      });
+  (void)registry.reconfigure(with(kAimd, "instances.orders.adaptiveLimit.maxLimit = 50\n"));
+  EXPECT_EQ(limit.config().max_limit(), 50);
+  ASSERT_TRUE(limit.config().drop_on_error());
+  EXPECT_TRUE(limit.config().drop_on_error()(std::error_code(42, std::generic_category())));
 }
 
 TEST(RegistryReconfigureTest, ALiveInstanceKeepsItsNamedConfig) {

@@ -151,21 +151,18 @@ TEST(LiveTest, TheCommandRefusesAnUnknownTransport) {
   EXPECT_NE(run.err.find("smtp"), std::string::npos) << run.err;
 }
 
+// One group "g" offering 200 calls/s to 4 workers of 10 ms.
+Scenario small_scenario(const std::string& duration, const std::string& policy,
+                        const std::string& live) {
+  return parse_scenario("duration = \"" + duration +
+                            "\"\n[server]\nworkers = 4\nservice = { distribution = \"fixed\", "
+                            "mean = \"10ms\" }\n[[groups]]\nname = \"g\"\nrate = 200\n" +
+                            policy + "\n[live]\n" + live + "\ndrain = \"1s\"\n",
+                        "small.toml");
+}
+
 TEST(LiveTest, StopsAtMaxCalls) {
-  Scenario scenario = parse_scenario(R"(duration = "3s"
-[server]
-workers = 4
-service = { distribution = "fixed", mean = "10ms" }
-[[groups]]
-name = "g"
-rate = 200
-policy = "none"
-[live]
-clients = 8
-max_calls = 50
-drain = "1s"
-)",
-                                     "max.toml");
+  Scenario scenario = small_scenario("3s", "policy = \"none\"", "clients = 8\nmax_calls = 50");
   Recorder recorder(scenario);
   const auto started = std::chrono::steady_clock::now();
   const LiveStats stats = run_live_scenario(scenario, recorder);
@@ -180,20 +177,8 @@ drain = "1s"
 TEST(LiveTest, AWatchedFileChangeReconfiguresTheRunningLimit) {
   const testing::ScratchDir scratch;
   const auto file = scratch.write("r4c.properties", "# nothing yet\n");
-  Scenario scenario = parse_scenario(R"(duration = "4s"
-[server]
-workers = 4
-service = { distribution = "fixed", mean = "10ms" }
-[[groups]]
-name = "g"
-rate = 200
-policy = "gradient2"
-timeout = "500ms"
-[live]
-clients = 16
-drain = "1s"
-)",
-                                     "watch.toml");
+  Scenario scenario =
+      small_scenario("4s", "policy = \"gradient2\"\ntimeout = \"500ms\"", "clients = 16");
   Recorder recorder(scenario);
   std::thread operator_thread([&] {
     std::this_thread::sleep_for(std::chrono::seconds(2));
