@@ -209,6 +209,32 @@ void BM_AdmittedCallWaitConfigured(benchmark::State& state) {
   admitted_loop(state, limit, r4c::CallClass::critical);
 }
 
+// Observe mode (issue #19): an admitted call must cost what it costs in enforce mode
+// (BM_AdmittedCall); the mode is read only by a call the limit would reject.
+void BM_AdmittedCallObserveMode(benchmark::State& state) {
+  static r4c::AdaptiveLimit limit{"bench-observe-mode",
+                                  r4c::AdaptiveLimitConfig().mode(r4c::PolicyMode::observe)};
+  admitted_loop(state, limit, r4c::CallClass::critical);
+}
+
+// Observe mode on a full limit: every call is one it would have rejected, admitted and
+// counted apart (compare with BM_AdmittedCall and BM_Rejection).
+void BM_ObservedOverLimit(benchmark::State& state) {
+  struct ObservedFullLimit {
+    r4c::AdaptiveLimit limit{
+        "bench-observe-full",
+        r4c::AdaptiveLimitConfig().initial_limit(1).min_limit(1).max_limit(1).mode(
+            r4c::PolicyMode::observe)};
+    r4c::Permit held = limit.try_acquire();
+  };
+  static ObservedFullLimit full;
+  admitted_loop(state, full.limit, r4c::CallClass::critical);
+  if (state.thread_index() == 0) {
+    state.counters["would_have_rejected"] =
+        static_cast<double>(full.limit.snapshot().would_have_rejected);
+  }
+}
+
 void BM_Rejection(benchmark::State& state) {
   FullLimit& full = full_limit();
   if (!full.held) {
@@ -320,6 +346,8 @@ BENCHMARK(BM_AdmittedCall)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
 BENCHMARK(BM_AdmittedCallObserved)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
 BENCHMARK(BM_AdmittedCallWithClass)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
 BENCHMARK(BM_AdmittedCallWaitConfigured)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
+BENCHMARK(BM_AdmittedCallObserveMode)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
+BENCHMARK(BM_ObservedOverLimit)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
 BENCHMARK(BM_Rejection)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_ExecuteAdmitted)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
 BENCHMARK(BM_ExecuteRejected)->Apply(on_1_2_4_threads);

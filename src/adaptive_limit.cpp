@@ -9,6 +9,7 @@
 #include <limits>
 #include <mutex>
 #include <system_error>
+#include <thread>
 
 #include "config_check.hpp"
 #include "kind_settings.hpp"
@@ -60,6 +61,20 @@ void make_wait_rejections(detail::WaitQueue& queue, const std::string& id) {
       id, prefix + "gave the waiting call's place to a call of a higher class: rejected"));
 }
 
+// Pacing (delay_target only): below one call at a time the limit admits one call at a time for
+// a share of the time. Entering it, the limit opens; already in it, the pause under way stands.
+std::int32_t paced_limit(std::int32_t next, std::int32_t previous, double fractional, bool& pacing,
+                         double& share) noexcept {
+  if (fractional < 1.0) {
+    next = pacing ? previous : 1;
+    pacing = true;
+    share = fractional;
+  } else {
+    pacing = false;
+  }
+  return next;
+}
+
 }  // namespace
 
 AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config,
@@ -68,6 +83,7 @@ AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config
       enabled_(config.enabled()),
       waits_(config.enabled() && config.max_wait().count() > 0),
       special_(!enabled_ || waits_),
+      observe_(config.mode() == PolicyMode::observe),
       shares_(fixed_shares(config)),
       clock_(detail::or_system_clock(clock)),
       window_end_(0),
@@ -82,7 +98,8 @@ AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config
           "adaptive limit '" + instance_id_ + "' is full: the call was rejected without running"))),
       limit_change_listeners_(
           std::make_shared<detail::EventHub<LimitChangeEvent>>(AdaptiveLimitKind::kNames.metrics)),
-      estimator_(config_) {
+      estimator_(config_),
+      live_config_(config_) {
   window_end_.store(clock_.ticks() + window_ticks_, std::memory_order_relaxed);
   fractional_limit_.store(limit_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   if (queue_) make_wait_rejections(*queue_, instance_id_);
@@ -148,6 +165,7 @@ Permit AdaptiveLimit::try_acquire_paced() noexcept {
     (void)limit_.compare_exchange_strong(closed, 1, std::memory_order_relaxed);
     if (limit_.load(std::memory_order_relaxed) > 0) return try_acquire();
   }
+  if (observe_.load(std::memory_order_relaxed)) return over_limit();
   count_rejection();
   return Permit();
 }
@@ -200,7 +218,7 @@ void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noex
     window.drops += growth(consumed_[i].drops, seen[i].drops);
   }
 
-  if (window.samples < static_cast<std::uint64_t>(config_.min_window_samples())) {
+  if (window.samples < static_cast<std::uint64_t>(live_config_->min_window_samples())) {
     // Too few samples: keep them, and move the end forward by whole windows past now.
     // release: the next closer sees this one's state.
     const std::int64_t next_end = now - (now - end) % window_ticks_ + window_ticks_;
@@ -222,15 +240,7 @@ void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noex
   const std::int32_t previous = limit_.load(std::memory_order_relaxed);
   std::int32_t next = estimator_.update(aggregate);
   const double fractional = estimator_.fractional_limit();
-  if (fractional < 1.0) {
-    // Pacing (delay_target only): the limit admits one call at a time for a share of the time.
-    // Entering it, the limit opens; already in it, the pause under way stands.
-    next = pacing_ ? previous : 1;
-    pacing_ = true;
-    share_ = fractional;
-  } else {
-    pacing_ = false;
-  }
+  next = paced_limit(next, previous, fractional, pacing_, share_);
 
   // Sequence lock: snapshot() retries while a close is under way, so it never mixes windows.
   const std::uint64_t sequence = stats_sequence_.load(std::memory_order_relaxed);
@@ -274,9 +284,12 @@ void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noex
 
 AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
   AdaptiveLimitSnapshot snap;
-  snap.min_limit = config_.min_limit();
-  snap.max_limit = config_.max_limit();
-  snap.algorithm = config_.algorithm();
+  const AdaptiveLimitConfig& config = live_config_.get();
+  snap.min_limit = config.min_limit();
+  snap.max_limit = config.max_limit();
+  snap.algorithm = config.algorithm();
+  snap.mode = config.mode();
+  snap.would_have_rejected = would_reject_.total();
   snap.enabled = enabled_;
   snap.in_flight = in_flight_.load(std::memory_order_relaxed);
   for (;;) {
@@ -568,6 +581,76 @@ Permit AdaptiveLimit::acquire(const Admission& admission, RejectReason* reason) 
   return Permit();
 }
 
+// ---- observe mode and live reconfiguration -----------------------------------------------
+
+Permit AdaptiveLimit::over_limit() noexcept {
+  would_reject_.increment();
+  // relaxed: as try_acquire()'s compare-and-swap; the slot is taken past the limit.
+  const std::int32_t admitted = in_flight_.fetch_add(1, std::memory_order_relaxed) + 1;
+  note_in_flight(admitted);
+  return Permit(this, clock_.ticks(), admitted);
+}
+
+bool AdaptiveLimit::live_setting(std::string_view key) noexcept {
+  // What the admission path or the wait queue holds as constants, built once.
+  static constexpr std::string_view kFixed[] = {"enabled",       "dropOn",          "maxWait",
+                                                "maxQueue",      "maxQueueFactor",  "queueOrder",
+                                                "codelTarget",   "codelInterval",   "criticalShare",
+                                                "degradedShare", "bestEffortShare", "bulkShare"};
+  return std::find(std::begin(kFixed), std::end(kFixed), key) == std::end(kFixed);
+}
+
+void AdaptiveLimit::reconfigure(const AdaptiveLimitConfig& next) {
+  next.validate();
+  detail::check_fixed_settings<AdaptiveLimitKind>(live_config_.get(), next, instance_id_);
+  // Everything that may throw comes before the closing token is taken.
+  const std::int64_t window_ticks = clock_.to_ticks(next.window().count());
+  live_config_.replace(next);
+
+  // The closing token: no window closes while the estimator and the window change, and the
+  // admission path never looks at either.
+  std::int64_t end = window_end_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (end == kClosing) {
+      std::this_thread::yield();  // a close is under way; it is short
+      end = window_end_.load(std::memory_order_relaxed);
+      continue;
+    }
+    // acquire: the last close's estimator state happens before this change.
+    if (window_end_.compare_exchange_weak(end, kClosing, std::memory_order_acquire,
+                                          std::memory_order_relaxed)) {
+      break;
+    }
+  }
+  if (end == kEveryCall) end = paced_window_end_;
+  const std::int64_t now = clock_.ticks();
+  const std::int32_t previous = limit_.load(std::memory_order_relaxed);
+  estimator_.retune(next, estimator_.limit());
+  window_ticks_ = window_ticks;
+  const double fractional = estimator_.fractional_limit();
+  const std::int32_t limit = paced_limit(estimator_.limit(), previous, fractional, pacing_, share_);
+  // The same sequence lock as close_window(): a snapshot sees the change whole.
+  const std::uint64_t sequence = stats_sequence_.load(std::memory_order_relaxed);
+  stats_sequence_.store(sequence + 1, std::memory_order_relaxed);
+  limit_.store(limit, std::memory_order_release);
+  long_latency_ns_.store(estimator_.long_latency_ns(), std::memory_order_release);
+  fractional_limit_.store(fractional, std::memory_order_release);
+  stats_sequence_.store(sequence + 2, std::memory_order_release);
+  observe_.store(next.mode() == PolicyMode::observe, std::memory_order_relaxed);
+
+  if (limit != previous && limit_change_listeners_->has_listeners()) {
+    limit_change_listeners_->publish(LimitChangeEvent{
+        instance_id_, previous, limit,
+        std::chrono::nanoseconds(window_latency_ns_.load(std::memory_order_relaxed)),
+        last_window_max_in_flight_.load(std::memory_order_relaxed), false,
+        std::chrono::nanoseconds(estimator_.long_latency_ns())});
+  }
+  if (waits_ && limit > previous && waiting_.load(std::memory_order_seq_cst) != 0)
+    grant_waiters(true);
+  // The window under way keeps its start and ends no later than the new length allows.
+  store_window_end(std::min(end, now + window_ticks_));
+}
+
 // The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
@@ -576,6 +659,9 @@ std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::s
       R::row(
           "enabled", "enabled", boolean, [](auto& c, auto& v) { c.enabled(v.boolean); },
           [](const auto& c) { return detail::value_of(c.enabled()); }),
+      R::choice<PolicyMode>(
+          "mode", "mode", [](auto& c, auto& v) { c.mode(static_cast<PolicyMode>(v.choice)); },
+          [](const auto& c) { return detail::value_of(c.mode()); }, false),
       R::choice<LimitAlgorithm>(
           "algorithm", "algorithm",
           [](auto& c, auto& v) { c.algorithm(static_cast<LimitAlgorithm>(v.choice)); },
@@ -687,6 +773,12 @@ void AdaptiveLimitKind::metrics(const Snapshot& s, metrics::Emitter& out) {
   out.gauge("r4c.adaptivelimit.window.latency.seconds",
             "Average latency of the last window that recomputed the adaptive limit.",
             seconds(s.window_latency));
+  // Only in observe mode (or after it), so that an enforcing limit's metrics stay as they were.
+  if (s.mode == PolicyMode::observe || s.would_have_rejected != 0) {
+    out.counter("r4c.adaptivelimit.would.reject",
+                "Calls the adaptive limit in observe mode would have rejected and admitted.",
+                count(s.would_have_rejected));
+  }
   // Only once waits or classes are in use, so that a plain limit's metrics stay as they were.
   std::uint64_t beyond_plain = s.waits_granted;
   for (int r = 2; r < kRejectReasons; ++r) beyond_plain += s.rejected_by_reason[r];

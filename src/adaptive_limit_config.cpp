@@ -17,6 +17,7 @@ namespace r4c {
 // kind-independent types).
 static std::string show(LimitAlgorithm value) { return std::string(to_string(value)); }
 static std::string show(QueueOrder value) { return std::string(to_string(value)); }
+static std::string show(PolicyMode value) { return std::string(to_string(value)); }
 
 namespace {
 
@@ -265,6 +266,11 @@ AdaptiveLimitConfig& AdaptiveLimitConfig::enabled(bool value) noexcept {
   return *this;
 }
 
+AdaptiveLimitConfig& AdaptiveLimitConfig::mode(PolicyMode value) noexcept {
+  mode_ = value;
+  return *this;
+}
+
 AdaptiveLimitConfig& AdaptiveLimitConfig::max_wait(std::chrono::nanoseconds value) {
   check_max_wait(value);
   max_wait_ = value;
@@ -338,6 +344,7 @@ std::optional<SettingDifference> first_difference(const AdaptiveLimitConfig& fir
       .compare("random_seed", static_cast<std::int64_t>(first.random_seed()),
                static_cast<std::int64_t>(second.random_seed()))
       .compare("enabled", first.enabled(), second.enabled())
+      .compare("mode", first.mode(), second.mode())
       .compare("max_wait", first.max_wait(), second.max_wait())
       .compare("max_queue", first.max_queue(), second.max_queue())
       .compare("max_queue_factor", first.max_queue_factor(), second.max_queue_factor())
@@ -389,6 +396,12 @@ void AdaptiveLimitConfig::validate() const {
     }
   }
 
+  if (mode_ == PolicyMode::observe && max_wait_.count() > 0) {
+    throw ConfigException(kBoundsOrRange,
+                          "mode is observe and max_wait is " + show(max_wait_) +
+                              "; valid: max_wait 0 in observe mode (an observed limit admits "
+                              "every call at once, so nobody waits)");
+  }
   if (min_limit_ > max_limit_) {
     throw ConfigException(kBoundsOrRange, "min_limit (" + show(min_limit_) +
                                               ") is greater than max_limit (" + show(max_limit_) +

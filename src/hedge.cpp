@@ -144,7 +144,8 @@ bool Hedge::launch(detail::HedgeCallBase& call, int index) {
 }
 
 void Hedge::run(detail::HedgeCallBase& call) {
-  const int max_attempts = config_.max_attempts();
+  const HedgeConfig& config = config_.get();  // the whole call runs on one config
+  const int max_attempts = config.max_attempts();
   Clock& clock = *clock_;
   if (!launch(call, 1)) {
     // The executor is full: this thread runs the one attempt, without hedging.
@@ -163,7 +164,7 @@ void Hedge::run(detail::HedgeCallBase& call) {
     auto arm = [&] {
       if (launched >= max_attempts) return;
       clock.cancel(call.timer_);  // waits for a fire in progress, so the task can be reused
-      clock.schedule(call.timer_, clock.now() + config_.delay());
+      clock.schedule(call.timer_, clock.now() + config.delay());
     };
     try {
       arm();
@@ -212,10 +213,16 @@ void Hedge::run(detail::HedgeCallBase& call) {
   calls_.increment();
 }
 
+void Hedge::reconfigure(const HedgeConfig& next) {
+  next.validate();
+  config_.replace(next);
+}
+
 HedgeSnapshot Hedge::snapshot() const {
   HedgeSnapshot snapshot;
-  snapshot.delay = config_.delay();
-  snapshot.max_attempts = config_.max_attempts();
+  const HedgeConfig& config = config_.get();
+  snapshot.delay = config.delay();
+  snapshot.max_attempts = config.max_attempts();
   snapshot.calls = calls_.total();
   snapshot.hedges_launched = hedges_launched_.total();
   snapshot.won_by_hedge = won_by_hedge_.total();

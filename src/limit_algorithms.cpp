@@ -365,4 +365,60 @@ std::int64_t LimitEstimator::long_latency_ns() const noexcept {
   return 0;
 }
 
+// ---- live reconfiguration ----------------------------------------------------------------
+// Each algorithm takes a fresh instance's parameters from the new config and carries over what
+// it learnt; the estimate stays where it was, clamped into the new bounds.
+
+void Gradient2::retune(const AdaptiveLimitConfig& config) {
+  Gradient2 next(config);
+  next.estimate_ = std::max(next.min_limit_, std::min(next.max_limit_, estimate_));
+  next.long_value_ = long_value_;
+  next.long_sum_ = long_sum_;
+  next.long_count_ = long_count_;
+  *this = next;
+}
+
+void Aimd::retune(const AdaptiveLimitConfig& config) {
+  Aimd next(config);
+  next.limit_ = std::min(next.max_limit_, std::max(next.min_limit_, limit_));
+  *this = next;
+}
+
+void Vegas::retune(const AdaptiveLimitConfig& config) {
+  Vegas next(config);
+  next.estimate_ = std::max(next.min_limit_, std::min(next.max_limit_, estimate_));
+  next.limit_ = static_cast<int>(next.estimate_);
+  next.rtt_noload_ = rtt_noload_;
+  next.probe_count_ = probe_count_;
+  // The random stream and the pending probe's jitter go on, so a seeded run stays reproducible.
+  next.random_ = random_;
+  next.jitter_ = jitter_;
+  *this = std::move(next);
+}
+
+void DelayTarget::retune(const AdaptiveLimitConfig& config) {
+  DelayTarget next(config);
+  next.estimate_ = std::max(next.min_estimate_, std::min(next.max_estimate_, estimate_));
+  next.baseline_ = baseline_;
+  next.smoothed_ = smoothed_;
+  next.streak_ = streak_;
+  next.probe_epoch_ = probe_epoch_;
+  next.probing_ = probing_;
+  next.before_probe_ = std::max(next.min_estimate_, std::min(next.max_estimate_, before_probe_));
+  next.cut_estimate_ = cut_estimate_;
+  next.cut_latency_ = cut_latency_;
+  *this = next;
+}
+
+void LimitEstimator::retune(const AdaptiveLimitConfig& config, int current) {
+  // The variant's alternatives are in LimitAlgorithm's order.
+  if (algorithm_.index() == static_cast<std::size_t>(config.algorithm())) {
+    std::visit([&](auto& algorithm) { algorithm.retune(config); }, algorithm_);
+    return;
+  }
+  AdaptiveLimitConfig fresh = config;
+  fresh.initial_limit(std::max(config.min_limit(), std::min(config.max_limit(), current)));
+  algorithm_ = make_algorithm(fresh);
+}
+
 }  // namespace r4c::detail

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "r4c/detail/config_file.hpp"
+#include "r4c/detail/event_hub.hpp"
 
 namespace r4c {
 namespace {
@@ -191,6 +192,33 @@ std::string file_name_of(const ExceptionType& type, const ExceptionCatalog& cata
     if (known == type && (best.empty() || name.size() < best.size())) best = name;
   }
   return best.empty() ? type.name() : best;
+}
+
+// A setting's value in `config`, as the file writes it (exception types by their file names).
+template <class Setting, class Config>
+std::string formatted(const Setting& setting, const Config& config,
+                      const ExceptionCatalog& catalog) {
+  detail::SettingValue value = setting.read(config);
+  if (value.type == detail::SettingType::exception_types) {
+    for (const ExceptionType& type : value.types) {
+      value.type_names.push_back(file_name_of(type, catalog));
+    }
+  }
+  return detail::format_value(value, setting.choice_name);
+}
+
+// Whether a live policy of the kind can take a new value of file key `key`: a policy with
+// reconfigure() takes every setting its live_setting() allows (all, without one).
+template <class Kind>
+bool live_setting(std::string_view key) {
+  using Policy = typename Kind::Policy;
+  if constexpr (!requires(Policy & p, const typename Kind::Config& c) { p.reconfigure(c); }) {
+    return false;
+  } else if constexpr (requires { Policy::live_setting(key); }) {
+    return Policy::live_setting(key);
+  } else {
+    return true;
+  }
 }
 
 // What code levels a registry cannot run again did to a policy (call-site attributes and
@@ -395,14 +423,7 @@ struct Layers {
 
     if (trace != nullptr) {
       for (std::size_t i = 0; i < settings.size(); ++i) {
-        if (!settings[i].read) continue;
-        detail::SettingValue value = settings[i].read(config);
-        if (value.type == detail::SettingType::exception_types) {
-          for (const ExceptionType& type : value.types) {
-            value.type_names.push_back(file_name_of(type, *catalog));
-          }
-        }
-        trace->settings[i].value = detail::format_value(value, settings[i].choice_name);
+        if (settings[i].read) trace->settings[i].value = formatted(settings[i], config, *catalog);
       }
     }
     return config;
@@ -495,6 +516,98 @@ class PolicyTable {
                                                         std::move(prepared.trace.site),
                                                         std::move(prepared.trace.instance)});
     return created;
+  }
+
+  // A reconfiguration of this kind, checked in full and not applied yet: the new file lines,
+  // and each live instance whose settings change with its new config.
+  struct Plan {
+    Layers<Kind> layers;
+    std::vector<std::pair<Policy*, Config>> updates;
+  };
+
+  // Checks the new file lines (each bad one reported and dropped, as build() does) and
+  // resolves every live instance over them; appends every mistake to `errors` and every
+  // changed setting of a live instance to `changes`. Changes nothing.
+  Plan plan(const std::vector<ConfigEntry>& entries, const ExceptionCatalog& catalog,
+            Errors& errors, std::vector<SettingChange>& changes) const {
+    Plan plan{layers_for(entries, catalog), {}};
+    plan.layers.validate(errors);
+    const auto settings = Kind::settings();
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& entry : instances_) {
+      // Named references, not a structured binding: clang before 16 cannot capture one.
+      const std::string& id = entry.first;
+      const Instance& instance = entry.second;
+      const std::string context = label() + " '" + id + "'";
+      if (!instance.named.empty() && !plan.layers.has_named_config(instance.named)) {
+        errors.push_back(
+            ConfigException("R4C-REG-004", context + " was created with named config '" +
+                                               instance.named +
+                                               "', which the new configuration no longer "
+                                               "defines; valid: keep that config's lines")
+                .errors()
+                .front());
+        continue;
+      }
+      Trace trace;
+      const Config& current = instance.policy->config();
+      // The current config with every setting of the kind's table taken from the new
+      // resolution: what code alone can set (functions, predicates, from any level) stays.
+      Config next = current;
+      if (!collect(errors, [&] {
+            const Config resolved = plan.layers.resolve(instance.named, {nullptr, &instance.site},
+                                                        {nullptr, &instance.instance}, id, &trace);
+            with_context(context, [&] {
+              resolved.validate();
+              for (const auto& setting : settings) {
+                if (setting.read) setting.apply(next, setting.read(resolved));
+              }
+              next.validate();
+            });
+          })) {
+        continue;
+      }
+      std::vector<SettingChange> changed;
+      bool refused = false;
+      for (std::size_t i = 0; i < settings.size(); ++i) {
+        if (!settings[i].read) continue;
+        if (detail::same_value(settings[i].read(current), settings[i].read(next))) continue;
+        SettingChange change{std::string(Kind::kNames.file), id, std::string(settings[i].key),
+                             formatted(settings[i], current, catalog),
+                             formatted(settings[i], next, catalog)};
+        if (!live_setting<Kind>(settings[i].key)) {
+          // Named after the line that asks for it, where there is one: that is what to fix.
+          const ResolvedSetting& source = trace.settings[i];
+          const std::string where = source.source == SettingSource::file
+                                        ? source.origin + ": key " + source.file_key
+                                        : context;
+          errors.push_back(
+              ConfigException("R4C-REG-011", where + ": " + change.key + " of " + context +
+                                                 " cannot change while it runs (" +
+                                                 change.old_value + " -> " + change.new_value +
+                                                 "; docs/operations.md lists what can); valid: " +
+                                                 change.old_value + ", or restart the service")
+                  .errors()
+                  .front());
+          refused = true;
+          continue;
+        }
+        changed.push_back(std::move(change));
+      }
+      if (refused || changed.empty()) continue;
+      changes.insert(changes.end(), std::make_move_iterator(changed.begin()),
+                     std::make_move_iterator(changed.end()));
+      plan.updates.emplace_back(instance.policy.get(), std::move(next));
+    }
+    return plan;
+  }
+
+  // Applies a plan every kind's check passed; the caller holds the registry's creation mutex.
+  void apply(Plan& plan) {
+    layers_ = std::move(plan.layers);
+    if constexpr (requires(Policy & p, const Config& c) { p.reconfigure(c); }) {
+      for (auto& update : plan.updates) update.first->reconfigure(update.second);
+    }
   }
 
   // Undoes a commit() of a transaction that failed later.
@@ -637,6 +750,9 @@ struct ResilienceRegistry::State {
   // Held while policies are resolved and created (cold), so that a pipeline's checks still
   // hold when it creates its policies.
   std::mutex creation_mutex;
+  std::uint64_t reconfigurations = 0;  // under creation_mutex
+  const std::shared_ptr<detail::EventHub<ReconfigurationEvent>> reconfigured =
+      std::make_shared<detail::EventHub<ReconfigurationEvent>>("registry");
   // Last, so destroyed first: its executor finishes every attempt (which may call any policy
   // above) before a policy goes.
   Resources resources;
@@ -975,6 +1091,59 @@ std::string ResolvedConfiguration::json() const {
   }
   out += "\n]}\n";
   return out;
+}
+
+std::vector<SettingChange> ResilienceRegistry::reconfigure(std::string_view text) {
+  return reconfigure_with(std::string(text), "config text");
+}
+
+std::vector<SettingChange> ResilienceRegistry::reconfigure_file(const std::filesystem::path& path) {
+  return reconfigure_with(detail::read_config_file(path), path.string());
+}
+
+ConfigFileWatch ResilienceRegistry::watch_file(std::filesystem::path path) {
+  std::string text = detail::read_config_file(path);
+  return ConfigFileWatch(*this, std::move(path), std::move(text));
+}
+
+std::optional<std::vector<SettingChange>> ConfigFileWatch::poll() {
+  std::string text = detail::read_config_file(path_);
+  if (text == seen_) return std::nullopt;
+  seen_ = std::move(text);  // a bad text is reported once, not at every poll
+  return registry_->reconfigure_with(seen_, path_.string());
+}
+
+Subscription ResilienceRegistry::on_reconfiguration(
+    std::function<void(const ReconfigurationEvent&)> listener) const {
+  return state_->reconfigured->subscribe(std::move(listener));
+}
+
+std::vector<SettingChange> ResilienceRegistry::reconfigure_with(const std::string& text,
+                                                                const std::string& origin) {
+  Errors errors;
+  const std::vector<ConfigEntry> entries = detail::parse_config(text, origin, file_kinds(), errors);
+  std::vector<SettingChange> changes;
+  std::uint64_t reconfiguration = 0;
+  {
+    // No policy is created, and no other reconfiguration runs, between the check and the end.
+    std::lock_guard<std::mutex> lock(state_->creation_mutex);
+    auto plans = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      // A braced list: every kind is checked in pipeline order, as build() does.
+      return std::tuple<typename PolicyTable<detail::KindAt<I>>::Plan...>{
+          state_->table<detail::KindAt<I>>().plan(entries, state_->exception_types, errors,
+                                                  changes)...};
+    }
+    (std::make_index_sequence<detail::kKindCount>{});
+    if (!errors.empty()) throw ConfigException(std::move(errors));
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (state_->table<detail::KindAt<I>>().apply(std::get<I>(plans)), ...);
+    }
+    (std::make_index_sequence<detail::kKindCount>{});
+    reconfiguration = ++state_->reconfigurations;
+  }
+  // Without the lock: a listener may call the registry.
+  state_->reconfigured->publish(ReconfigurationEvent{origin, reconfiguration, changes});
+  return changes;
 }
 
 const std::shared_ptr<Clock>& ResilienceRegistry::clock() const noexcept {

@@ -16,6 +16,12 @@
 namespace r4c {
 namespace {
 
+// Whether failures are told apart (else every one is retried, and none needs a rethrow).
+bool classifies(const RetryConfig& config) noexcept {
+  return !config.retry_on_types().empty() || !config.abort_on_types().empty() ||
+         config.retry_on_predicate() || config.abort_on_predicate();
+}
+
 void check_wait(const char* setting, std::chrono::nanoseconds value) {
   if (value.count() < 0 || value > RetryConfig::kLongestWait) {
     detail::fail(detail::kInvalidValue, setting, detail::show(value),
@@ -189,9 +195,8 @@ Retry::Retry(std::string instance_id, RetryConfig config, std::shared_ptr<Clock>
     : instance_id_(std::move(instance_id)),
       config_(validated(std::move(config))),
       clock_(or_system_clock(std::move(clock))),
-      max_attempts_(config_.max_attempts()),
-      classifies_(!config_.retry_on_types().empty() || !config_.abort_on_types().empty() ||
-                  config_.retry_on_predicate() || config_.abort_on_predicate()),
+      max_attempts_(config_->max_attempts()),
+      classifies_(classifies(config_.get())),
       give_up_listeners_(
           std::make_shared<detail::EventHub<RetryGiveUpEvent>>(RetryKind::kNames.metrics)),
       attempt_listeners_(
@@ -202,20 +207,34 @@ Subscription Retry::on_attempt(std::function<void(const RetryAttemptEvent&)> lis
   return attempt_listeners_->subscribe(std::move(listener));
 }
 
+bool Retry::live_setting(std::string_view key) noexcept {
+  return key != "retryOn" && key != "abortOn";
+}
+
+void Retry::reconfigure(const RetryConfig& next) {
+  next.validate();
+  detail::check_fixed_settings<RetryKind>(config_.get(), next, instance_id_);
+  config_.replace(next);
+  // relaxed: the calls after this one read the new config, whose publication is the release.
+  max_attempts_.store(next.max_attempts(), std::memory_order_relaxed);
+  classifies_.store(classifies(next), std::memory_order_relaxed);
+}
+
 Subscription Retry::on_give_up(std::function<void(const RetryGiveUpEvent&)> listener) const {
   return give_up_listeners_->subscribe(std::move(listener));
 }
 
 bool Retry::retryable_current() const noexcept {
-  if (!classifies_) return true;
+  if (!classifies_.load(std::memory_order_relaxed)) return true;
   // resilience4j's precedence: aborted (by type or predicate) never; else retried by type or
   // predicate, or every failure when neither is set.
-  if (detail::matches_current(config_.abort_on_types(), config_.abort_on_predicate())) {
+  const RetryConfig& config = config_.get();
+  if (detail::matches_current(config.abort_on_types(), config.abort_on_predicate())) {
     return false;
   }
-  const bool retries_some = !config_.retry_on_types().empty() || config_.retry_on_predicate();
+  const bool retries_some = !config.retry_on_types().empty() || config.retry_on_predicate();
   return !retries_some ||
-         detail::matches_current(config_.retry_on_types(), config_.retry_on_predicate());
+         detail::matches_current(config.retry_on_types(), config.retry_on_predicate());
 }
 
 void Retry::publish_attempt(int attempt, bool failed, bool retrying, std::chrono::nanoseconds wait,
@@ -229,7 +248,7 @@ void Retry::publish_attempt(int attempt, bool failed, bool retrying, std::chrono
 }
 
 bool Retry::wants_failure() const noexcept {
-  return static_cast<bool>(config_.interval_by_outcome()) ||
+  return static_cast<bool>(config_->interval_by_outcome()) ||
          (attempt_listened_.load(std::memory_order_relaxed) && attempt_listeners_->has_listeners());
 }
 
@@ -251,7 +270,7 @@ void Retry::failed_current(int attempt) noexcept {
 bool Retry::gave_up_on_result(int attempt) noexcept {
   count_failure(attempt);
   publish_attempt(attempt, false, false, std::chrono::nanoseconds::zero(), nullptr);
-  return config_.fail_after_max_attempts();
+  return config_->fail_after_max_attempts();
 }
 
 std::exception_ptr Retry::max_retries_exceeded(int attempts) const {
@@ -269,10 +288,10 @@ std::chrono::nanoseconds Retry::wait_after(int attempt, const RetryOutcome& outc
   const auto clamped = [](std::chrono::nanoseconds wait) {
     return std::clamp(wait, std::chrono::nanoseconds::zero(), RetryConfig::kLongestWait);
   };
-  if (const auto& by_outcome = config_.interval_by_outcome()) [[unlikely]] {
+  if (const auto& by_outcome = config_->interval_by_outcome()) [[unlikely]] {
     return clamped(by_outcome(attempt, outcome));
   }
-  if (const auto& by_attempt = config_.interval_by_attempt()) [[unlikely]] {
+  if (const auto& by_attempt = config_->interval_by_attempt()) [[unlikely]] {
     return clamped(by_attempt(attempt));
   }
   return std::chrono::nanoseconds(static_cast<std::int64_t>(backoff_wait(attempt)));
@@ -317,7 +336,7 @@ void Retry::count_failure(int attempts) noexcept {
 }
 
 bool Retry::retryable(const std::exception_ptr& failure) const noexcept {
-  if (!classifies_) return true;
+  if (!classifies_.load(std::memory_order_relaxed)) return true;
   try {
     std::rethrow_exception(failure);
   } catch (...) {
@@ -326,21 +345,22 @@ bool Retry::retryable(const std::exception_ptr& failure) const noexcept {
 }
 
 double Retry::backoff_wait(int failed_attempt) const {
-  double wait = static_cast<double>(config_.wait().count());
+  const RetryConfig& config = config_.get();  // one config for the whole computation
+  double wait = static_cast<double>(config.wait().count());
   if (wait <= 0.0) return 0.0;  // 0 * inf would be NaN
-  if (config_.exponential_backoff()) {
+  if (config.exponential_backoff()) {
     // In double: multiplier^n may overflow any integer long before the cap matters. Not capped
     // yet: resilience4j randomises the uncapped wait and caps the draw.
-    wait *= std::pow(config_.backoff_multiplier(), failed_attempt - 1);
+    wait *= std::pow(config.backoff_multiplier(), failed_attempt - 1);
   }
   // Without the backoff there is no max_wait: the band is the whole range, as before.
-  const double cap = config_.exponential_backoff() ? static_cast<double>(config_.max_wait().count())
-                                                   : std::numeric_limits<double>::infinity();
-  if (const double jitter = config_.randomized_wait(); jitter > 0.0) {
+  const double cap = config.exponential_backoff() ? static_cast<double>(config.max_wait().count())
+                                                  : std::numeric_limits<double>::infinity();
+  if (const double jitter = config.randomized_wait(); jitter > 0.0) {
     const double low = wait * (1.0 - jitter);
     if (low >= cap) return cap;  // also an infinite wait: inf - inf would be NaN below
     double u = 0.0;
-    if (const std::function<double()>* source = config_.random_source()) [[unlikely]] {
+    if (const std::function<double()>* source = config.random_source()) [[unlikely]] {
       u = std::clamp((*source)(), 0.0, std::nextafter(1.0, 0.0));
     } else {
       // One engine per thread, seeded once: no lock, and threads do not share a sequence.
@@ -368,7 +388,7 @@ void Retry::sleep_for(int failed_attempt, std::chrono::nanoseconds span) {
 
 RetrySnapshot Retry::snapshot() const {
   RetrySnapshot snap;
-  snap.max_attempts = max_attempts_;
+  snap.max_attempts = max_attempts_.load(std::memory_order_relaxed);
   snap.successful_without_retry = successful_without_retry_.total();
   snap.successful_with_retry = successful_with_retry_.total();
   snap.failed_without_retry = failed_without_retry_.total();

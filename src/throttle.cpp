@@ -99,7 +99,8 @@ Throttle::Throttle(std::string instance_id, ThrottleConfig config, std::shared_p
           instance_id_, "throttle '" + instance_id_ +
                             "' rejected the call locally: its backend has been refusing calls "
                             "(k " +
-                            detail::show(k_) + " over " + detail::show(config_.window()) + ")"))) {}
+                            detail::show(config_->k()) + " over " +
+                            detail::show(config_->window()) + ")"))) {}
 
 ThrottlePermit Throttle::try_acquire() noexcept {
   const std::int64_t now = bucket_at(clock_.ticks());
@@ -170,7 +171,8 @@ Throttle::Totals Throttle::totals_without_rolling(std::int64_t last) const noexc
 // The SRE book's formula.
 double Throttle::probability(Totals totals) const noexcept {
   const double requests = static_cast<double>(totals.requests);
-  const double excess = requests - k_ * static_cast<double>(totals.accepts);
+  const double excess =
+      requests - k_.load(std::memory_order_relaxed) * static_cast<double>(totals.accepts);
   if (excess <= 0.0) return 0.0;
   return excess / (requests + 1.0);
 }
@@ -201,8 +203,8 @@ void Throttle::record(std::int64_t bucket, std::uint64_t counts) noexcept {
 // The order of the overview: refused_on (type or predicate), an inner policy's refusal,
 // then an accept when refused_on says which failures are refusals, else a refusal.
 void Throttle::record_failure(std::int64_t bucket) noexcept {
-  const std::vector<ExceptionType>& refused = config_.refused_on_types();
-  const detail::ExceptionPredicate& refused_if = config_.refused_on_predicate();
+  const std::vector<ExceptionType>& refused = config_->refused_on_types();
+  const detail::ExceptionPredicate& refused_if = config_->refused_on_predicate();
   if (!detail::matches_current(refused, refused_if)) {
     // An inner policy's refusal never reached the backend.
     if (ExceptionType::of<RejectedException>().matches_current()) return;
@@ -231,10 +233,19 @@ double Throttle::rejection_probability() const noexcept {
   return probability(totals_without_rolling(bucket_at(clock_.ticks())));
 }
 
+bool Throttle::live_setting(std::string_view key) noexcept { return key == "k"; }
+
+void Throttle::reconfigure(const ThrottleConfig& next) {
+  next.validate();
+  detail::check_fixed_settings<ThrottleKind>(config_.get(), next, instance_id_);
+  config_.replace(next);
+  k_.store(next.k(), std::memory_order_relaxed);
+}
+
 ThrottleSnapshot Throttle::snapshot() const {
   ThrottleSnapshot snap;
-  snap.k = k_;
-  snap.window = config_.window();
+  snap.k = k_.load(std::memory_order_relaxed);
+  snap.window = config_->window();
   const Totals totals = totals_without_rolling(bucket_at(clock_.ticks()));
   snap.requests = totals.requests;
   snap.accepts = totals.accepts;

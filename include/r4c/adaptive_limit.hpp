@@ -46,7 +46,9 @@
 #include "r4c/detail/admission.hpp"
 #include "r4c/detail/cache_line.hpp"
 #include "r4c/detail/limit_algorithms.hpp"
+#include "r4c/detail/live_config.hpp"
 #include "r4c/detail/setting.hpp"
+#include "r4c/detail/striped_counter.hpp"
 #include "r4c/detail/thread_slot.hpp"
 #include "r4c/errors.hpp"
 #include "r4c/events.hpp"
@@ -148,6 +150,9 @@ struct AdaptiveLimitSnapshot {
   std::array<std::uint64_t, kRejectReasons> rejected_by_reason{};
   /// Rejections by CallClass (bypass is never rejected); they sum to `rejected`.
   std::array<std::uint64_t, kLimitedClasses> rejected_by_class{};
+  /// observe mode: the calls it would have rejected and admitted instead (never in `rejected`).
+  std::uint64_t would_have_rejected = 0;
+  PolicyMode mode = PolicyMode::enforce;
 };
 
 /// The right to run one call under a limit, from `AdaptiveLimit::try_acquire()`. Converts to
@@ -315,7 +320,19 @@ class AdaptiveLimit {
 
   AdaptiveLimitHandle handle() const noexcept { return AdaptiveLimitHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }
-  const AdaptiveLimitConfig& config() const noexcept { return config_; }
+  /// The config now: the one it was built with, or the last reconfigure()'s.
+  const AdaptiveLimitConfig& config() const noexcept { return live_config_.get(); }
+  /// Applies `next` (validated; throws ConfigException otherwise) to the running limit, as the
+  /// registry's reconfigure() does: the same algorithm keeps its learnt state and the current
+  /// limit, clamped into the new bounds; another algorithm starts from the current limit. The
+  /// window, min_window_samples, the algorithm's parameters and the mode change; a setting
+  /// live_setting() says no to must be the same as now (R4C-REG-011 otherwise). In-flight calls
+  /// and their samples stay. Blocking: waits for a window close under way (short).
+  /// Allocation: yes (cold).
+  void reconfigure(const AdaptiveLimitConfig& next);
+  /// Whether reconfigure() may change the setting of file key `key` ("maxLimit": yes;
+  /// "maxWait": no, the hot path reads it as a constant).
+  static bool live_setting(std::string_view key) noexcept;
   int limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
   int in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
   /// Whether calls may wait for a slot (max_wait above 0).
@@ -388,17 +405,22 @@ class AdaptiveLimit {
   Permit try_acquire_paced() noexcept;
   void pace(std::int64_t now, std::int64_t latency_ns) noexcept;
   void store_window_end(std::int64_t end) noexcept;
+  // Cold, observe mode only: the limit (or the class's share) is full; counts what it would
+  // have rejected and admits the call anyway.
+  Permit over_limit() noexcept;
 
   // Read on every call, written once per window. Times are clock ticks (ClockReader).
   alignas(detail::kCacheLine) std::atomic<std::int32_t> limit_;
   const bool enabled_;
   const bool waits_;    // max_wait above 0: releases look for waiters
   const bool special_;  // disabled or waits_: try_acquire() leaves the plain path
+  // observe mode: read only by a call the limit would reject; set by reconfigure().
+  std::atomic<bool> observe_;
   // Each class's share of the limit in 16.16 fixed point.
   const std::array<std::uint32_t, kLimitedClasses> shares_;
   const detail::ClockReader clock_;
   std::atomic<std::int64_t> window_end_;
-  const std::int64_t window_ticks_;
+  std::int64_t window_ticks_;  // changed by reconfigure() while it holds the closing token
 
   // Written on every admitted call.
   alignas(detail::kCacheLine) std::atomic<std::int32_t> in_flight_{0};
@@ -453,6 +475,10 @@ class AdaptiveLimit {
   double share_ = 1.0;
   std::int64_t paced_window_end_ = 0;
   std::atomic<std::int64_t> paced_resume_{0};
+
+  // Live reconfiguration and observe mode (cold: read by over_limit() and the closing thread).
+  detail::LiveConfig<AdaptiveLimitConfig> live_config_;
+  detail::StripedCounter would_reject_;
 };
 
 // ---- the hot path ------------------------------------------------------------------------
@@ -466,6 +492,7 @@ inline Permit AdaptiveLimit::try_acquire() noexcept {
     const std::int32_t limit = limit_.load(std::memory_order_relaxed);
     if (running >= limit) [[unlikely]] {
       if (limit == 0) return try_acquire_paced();  // only a pacing limit is ever 0
+      if (observe_.load(std::memory_order_relaxed)) return over_limit();
       count_rejection();
       return Permit();
     }
@@ -500,6 +527,7 @@ inline Permit AdaptiveLimit::try_acquire_class(CallClass cls) noexcept {
         static_cast<std::int32_t>((static_cast<std::uint64_t>(limit) * share) >> kShareShift);
     if (running >= allowed) [[unlikely]] {
       if (limit == 0) return try_acquire_paced();
+      if (observe_.load(std::memory_order_relaxed)) return over_limit();
       count_rejection(cls, RejectReason::limit);
       return Permit();
     }

@@ -61,6 +61,16 @@ constexpr std::span<const EnumName<QueueOrder>> enum_names(QueueOrder) noexcept 
 /// "fifo", "lifo" or "adaptive_lifo".
 std::string_view to_string(QueueOrder order) noexcept;
 
+/// Whether a limiting policy refuses what it would refuse (enforce) or only counts it and lets
+/// every call through (observe), to switch it on without risk (docs/operations.md).
+enum class PolicyMode : std::uint8_t { enforce, observe };
+
+inline constexpr EnumName<PolicyMode> kPolicyModeNames[] = {{"enforce", PolicyMode::enforce},
+                                                            {"observe", PolicyMode::observe}};
+constexpr std::span<const EnumName<PolicyMode>> enum_names(PolicyMode) noexcept {
+  return kPolicyModeNames;
+}
+
 /// The priority class a call says at admission. A class is admitted while the calls in flight
 /// are below its share of the current limit (1.0, 0.9, 0.75, 0.5 by default); bypass is neither
 /// limited nor counted (health checks, admin calls).
@@ -157,6 +167,10 @@ class AdaptiveLimitConfig {
   AdaptiveLimitConfig& probe_jitter(JitterSource source);
   /// false: every call passes and nothing is measured (true).
   AdaptiveLimitConfig& enabled(bool value) noexcept;
+  /// observe: the limit runs its whole decision (windows, limit) and counts in
+  /// `would_have_rejected` the calls it would have rejected, but admits every call (enforce).
+  /// validate() refuses observe with max_wait above 0 (R4C-ATR-009): a queue is not observed.
+  AdaptiveLimitConfig& mode(PolicyMode value) noexcept;
   /// How long a call may wait for a slot when the limit is full (0, the default: it is rejected
   /// at once, as in resilience4cata). R4C-REG-001 outside 0 .. 1 h.
   AdaptiveLimitConfig& max_wait(std::chrono::nanoseconds value);
@@ -217,6 +231,7 @@ class AdaptiveLimitConfig {
   std::uint64_t random_seed() const noexcept { return random_seed_; }
   const JitterSource& probe_jitter() const noexcept { return probe_jitter_; }
   bool enabled() const noexcept { return enabled_; }
+  PolicyMode mode() const noexcept { return mode_; }
   std::chrono::nanoseconds max_wait() const noexcept { return max_wait_; }
   int max_queue() const noexcept { return max_queue_; }
   double max_queue_factor() const noexcept { return max_queue_factor_; }
@@ -258,6 +273,7 @@ class AdaptiveLimitConfig {
   std::uint64_t random_seed_ = kDefaultRandomSeed;
   JitterSource probe_jitter_;
   bool enabled_ = true;
+  PolicyMode mode_ = PolicyMode::enforce;
   std::chrono::nanoseconds max_wait_{0};
   int max_queue_ = kDefaultMaxQueue;
   double max_queue_factor_ = 0.0;

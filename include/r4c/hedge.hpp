@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "r4c/clock.hpp"
+#include "r4c/detail/live_config.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/detail/timer.hpp"
@@ -275,7 +276,11 @@ class Hedge {
   /// The id given at construction.
   const std::string& instance_id() const noexcept { return instance_id_; }
   /// The validated config.
-  const HedgeConfig& config() const noexcept { return config_; }
+  const HedgeConfig& config() const noexcept { return config_.get(); }
+  /// Makes `next` (validated; throws ConfigException otherwise) the config of the calls that
+  /// start after it, as the registry's reconfigure() does; a call under way keeps the config
+  /// it started with. Allocation: yes (cold).
+  void reconfigure(const HedgeConfig& next);
   /// The clock the delays run on.
   const std::shared_ptr<Clock>& clock() const noexcept { return clock_; }
   /// The executor the attempts run on.
@@ -293,7 +298,7 @@ class Hedge {
   bool launch(detail::HedgeCallBase& call, int index);
 
   const std::string instance_id_;
-  const HedgeConfig config_;
+  detail::LiveConfig<HedgeConfig> config_;
   const std::shared_ptr<Clock> clock_;
   const std::shared_ptr<Executor> executor_;
   detail::StripedCounter calls_;

@@ -18,7 +18,8 @@
 // code says. See docs/configuration.md.
 //
 // Operating it (docs/operations.md): `registry.describe()` shows what every policy resolved to and
-// where each value came from (live reconfiguration is not in r4c yet).
+// where each value came from; `registry.reconfigure(text)` / `reconfigure_file(path)` replace the
+// external configuration while calls run, all or nothing, keeping every live policy's state.
 #pragma once
 
 #include <array>
@@ -29,12 +30,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "r4c/clock.hpp"
 #include "r4c/detail/kinds.hpp"
+#include "r4c/events.hpp"
 #include "r4c/executor.hpp"
 
 namespace r4c {
@@ -112,6 +115,27 @@ struct ResolvedConfiguration {
   std::string json() const;
 };
 
+/// One setting a reconfiguration changed on a live instance.
+struct SettingChange {
+  std::string kind;       // the file's kind: "adaptiveLimit"
+  std::string id;         // the instance id
+  std::string key;        // the file's key: "maxLimit"
+  std::string old_value;  // as the file writes it: "100"
+  std::string new_value;  // "50"
+};
+
+/// What one ResilienceRegistry::reconfigure() changed (ResilienceRegistry::on_reconfiguration).
+struct ReconfigurationEvent {
+  /// Where the new configuration came from: the file's path, or "config text" (what the
+  /// listener error hook reports as the instance id). Valid while the listener runs.
+  std::string_view instance_id;
+  std::uint64_t reconfiguration = 0;  // 1 for the registry's first
+  /// Every live instance's every changed setting, by kind (pipeline order) then id; empty
+  /// when the new text changes no live instance (defaults, named configs and lines for
+  /// instances not created yet still changed). Valid while the listener runs.
+  std::span<const SettingChange> changes;
+};
+
 /// The name `describe()` gives a source: "default", "builder defaults", "named config",
 /// "call site", "instance", "file".
 std::string_view to_string(SettingSource source) noexcept;
@@ -151,6 +175,8 @@ class RegistrySnapshot {
   friend class ResilienceRegistry;
   detail::AllKinds::Tuple<detail::SnapshotMap> snapshots_;
 };
+
+class ConfigFileWatch;
 
 /// Owns policies and their configuration. Build one with `builder()`.
 /// Thread safety: every member may be called from any number of threads.
@@ -265,11 +291,34 @@ class ResilienceRegistry {
   /// Thread safety: may run while calls and reconfigurations do. Allocation: yes (cold).
   ResolvedConfiguration describe() const;
 
+  /// Replaces the external configuration (every file and text the builder read) with `text`,
+  /// in the same format, on the running registry: the code's defaults, named configs and call
+  /// sites stay, every live instance is resolved again and gets its new settings without
+  /// losing its state (docs/operations.md, "Live reconfiguration"). All or nothing: every line
+  /// and every live instance is checked first, and any mistake throws one ConfigException
+  /// listing every one (as build() does, with file:line and code) and changes nothing. A
+  /// setting the instance cannot change while it runs is R4C-REG-011; a live instance whose
+  /// named config the text no longer defines, R4C-REG-004. Returns what changed, also
+  /// published to on_reconfiguration's listeners after it is applied. Atomic per instance;
+  /// calls keep running throughout (a call under way finishes on the config it started with).
+  /// Thread safety: serialised with itself and with policy creation. Allocation: yes (cold).
+  std::vector<SettingChange> reconfigure(std::string_view text);
+  /// The same with the text of the file `path` (R4C-CFG-001 when it cannot be read).
+  std::vector<SettingChange> reconfigure_file(const std::filesystem::path& path);
+  /// A watch on the file `path`: each ConfigFileWatch::poll() reconfigures the registry from it
+  /// when its text has changed since the last poll (the text now is the starting point). The
+  /// registry must outlive the watch.
+  ConfigFileWatch watch_file(std::filesystem::path path);
+  /// Calls `listener` after every successful reconfigure(), on its thread, until the
+  /// Subscription ends (see <r4c/events.hpp>; the listener error hook reports kind "registry").
+  Subscription on_reconfiguration(std::function<void(const ReconfigurationEvent&)> listener) const;
+
   /// The clock every policy of this registry reads.
   const std::shared_ptr<Clock>& clock() const noexcept;
 
  private:
   friend struct detail::RegistryAccess;
+  friend class ConfigFileWatch;
   struct State;
   explicit ResilienceRegistry(std::unique_ptr<State> state);
 
@@ -293,6 +342,8 @@ class ResilienceRegistry {
   std::array<void*, detail::kKindCount> find_or_create_all(std::string_view owner,
                                                            std::string_view id,
                                                            const StageRequests& requests);
+
+  std::vector<SettingChange> reconfigure_with(const std::string& text, const std::string& origin);
 
   std::unique_ptr<State> state_;
 };
@@ -394,6 +445,29 @@ class ResilienceRegistry::Builder {
 
   struct Settings;
   std::unique_ptr<Settings> settings_;
+};
+
+/// Reloads a registry's configuration when its file changes, polled by the caller: from a
+/// thread or a timer of the service's own, at whatever period it likes (r4c starts no thread).
+///   auto watch = registry.watch_file("/etc/shop/r4c.properties");
+///   every 5 s: try { watch.poll(); } catch (const r4c::ConfigException& e) { log(e.what()); }
+/// Thread safety: one poll() at a time per watch; any number of watches per registry.
+class ConfigFileWatch {
+ public:
+  /// Reads the file; when its text differs from the last one seen, reconfigures the registry
+  /// with it and returns what changed; nullopt when the text is the same. A bad text throws
+  /// the ConfigException reconfigure() throws, changes nothing, and is not tried again until
+  /// the file changes again; an unreadable file throws R4C-CFG-001 at every poll.
+  std::optional<std::vector<SettingChange>> poll();
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  friend class ResilienceRegistry;
+  ConfigFileWatch(ResilienceRegistry& registry, std::filesystem::path path, std::string text)
+      : registry_(&registry), path_(std::move(path)), seen_(std::move(text)) {}
+  ResilienceRegistry* registry_;
+  std::filesystem::path path_;
+  std::string seen_;
 };
 
 namespace testing {

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "r4c/clock.hpp"
+#include "r4c/detail/live_config.hpp"
 #include "r4c/detail/outcome_predicates.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
@@ -315,7 +316,15 @@ class Retry {
   /// The id given at construction.
   const std::string& instance_id() const noexcept { return instance_id_; }
   /// The validated config.
-  const RetryConfig& config() const noexcept { return config_; }
+  const RetryConfig& config() const noexcept { return config_.get(); }
+  /// Makes `next` (validated; throws ConfigException otherwise) the config of the calls that
+  /// start after it, as the registry's reconfigure() does; a call under way takes its next
+  /// decisions (attempts left, wait) from it. Allocation: yes (cold).
+  void reconfigure(const RetryConfig& next);
+  /// Whether reconfigure() may change the setting of file key `key`: all but retryOn and
+  /// abortOn (verdicts on stock failures are kept per object, so a changed list would be
+  /// half-applied; R4C-REG-011).
+  static bool live_setting(std::string_view key) noexcept;
   /// The clock the waits run on.
   const std::shared_ptr<Clock>& clock() const noexcept { return clock_; }
   /// The counters now; each is exact, read without stopping calls.
@@ -386,10 +395,11 @@ class Retry {
   friend class detail::RetryCall;
 
   const std::string instance_id_;
-  const RetryConfig config_;
+  detail::LiveConfig<RetryConfig> config_;
   const std::shared_ptr<Clock> clock_;
-  const int max_attempts_;
-  const bool classifies_;                 // false when every failure is retried: no rethrow needed
+  // relaxed: set by reconfigure(); a call reads them per decision and needs no other data.
+  std::atomic<int> max_attempts_;
+  std::atomic<bool> classifies_;          // false when every failure is retried: no rethrow needed
   detail::StockVerdicts retry_verdicts_;  // try_execute's verdicts on stock failures
   std::atomic<std::int32_t> waiting_{0};
   detail::StripedCounter successful_without_retry_;
@@ -422,12 +432,12 @@ decltype(auto) Retry::execute(F&& f) {
       if constexpr (std::is_void_v<Result>) {
         std::invoke(f);
         stage = Stage::decision;
-        const std::function<bool()>* retry_void = config_.void_result_predicate();
+        const std::function<bool()>* retry_void = config_->void_result_predicate();
         if (retry_void == nullptr || !(*retry_void)()) [[likely]] {
           succeeded_at(attempt);
           return;
         }
-        if (attempt >= max_attempts_) {
+        if (attempt >= max_attempts_.load(std::memory_order_relaxed)) {
           stage = Stage::counted;
           if (gave_up_on_result(attempt)) throw_max_retries(attempt);
           return;
@@ -437,10 +447,11 @@ decltype(auto) Retry::execute(F&& f) {
         using Value = std::remove_cvref_t<Result>;
         Result result = std::invoke(f);
         stage = Stage::decision;
-        const std::function<bool(const Value&)>* retry_result = config_.result_predicate<Value>();
+        const std::function<bool(const Value&)>* retry_result =
+            config_->template result_predicate<Value>();
         const bool wanted =
             retry_result == nullptr || !(*retry_result)(static_cast<const Value&>(result));
-        if (wanted || attempt >= max_attempts_) [[likely]] {
+        if (wanted || attempt >= max_attempts_.load(std::memory_order_relaxed)) [[likely]] {
           if (wanted) {
             succeeded_at(attempt);
           } else {
@@ -460,7 +471,8 @@ decltype(auto) Retry::execute(F&& f) {
       }
     } catch (...) {
       if (stage == Stage::counted) throw;
-      if (stage == Stage::decision || attempt >= max_attempts_ || !retryable_current()) {
+      if (stage == Stage::decision || attempt >= max_attempts_.load(std::memory_order_relaxed) ||
+          !retryable_current()) {
         failed_current(attempt);
         throw;  // the same exception object
       }
@@ -484,11 +496,11 @@ detail::OutcomeOf<F> Retry::try_execute(F&& f) {
           bool wanted = true;
           RetryOutcome retried;
           if constexpr (std::is_void_v<Value>) {
-            const std::function<bool()>* retry_void = config_.void_result_predicate();
+            const std::function<bool()>* retry_void = config_->void_result_predicate();
             wanted = retry_void == nullptr || !(*retry_void)();
           } else {
             const std::function<bool(const Value&)>* retry_result =
-                config_.result_predicate<Value>();
+                config_->template result_predicate<Value>();
             wanted = retry_result == nullptr || !(*retry_result)(outcome.value());
             retried = RetryOutcome{{}, &outcome.value(), &typeid(Value)};
           }
@@ -496,7 +508,7 @@ detail::OutcomeOf<F> Retry::try_execute(F&& f) {
             succeeded_at(attempt);
             return outcome;
           }
-          if (attempt >= max_attempts_) {
+          if (attempt >= max_attempts_.load(std::memory_order_relaxed)) {
             // Out of attempts: the last result is returned, or the call fails.
             if (gave_up_on_result(attempt)) return Out::failure(max_retries_exceeded(attempt));
             return outcome;
@@ -504,10 +516,11 @@ detail::OutcomeOf<F> Retry::try_execute(F&& f) {
           span = begin_retry(attempt, retried, false);
         } else {
           const std::exception_ptr& error = outcome.error();
-          if (attempt >= max_attempts_ ||
-              (classifies_ && retry_verdicts_.verdict(
-                                  error, outcome.stock(),
-                                  [this](const auto& e) { return retryable(e) ? 1 : 0; }) == 0)) {
+          if (attempt >= max_attempts_.load(std::memory_order_relaxed) ||
+              (classifies_.load(std::memory_order_relaxed) &&
+               retry_verdicts_.verdict(error, outcome.stock(), [this](const auto& e) {
+                 return retryable(e) ? 1 : 0;
+               }) == 0)) {
             failed(attempt, error);
             return outcome;
           }

@@ -51,6 +51,7 @@
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
 #include "r4c/detail/handle.hpp"
+#include "r4c/detail/live_config.hpp"
 #include "r4c/detail/outcome_predicates.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
@@ -281,7 +282,13 @@ class Throttle {
 
   ThrottleHandle handle() const noexcept { return ThrottleHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }
-  const ThrottleConfig& config() const noexcept { return config_; }
+  const ThrottleConfig& config() const noexcept { return config_.get(); }
+  /// Applies `next` (validated; throws ConfigException otherwise), as the registry's
+  /// reconfigure() does: k changes for the calls after it, the window's counts stay; window,
+  /// refusedOn and seed must stay as they are (R4C-REG-011). Allocation: yes (cold).
+  void reconfigure(const ThrottleConfig& next);
+  /// Whether reconfigure() may change the setting of file key `key` (only "k").
+  static bool live_setting(std::string_view key) noexcept;
   const std::shared_ptr<Clock>& clock() const noexcept { return clock_owner_; }
   ThrottleSnapshot snapshot() const;
 
@@ -326,9 +333,9 @@ class Throttle {
   alignas(detail::kCacheLine) const detail::ClockReader clock_;
   const std::int64_t start_;
   const std::int64_t bucket_ticks_;
-  const double k_;
+  std::atomic<double> k_;  // relaxed: set by reconfigure(), a factor with no other data
   const std::string instance_id_;
-  const ThrottleConfig config_;
+  detail::LiveConfig<ThrottleConfig> config_;
   const std::shared_ptr<Clock> clock_owner_;
   const RandomSource random_;
   const std::exception_ptr throttled_exception_;
@@ -352,7 +359,7 @@ inline void ThrottlePermit::on_refused() noexcept {
 template <class T>
 void ThrottlePermit::on_result(const T& result) {
   if (throttle_ == nullptr) return;
-  const auto* refused = throttle_->config_.refused_result_predicate().template get<T>();
+  const auto* refused = throttle_->config_->refused_result_predicate().template get<T>();
   if (refused == nullptr) [[likely]]
     return on_accepted();
   bool refusal = false;

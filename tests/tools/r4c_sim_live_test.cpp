@@ -19,6 +19,7 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "live.hpp"
@@ -150,21 +151,18 @@ TEST(LiveTest, TheCommandRefusesAnUnknownTransport) {
   EXPECT_NE(run.err.find("smtp"), std::string::npos) << run.err;
 }
 
+// One group "g" offering 200 calls/s to 4 workers of 10 ms.
+Scenario small_scenario(const std::string& duration, const std::string& policy,
+                        const std::string& live) {
+  return parse_scenario("duration = \"" + duration +
+                            "\"\n[server]\nworkers = 4\nservice = { distribution = \"fixed\", "
+                            "mean = \"10ms\" }\n[[groups]]\nname = \"g\"\nrate = 200\n" +
+                            policy + "\n[live]\n" + live + "\ndrain = \"1s\"\n",
+                        "small.toml");
+}
+
 TEST(LiveTest, StopsAtMaxCalls) {
-  Scenario scenario = parse_scenario(R"(duration = "3s"
-[server]
-workers = 4
-service = { distribution = "fixed", mean = "10ms" }
-[[groups]]
-name = "g"
-rate = 200
-policy = "none"
-[live]
-clients = 8
-max_calls = 50
-drain = "1s"
-)",
-                                     "max.toml");
+  Scenario scenario = small_scenario("3s", "policy = \"none\"", "clients = 8\nmax_calls = 50");
   Recorder recorder(scenario);
   const auto started = std::chrono::steady_clock::now();
   const LiveStats stats = run_live_scenario(scenario, recorder);
@@ -172,6 +170,51 @@ drain = "1s"
   EXPECT_EQ(recorder.finish().summary.at(0).offered, 50);
   // Arrivals stop after the 50th call; the run itself still lasts its duration (the samples).
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+}
+
+// Issue #19's demo: a change of the watched file mid-run reconfigures the live limit. Real
+// time (about 5 s): the file changes while the run's own threads call a real server.
+TEST(LiveTest, AWatchedFileChangeReconfiguresTheRunningLimit) {
+  const testing::ScratchDir scratch;
+  const auto file = scratch.write("r4c.properties", "# nothing yet\n");
+  Scenario scenario =
+      small_scenario("4s", "policy = \"gradient2\"\ntimeout = \"500ms\"", "clients = 16");
+  Recorder recorder(scenario);
+  std::thread operator_thread([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    // Whole or not at all, as an operator's deployment would: written aside, then renamed.
+    const auto next = scratch.write("r4c.properties.next",
+                                    "instances.g.adaptiveLimit.maxLimit = 3\n"
+                                    "instances.g.adaptiveLimit.initialLimit = 3\n");
+    testing::fs::rename(next, file);
+  });
+  const LiveStats stats = run_live_scenario(scenario, recorder, LiveTransport::http, file.string());
+  operator_thread.join();
+  const Results results = recorder.finish();
+
+  std::string line;
+  for (const std::string& reconfigured : stats.reconfigurations) {
+    if (reconfigured.find("adaptiveLimit g maxLimit 200 -> 3") != std::string::npos) {
+      line = reconfigured;
+    }
+  }
+  ASSERT_FALSE(line.empty()) << "no reconfiguration of maxLimit";
+  // Before the change the limit is gradient2's own, above 3; from the first sample after the
+  // change it is clamped to 3 and stays within the new bound (it was not restarted).
+  const double changed_at = std::stod(line.substr(3, line.find(" s:") - 3));
+  bool above_before = false;
+  int after = 0;
+  for (const TimelineRow& row : results.timeline) {
+    const double t = std::chrono::duration<double>(row.end).count();
+    if (!row.limit) continue;
+    if (t < changed_at - 0.05 && *row.limit > 3) above_before = true;
+    if (t > changed_at + 0.05) {
+      EXPECT_LE(*row.limit, 3) << "at " << t << " s";
+      ++after;
+    }
+  }
+  EXPECT_TRUE(above_before);
+  EXPECT_GT(after, 5);
 }
 
 }  // namespace

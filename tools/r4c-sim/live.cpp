@@ -140,7 +140,8 @@ struct ClientThread {
 
 class LiveRun {
  public:
-  LiveRun(const Scenario& scenario, Recorder& recorder, LiveTransport transport)
+  LiveRun(const Scenario& scenario, Recorder& recorder, LiveTransport transport,
+          const std::string& watch)
       : scenario_(scenario),
         recorder_(recorder),
         transport_(transport),
@@ -151,6 +152,11 @@ class LiveRun {
     for (const GroupSpec& spec : scenario.groups) {
       auto group = std::make_unique<Group>(build_pipeline(registry_, spec));
       groups_.push_back(std::move(group));
+    }
+    if (!watch.empty()) {
+      // The file's text now applies from the start; later changes are polled by control().
+      watch_.emplace(registry_.watch_file(watch));
+      (void)registry_.reconfigure_file(watch);
     }
   }
 
@@ -170,6 +176,7 @@ class LiveRun {
     stats.port = port_;
     stats.calls = calls_.load();
     stats.client_overflow = overflow_.load();
+    stats.reconfigurations = std::move(reconfigurations_);
     return stats;
   }
 
@@ -429,6 +436,7 @@ class LiveRun {
         continue;
       }
       std::this_thread::sleep_until(start_ + Nanos(next_sample));
+      poll_watch();
       // The timeline's limit is the metric a Prometheus scrape would read at this instant.
       const std::vector<metrics::Metric> all = metrics::collect(registry_);
       // The adaptive limit's gauge (docs/observability.md), under the kind's metrics name.
@@ -450,6 +458,24 @@ class LiveRun {
         recorder_.metrics(static_cast<int>(g), Nanos(next_sample), std::move(rows));
       }
       next_sample += interval;
+    }
+  }
+
+  // A change of the watched file reconfigures the registry while the calls go on.
+  void poll_watch() {
+    if (!watch_) return;
+    const std::string at =
+        "at " + shortest(std::chrono::duration<double>(elapsed()).count()) + " s: ";
+    try {
+      if (const auto changes = watch_->poll()) {
+        for (const SettingChange& c : *changes) {
+          reconfigurations_.push_back(at + c.kind + " " + c.id + " " + c.key + " " + c.old_value +
+                                      " -> " + c.new_value);
+        }
+        if (changes->empty()) reconfigurations_.push_back(at + "no live setting changed");
+      }
+    } catch (const ConfigException& e) {
+      reconfigurations_.push_back(at + "rejected: " + e.what());
     }
   }
 
@@ -498,6 +524,8 @@ class LiveRun {
   Recorder& recorder_;
   const LiveTransport transport_;
   ResilienceRegistry registry_;
+  std::optional<ConfigFileWatch> watch_;
+  std::vector<std::string> reconfigurations_;  // control()'s thread only
   std::vector<std::unique_ptr<WorkerGate>> gates_;
   std::vector<std::unique_ptr<Group>> groups_;
   httplib::Server server_;
@@ -514,8 +542,9 @@ class LiveRun {
 
 }  // namespace
 
-LiveStats run_live_scenario(const Scenario& scenario, Recorder& recorder, LiveTransport transport) {
-  LiveRun run(scenario, recorder, transport);
+LiveStats run_live_scenario(const Scenario& scenario, Recorder& recorder, LiveTransport transport,
+                            const std::string& watch) {
+  LiveRun run(scenario, recorder, transport, watch);
   return run.run();
 }
 

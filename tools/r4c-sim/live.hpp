@@ -20,6 +20,9 @@
 // client read has a timeout, so a misbehaving server cannot hang it.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include <cstdint>
 
 #include "recorder.hpp"
@@ -33,15 +36,24 @@ struct LiveStats {
   std::int64_t calls = 0;            // calls offered
   std::int64_t client_overflow = 0;  // arrivals that found every client thread of their group
                                      // busy; recorded as rejected
+  /// One line per live reconfiguration from the watched file: "at 3.1 s: adaptiveLimit g2
+  /// maxLimit 200 -> 5", or "at 3.1 s: rejected: <every mistake>".
+  std::vector<std::string> reconfigurations;
 };
 
 /// How the live engine's calls travel.
 enum class LiveTransport { http, grpc };
 
-/// Runs `scenario` live for its duration (plus at most live.drain), feeding `recorder`.
-/// Throws OutputError when the server cannot listen, std::runtime_error for the gRPC transport
-/// when r4c-sim was built without gRPC.
+/// Runs `scenario` live for its duration (plus at most live.drain), feeding `recorder`. With a
+/// `watch` file (r4c's external configuration format, e.g.
+/// `instances.<group>.adaptiveLimit.maxLimit = 5`), its text is applied to the run's registry
+/// at the start and again whenever it changes, polled at every timeline sample: the policies
+/// keep their state (docs/operations.md), so the plots show the limit going on from where it
+/// was. Throws OutputError when the server cannot listen, std::runtime_error for the gRPC
+/// transport when r4c-sim was built without gRPC, r4c::ConfigException for a bad watch file at
+/// the start (a bad change later is reported in LiveStats::reconfigurations and changes nothing).
 LiveStats run_live_scenario(const Scenario& scenario, Recorder& recorder,
-                            LiveTransport transport = LiveTransport::http);
+                            LiveTransport transport = LiveTransport::http,
+                            const std::string& watch = {});
 
 }  // namespace r4c::sim

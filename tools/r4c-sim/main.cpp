@@ -120,6 +120,12 @@ void add_scenario_command(CLI::App& app, Action& action, const std::string& name
         ->transform(CLI::CheckedTransformer(transports))
         ->type_name("http|grpc")
         ->default_str("http");
+    command
+        ->add_option("--watch", options->watch,
+                     "An r4c configuration file (e.g. instances.<group>.adaptiveLimit.maxLimit = "
+                     "5) applied at the start and again whenever it changes during the run: the "
+                     "limit goes on from where it was")
+        ->type_name("FILE");
   }
   command->callback([options, &action, work] {
     action = [options, work] { return work(*options, std::cout, std::cerr); };

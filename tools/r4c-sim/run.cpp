@@ -105,12 +105,16 @@ int run_simulated(const RunOptions& options, std::ostream& out, std::ostream& er
 
 int run_live(const RunOptions& options, std::ostream& out, std::ostream& err) {
   return run_scenario(
-      "live", options, out, err, [&options](const Scenario& scenario, Recorder& recorder) {
+      "live", options, out, err, [&options, &out](const Scenario& scenario, Recorder& recorder) {
         if (options.transport == LiveTransport::grpc && !live_grpc_available())
           throw InputError(
               "--transport grpc: this r4c-sim was built without gRPC (Debian: "
               "libgrpc++-dev protobuf-compiler-grpc)");
-        const LiveStats stats = run_live_scenario(scenario, recorder, options.transport);
+        const LiveStats stats =
+            run_live_scenario(scenario, recorder, options.transport, options.watch);
+        for (const std::string& line : stats.reconfigurations) {
+          out << "r4c-sim live: reconfigured " << line << '\n';
+        }
         const char* over = options.transport == LiveTransport::grpc ? " (gRPC)" : " (HTTP)";
         return seconds(stats.wall_s) + " live against 127.0.0.1:" + std::to_string(stats.port) +
                over + " (" + std::to_string(stats.calls) + " calls offered, " +

@@ -19,6 +19,7 @@ struct RunOptions {
   bool plots = true;     // run gnuplot when it is on PATH
   std::string seed;      // replaces the scenario's seed when not empty
   LiveTransport transport = LiveTransport::http;  // live only: how the calls travel
+  std::string watch;  // live only: a configuration file applied, and reapplied when it changes
 };
 
 /// Simulates the scenario (`r4c-sim run`). Prints the summary table and where the outputs are

@@ -64,7 +64,7 @@ class RetryCall final : public WaitingCall<RetryCall<T, Handler, Op>, T, Handler
     ReleaseOnExit release_attempt{this};
     if (tag != attempt_ || this->answered()) return;  // cancelled: ignored, never counted
     const int attempt = attempt_;
-    const int max_attempts = retry_->max_attempts_;
+    const int max_attempts = retry_->max_attempts_.load(std::memory_order_relaxed);
     std::chrono::nanoseconds span{0};
     try {
       if (outcome.failure) {
@@ -78,12 +78,12 @@ class RetryCall final : public WaitingCall<RetryCall<T, Handler, Op>, T, Handler
         RetryOutcome retried;
         bool wanted = true;
         if constexpr (std::is_void_v<T>) {
-          const std::function<bool()>* retry_void = retry_->config_.void_result_predicate();
+          const std::function<bool()>* retry_void = retry_->config_->void_result_predicate();
           wanted = retry_void == nullptr || !(*retry_void)();
         } else {
           using Value = std::remove_cvref_t<T>;
           const std::function<bool(const Value&)>* retry_result =
-              retry_->config_.template result_predicate<Value>();
+              retry_->config_->template result_predicate<Value>();
           const Value& value = *outcome.value;
           wanted = retry_result == nullptr || !(*retry_result)(value);
           retried = RetryOutcome{{}, &value, &typeid(Value)};

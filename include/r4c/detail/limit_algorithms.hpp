@@ -44,6 +44,9 @@ class Gradient2 {
   explicit Gradient2(const AdaptiveLimitConfig& config) noexcept;
   /// Applies one window; returns the new limit.
   int update(const WindowAggregate& window) noexcept;
+  /// A live reconfiguration (same algorithm): the new config's parameters, the learnt state
+  /// kept, the estimate clamped into the new bounds.
+  void retune(const AdaptiveLimitConfig& config);
   int limit() const noexcept { return static_cast<int>(estimate_); }
   double estimate() const noexcept { return estimate_; }
   double long_latency_ns() const noexcept { return long_value_; }
@@ -69,6 +72,9 @@ class Aimd {
  public:
   explicit Aimd(const AdaptiveLimitConfig& config) noexcept;
   int update(const WindowAggregate& window) noexcept;
+  /// A live reconfiguration (same algorithm): the new config's parameters, the learnt state
+  /// kept, the estimate clamped into the new bounds.
+  void retune(const AdaptiveLimitConfig& config);
   int limit() const noexcept { return limit_; }
 
  private:
@@ -84,6 +90,9 @@ class Vegas {
  public:
   explicit Vegas(const AdaptiveLimitConfig& config);
   int update(const WindowAggregate& window) noexcept;
+  /// A live reconfiguration (same algorithm): the new config's parameters, the learnt state
+  /// kept, the estimate clamped into the new bounds.
+  void retune(const AdaptiveLimitConfig& config);
   int limit() const noexcept { return limit_; }
   double estimate() const noexcept { return estimate_; }
   std::int64_t rtt_noload_ns() const noexcept { return rtt_noload_; }
@@ -116,6 +125,9 @@ class DelayTarget {
  public:
   explicit DelayTarget(const AdaptiveLimitConfig& config) noexcept;
   int update(const WindowAggregate& window) noexcept;
+  /// A live reconfiguration (same algorithm): the new config's parameters, the learnt state
+  /// kept, the estimate clamped into the new bounds.
+  void retune(const AdaptiveLimitConfig& config);
   int limit() const noexcept;
   double estimate() const noexcept { return estimate_; }
   double baseline_ns() const noexcept { return baseline_; }
@@ -153,6 +165,10 @@ class LimitEstimator {
   /// Gradient2's long-term latency average, VEGAS's no-load latency, delay_target's baseline,
   /// in ns; 0 for AIMD.
   std::int64_t long_latency_ns() const noexcept;
+  /// A live reconfiguration to `config` (validated): the same algorithm keeps what it learnt
+  /// (long-term latency, no-load latency, baseline) with its estimate clamped into the new
+  /// bounds; another algorithm starts afresh from `current`, clamped.
+  void retune(const AdaptiveLimitConfig& config, int current);
 
  private:
   std::variant<Gradient2, Aimd, Vegas, DelayTarget> algorithm_;
