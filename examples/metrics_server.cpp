@@ -11,7 +11,9 @@
 //
 //   r4c_metrics_server [--port N] [--load-seconds S] [--seconds T]
 //       serves on 127.0.0.1:N (0, the default: a free port); prints "listening 127.0.0.1:PORT",
-//       then "settled" once the load phase is over; ends after T seconds (default 60)
+//       starts the load phase at the first request (a scraper's, so that it sees the limit
+//       move however long it took to start; 60 s at most), prints "settled" once the load
+//       phase is over; ends after T seconds (default 60)
 //   r4c_metrics_server --print [--load-seconds S]
 //       runs the load phase, prints the exposition on standard output and ends
 #include <httplib.h>
@@ -149,11 +151,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "r4c_metrics_server: cannot listen on 127.0.0.1:%d\n", options.port);
     return 1;
   }
+  std::binary_semaphore requested(0);
+  std::atomic<bool> first{true};
+  server.set_logger([&](const httplib::Request&, const httplib::Response&) {
+    if (first.exchange(false)) requested.release();
+  });
   std::thread listener([&server] { server.listen_after_bind(); });
   std::printf("listening 127.0.0.1:%d\n", port);
   std::fflush(stdout);
 
   const auto start = std::chrono::steady_clock::now();
+  (void)requested.try_acquire_for(std::chrono::seconds(60));
   run_load(orders, dependency, std::chrono::seconds(options.load_seconds));
   const r4c::AdaptiveLimitSnapshot limit = registry.adaptive_limit("orders").snapshot();
   std::printf("settled limit=%d rejected=%llu limit_changes=%llu\n", limit.limit,
