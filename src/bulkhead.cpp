@@ -197,20 +197,11 @@ BulkheadPermit Bulkhead::acquire_slowly(bool may_wait) noexcept {
   std::int32_t state = in_flight_.load(std::memory_order_relaxed);
   for (;;) {
     const std::int32_t running = state & (kListened - 1);
-    if (running >= max_concurrent_) {
-      rejected_.increment();
-      if (listening(kRejected))
-        publish(*rejected_listeners_, kRejected, BulkheadEventType::call_rejected, running);
-      return BulkheadPermit();
-    }
+    if (running >= max_concurrent_) return refused(running);
     // relaxed: a slot guards no data; kListened stays as it is.
     if (in_flight_.compare_exchange_weak(state, state + 1, std::memory_order_relaxed,
                                          std::memory_order_relaxed)) {
-      const std::uint8_t listening = listening_.load(std::memory_order_relaxed);
-      if ((listening & kPermitted) != 0)
-        publish(*permitted_listeners_, kPermitted, BulkheadEventType::call_permitted, running + 1);
-      bool announce = (listening & kFinished) != 0 && !forget(*finished_listeners_, kFinished);
-      return BulkheadPermit(this, announce);
+      return admitted(running + 1);
     }
   }
 }

@@ -15,16 +15,13 @@
 
 #include "r4c/adaptive_limit.hpp"
 #include "test_seed.hpp"
+#include "wait_stress_support.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr int kWaits = 100'000;
-#else
-constexpr int kWaits = 1'000'000;
-#endif
+constexpr int kWaits = r4c::test::kSanitized ? 100'000 : 1'000'000;
 constexpr int kThreads = 8;
 
 struct Worker {
@@ -37,17 +34,9 @@ struct Worker {
 void stress(bool changing_limit) {
   constexpr int kLimit = 6;
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimitConfig config;
-  config.algorithm(r4c::LimitAlgorithm::aimd)
-      .initial_limit(kLimit)
-      .min_limit(changing_limit ? 1 : kLimit)
-      .max_limit(changing_limit ? 12 : kLimit)
-      .window(1ms)
-      .min_window_samples(4)
-      .max_wait(300us)
-      .max_queue(changing_limit ? 5 : 1)
-      .random_seed(1);
-  r4c::AdaptiveLimit limit("stress", config, clock);
+  r4c::AdaptiveLimit limit(
+      "stress", r4c::test::stress_limit(changing_limit, kLimit, 12, 300us, changing_limit ? 5 : 1),
+      clock);
   std::atomic<int> running{0};
   std::atomic<int> most_running{0};
   std::atomic<bool> over_limit{false};

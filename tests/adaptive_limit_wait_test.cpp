@@ -238,26 +238,18 @@ TEST(AdaptiveLimitWaitTest, EverySlotARaiseAddsGoesToAWaiter) {
 }
 
 // Each reason a wait is rejected for has its own LimitExceededException subclass.
-template <class Exception>
-bool is_a(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const Exception&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
 TEST(AdaptiveLimitWaitTest, EachRejectionReasonHasItsOwnException) {
   auto clock = std::make_shared<r4c::ManualClock>();
   r4c::AdaptiveLimit limit("reasons", waiting_config(1, 10ms).max_queue(1), clock);
-  EXPECT_TRUE(is_a<r4c::LimitQueueFullException>(limit.rejection(RejectReason::queue_full)));
-  EXPECT_TRUE(is_a<r4c::LimitWaitTimeoutException>(limit.rejection(RejectReason::wait_timeout)));
-  EXPECT_TRUE(is_a<r4c::LimitDeadlineException>(limit.rejection(RejectReason::deadline)));
-  EXPECT_TRUE(is_a<r4c::LimitWaitCancelledException>(limit.rejection(RejectReason::cancelled)));
-  EXPECT_TRUE(is_a<r4c::LimitEvictedException>(limit.rejection(RejectReason::evicted)));
-  EXPECT_FALSE(is_a<r4c::LimitWaitTimeoutException>(limit.rejection(RejectReason::queue_full)));
+  const auto rethrow = [&](RejectReason reason) {
+    std::rethrow_exception(limit.rejection(reason));
+  };
+  EXPECT_THROW(rethrow(RejectReason::queue_full), r4c::LimitQueueFullException);
+  EXPECT_THROW(rethrow(RejectReason::wait_timeout), r4c::LimitWaitTimeoutException);
+  EXPECT_THROW(rethrow(RejectReason::deadline), r4c::LimitDeadlineException);
+  EXPECT_THROW(rethrow(RejectReason::cancelled), r4c::LimitWaitCancelledException);
+  EXPECT_THROW(rethrow(RejectReason::evicted), r4c::LimitEvictedException);
+  EXPECT_NE(limit.rejection(RejectReason::queue_full), limit.rejection(RejectReason::evicted));
   EXPECT_EQ(limit.rejection(RejectReason::limit), limit.rejection());
   // A limit that cannot wait has only its plain exception.
   r4c::AdaptiveLimit plain("plain", r4c::AdaptiveLimitConfig(), clock);

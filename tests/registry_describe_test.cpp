@@ -144,7 +144,9 @@ TEST(RegistryDescribeTest, RendersJsonWithEscapedStrings) {
   EXPECT_THAT(json, HasSubstr(R"({"kind":"bulkhead","scope":"instances.q\"b","id":"q\"b",)"
                               R"("live":true,"usedBy":["shop::\"Quoted\"\\#a"],"namedConfig":"",)"
                               R"("settings":[{"key":"maxConcurrent","value":"25",)"
-                              R"("source":"default","origin":"","fileKey":""}]})"));
+                              R"("source":"default","origin":"","fileKey":""},)"
+                              R"({"key":"maxWait","value":"0s","source":"default",)"
+                              R"("origin":"","fileKey":""}]})"));
   EXPECT_EQ(json.rfind("{\"policies\":[", 0), 0u);
   EXPECT_EQ(json.substr(json.size() - 4), "\n]}\n");
 }

@@ -107,15 +107,38 @@ struct PipelineStage<HedgeKind> {
   }
 };
 
-// The adaptive limit admits the call by the class it says (Pipeline::execute(CallClass, f)).
+// A synchronous call saying its class (Pipeline::execute(cls, f)): the callable, held by value,
+// and the class. The adaptive limit's stage reads the class; every other stage, and the call
+// at the end, sees the callable. The type says it, so a call without a class compiles to the
+// limit's plain path.
+template <class F>
+struct ClassedCall {
+  F f;
+  CallClass cls;
+
+  template <class... A>
+  requires std::is_invocable_v<F&, A...>
+  decltype(auto) operator()(A&&... a) { return std::invoke(f, std::forward<A>(a)...); }
+};
+template <class F>
+inline constexpr bool kIsClassedCall = false;
+template <class F>
+inline constexpr bool kIsClassedCall<ClassedCall<F>> = true;
+
+// The adaptive limit admits a ClassedCall by its class.
 template <>
 struct PipelineStage<AdaptiveLimitKind> {
   template <class T, std::size_t I, class Stages, class F>
   static Outcome<T> try_run(AdaptiveLimit& limit, const Stages& stages, F& f,
                             std::stop_token stop) {
-    return limit.try_execute(stages.cls, [&]() -> Outcome<T> {
+    auto rest = [&]() -> Outcome<T> {
       return stages.template try_through<I + 1>(f, std::move(stop));
-    });
+    };
+    if constexpr (kIsClassedCall<std::remove_cv_t<F>>) {
+      return limit.try_execute(f.cls, rest);
+    } else {
+      return limit.try_execute(rest);
+    }
   }
 };
 
@@ -151,7 +174,9 @@ struct PipelineStage<TimeoutKind> {
 template <class T>
 struct PipelineStages {
   AllKinds::Tuple<PolicyPointer> policies{};
-  CallClass cls = CallClass::critical;  // the call's class, for the adaptive limit
+  // The calls' class, for the adaptive limit: read by the asynchronous layers and by a
+  // generated wrapper's call_through (a synchronous call says it as a ClassedCall).
+  CallClass cls = CallClass::critical;
 
   template <class Kind>
   typename Kind::Policy* get() const noexcept {
@@ -301,15 +326,17 @@ class Pipeline {
   /// execute(f) for a call of class `cls`: the pipeline's adaptive limit admits it below its
   /// class's share and queues it by class (see AdaptiveLimit::try_acquire(CallClass)); the
   /// other policies treat every class alike. `critical` is execute(f); `bypass` passes the
-  /// limit unlimited and uncounted.
+  /// limit unlimited and uncounted. `f` is moved (copied when an lvalue) into the call.
   template <class F>
   T execute(CallClass cls, F&& f) const {
-    return with_class(cls).execute(f);
+    detail::ClassedCall<std::decay_t<F>> call{std::forward<F>(f), cls};
+    return stages_.execute(call);
   }
   /// try_execute(f) for a call of class `cls`, as execute(cls, f).
   template <class F>
   Outcome<T> try_execute(CallClass cls, F&& f) const {
-    return with_class(cls).try_execute(f);
+    detail::ClassedCall<std::decay_t<F>> call{std::forward<F>(f), cls};
+    return stages_.try_execute(call);
   }
 
   /// Runs the asynchronous operation `op` (an Asio initiation: a callable taking a completion

@@ -51,6 +51,11 @@ concept HasResilientWrapper = requires {
 // Pipeline<T>::execute does, for a callable that needs no stop token.
 template <class T, class F>
 T call_through(const PipelineStages<T>& stages, F&& f) {
+  if (stages.cls != CallClass::critical) [[unlikely]] {
+    // [[r4c::adaptive_limit(call_class = ...)]]: the call says its class to the limit.
+    ClassedCall<std::decay_t<F>> call{std::forward<F>(f), stages.cls};
+    return stages.execute(call);
+  }
   return stages.execute(f);
 }
 

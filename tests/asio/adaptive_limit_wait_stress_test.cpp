@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../test_seed.hpp"
+#include "../wait_stress_support.hpp"
 #include "async_support.hpp"
 #include "r4c/asio.hpp"
 
@@ -35,11 +36,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr int kCalls = 50'000;
-#else
-constexpr int kCalls = 200'000;
-#endif
+constexpr int kCalls = r4c::test::kSanitized ? 50'000 : 200'000;
 constexpr int kContexts = 4;
 constexpr int kLimit = 4;
 constexpr int kOutstanding = 64;  // callers launched and not yet answered, at most
@@ -77,17 +74,9 @@ struct Tally {
 
 void stress(bool changing_limit) {
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimitConfig config;
-  config.algorithm(r4c::LimitAlgorithm::aimd)
-      .initial_limit(kLimit)
-      .min_limit(changing_limit ? 1 : kLimit)
-      .max_limit(changing_limit ? 6 : kLimit)
-      .window(1ms)
-      .min_window_samples(4)
-      .max_wait(200us)
-      .max_queue(changing_limit ? 6 : 3)
-      .random_seed(1);
-  r4c::AdaptiveLimit limit("async-stress", config, clock);
+  r4c::AdaptiveLimit limit(
+      "async-stress",
+      r4c::test::stress_limit(changing_limit, kLimit, 6, 200us, changing_limit ? 6 : 3), clock);
   const std::uint64_t seed = r4c::test::test_seed(1717);
 
   std::array<asio::io_context, kContexts> contexts;
