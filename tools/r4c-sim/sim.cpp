@@ -112,7 +112,7 @@ class Simulation {
       // the scenario's seed, so that a run is reproducible.
       GroupSpec seeded = spec;
       if (seeded.limit.random_seed() == 0) {
-        // Groups sharing a limit build it alike: the seed of the first of them.
+        // Groups sharing a limit build it alike: the random seed of the first of them.
         std::size_t first = 0;
         while (first < g && (spec.shared_limit.empty() ||
                              scenario.groups[first].shared_limit != spec.shared_limit)) {
