@@ -3,8 +3,12 @@
 // they stress.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <initializer_list>
 
+#include "r4c/adaptive_limit.hpp"
 #include "r4c/adaptive_limit_config.hpp"
 
 namespace r4c::test {
@@ -32,5 +36,31 @@ inline AdaptiveLimitConfig stress_limit(bool moving, int limit, int moving_max,
       .random_seed(1);
   return config;
 }
+
+/// The ways a wait ended that a stress run has seen so far. How often each comes up depends on
+/// the thread schedule (a 2-core CI machine may run the clock's thread rarely), so a run goes on
+/// past its quota until it has seen each one, for `kCoverageCap` of real time at most; the test
+/// still fails if one never came.
+class ReasonsSeen {
+ public:
+  void mark(RejectReason reason) noexcept {
+    const std::uint32_t bit = 1u << static_cast<int>(reason);
+    if ((seen_.load(std::memory_order_relaxed) & bit) == 0) {
+      seen_.fetch_or(bit, std::memory_order_relaxed);
+    }
+  }
+  [[nodiscard]] bool all(std::initializer_list<RejectReason> wanted) const noexcept {
+    const std::uint32_t seen = seen_.load(std::memory_order_relaxed);
+    for (RejectReason reason : wanted) {
+      if ((seen & (1u << static_cast<int>(reason))) == 0) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::atomic<std::uint32_t> seen_{0};
+};
+
+inline constexpr std::chrono::seconds kCoverageCap{60};
 
 }  // namespace r4c::test
