@@ -22,16 +22,11 @@
 #include <r4c/asio.hpp>
 #include <r4c/r4c.hpp>
 
+#include "example_checks.hpp"
+
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "async_docs: FAILED: %s\n", what);
-    ++failures;
-  }
-}
+using r4c_example::check;
 
 // A stand-in for an Asio client: places an order after `latency`, reporting with an error
 // code as most Asio code does; cancellable through the handler's cancellation slot.
@@ -67,6 +62,7 @@ class OrderBackend {
 }  // namespace
 
 int main() {
+  r4c_example::example_name = "async_docs";
   using namespace std::chrono_literals;
 
   {
@@ -198,6 +194,5 @@ int main() {
           "timed_out is a drop by default");
   }
 
-  if (failures == 0) std::puts("async_docs: every example did what docs/async.md says");
-  return failures == 0 ? 0 : 1;
+  return r4c_example::finish("async_docs: every example did what docs/async.md says");
 }

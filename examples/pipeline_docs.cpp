@@ -14,16 +14,11 @@
 
 #include <r4c/r4c.hpp>
 
+#include "example_checks.hpp"
+
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "pipeline_docs: FAILED: %s\n", what);
-    ++failures;
-  }
-}
+using r4c_example::check;
 
 // A stand-in for a client library whose calls can be cancelled through a stop token.
 struct SearchBackend {
@@ -79,6 +74,7 @@ struct Replicas {
 }  // namespace
 
 int main() {
+  r4c_example::example_name = "pipeline_docs";
   using namespace std::chrono_literals;
   SearchBackend backend;
 
@@ -276,6 +272,5 @@ int main() {
     check(clock->pending_tasks() == 0, "the hedge leaves no timer behind");
   }
 
-  if (failures == 0) std::puts("pipeline_docs: every example did what docs/pipeline.md says");
-  return failures == 0 ? 0 : 1;
+  return r4c_example::finish("pipeline_docs: every example did what docs/pipeline.md says");
 }

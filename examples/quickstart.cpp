@@ -10,16 +10,11 @@
 
 #include <r4c/r4c.hpp>
 
+#include "example_checks.hpp"
+
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "quickstart: FAILED: %s\n", what);
-    ++failures;
-  }
-}
+using r4c_example::check;
 
 // Stands in for a call to a remote dependency.
 std::string place_order(const std::string& order) { return "placed " + order; }
@@ -27,6 +22,7 @@ std::string place_order(const std::string& order) { return "placed " + order; }
 }  // namespace
 
 int main() {
+  r4c_example::example_name = "quickstart";
   // A limit that finds its own concurrency: it starts at 10 calls at once and never exceeds 100.
   r4c::AdaptiveLimitConfig config;
   config.initial_limit(10).max_limit(100);
@@ -76,6 +72,5 @@ int main() {
   check(after.rejected == 1, "one call was rejected");
   check(after.in_flight == 0, "no call is in flight");
 
-  if (failures == 0) std::printf("quickstart: ok\n");
-  return failures == 0 ? 0 : 1;
+  return r4c_example::finish("quickstart: ok");
 }

@@ -12,16 +12,11 @@
 
 #include <r4c/r4c.hpp>
 
+#include "example_checks.hpp"
+
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "throttle_docs: FAILED: %s\n", what);
-    ++failures;
-  }
-}
+using r4c_example::check;
 
 // What a client library throws for an HTTP 503 or 429: the backend refusing.
 struct Overloaded : std::runtime_error {
@@ -42,6 +37,7 @@ struct Backend {
 }  // namespace
 
 int main() {
+  r4c_example::example_name = "throttle_docs";
   using namespace std::chrono_literals;
 
   {
@@ -163,6 +159,5 @@ int main() {
     check(log == std::vector<std::string>{"db-pool full at 1/1"}, "the rejection is logged");
   }
 
-  if (failures == 0) std::puts("throttle_docs: all checks passed");
-  return failures == 0 ? 0 : 1;
+  return r4c_example::finish("throttle_docs: all checks passed");
 }

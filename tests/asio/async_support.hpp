@@ -8,10 +8,12 @@
 #include "../test_seed.hpp"
 
 #include <asio/associated_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
 #include <asio/cancellation_type.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/error.hpp>
+#include <asio/io_context.hpp>
 #include <asio/system_error.hpp>
 #include <atomic>
 #include <chrono>
@@ -136,6 +138,18 @@ struct Answer {
     };
   }
 };
+
+// A callback on `io` recording into `answer`.
+template <class Context>
+auto on(Context& io, Answer& answer) {
+  return asio::bind_executor(io, answer.handler());
+}
+
+// Runs the handlers ready on `io`, restarted first: a context that ran out of work stops.
+inline void poll(asio::io_context& io) {
+  io.restart();
+  io.poll();
+}
 
 // Whether `failure` holds an Exception.
 template <class Exception>

@@ -37,11 +37,7 @@ using namespace r4c::testing;  // the async suites' shared backend and answers
 using namespace std::chrono_literals;
 
 // What a callback received.
-struct Outcome {
-  int calls = 0;
-  std::exception_ptr failure;
-  std::string value;
-};
+using Outcome = r4c::testing::Answer;
 
 class AsyncRateLimiterTest : public ::testing::Test {
  protected:
@@ -51,24 +47,14 @@ class AsyncRateLimiterTest : public ::testing::Test {
     EXPECT_EQ(limiter_->snapshot().waiting_calls, 0);
   }
 
-  // Runs the handlers ready on io_ (restarted: a context that ran out of work stops).
-  void poll() {
-    io_.restart();
-    io_.poll();
-  }
+  void poll() { r4c::testing::poll(io_); }
 
   void make(r4c::RateLimiterConfig config) {
     limiter_ = std::make_unique<r4c::RateLimiter>("search", std::move(config), clock_);
   }
 
   // A callback on io_ recording into `outcome`.
-  auto on_io(Outcome& outcome) {
-    return asio::bind_executor(io_, [&outcome](std::exception_ptr e, std::string r) {
-      ++outcome.calls;
-      outcome.failure = e;
-      outcome.value = std::move(r);
-    });
-  }
+  auto on_io(Outcome& outcome) { return r4c::testing::on(io_, outcome); }
 
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
   std::unique_ptr<r4c::RateLimiter> limiter_ = std::make_unique<r4c::RateLimiter>(

@@ -21,26 +21,13 @@ namespace {
 using namespace std::chrono_literals;
 
 // What a callback received.
-struct Outcome {
-  int calls = 0;
-  std::exception_ptr failure;
-  std::string value;
-};
+using Outcome = r4c::testing::Answer;
 
 class AsyncRateLimiterWeightsTest : public ::testing::Test {
  protected:
-  // A callback on io_ recording into `outcome`: a waiting call starts its operation there.
-  auto on_io(Outcome& outcome) {
-    return asio::bind_executor(io_, [&outcome](std::exception_ptr e, std::string r) {
-      ++outcome.calls;
-      outcome.failure = e;
-      outcome.value = std::move(r);
-    });
-  }
-  void poll() {
-    io_.restart();
-    io_.poll();
-  }
+  // A callback on io_ recording into `outcome`.
+  auto on_io(Outcome& outcome) { return r4c::testing::on(io_, outcome); }
+  void poll() { r4c::testing::poll(io_); }
 
   void TearDown() override {
     EXPECT_EQ(clock_->pending_tasks(), 0u);

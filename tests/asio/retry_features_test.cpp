@@ -25,11 +25,8 @@ struct Busy : std::runtime_error {
   explicit Busy(const char* what = "busy") : std::runtime_error(what) {}
 };
 
-struct Outcome {
-  int calls = 0;
-  std::exception_ptr failure;
-  std::string value;
-};
+// What a callback received.
+using Outcome = r4c::testing::Answer;
 
 class AsyncRetryFeaturesTest : public ::testing::Test {
  protected:
@@ -41,13 +38,9 @@ class AsyncRetryFeaturesTest : public ::testing::Test {
   std::unique_ptr<r4c::Retry> make(r4c::RetryConfig config) {
     return std::make_unique<r4c::Retry>("orders", std::move(config), clock_);
   }
-  void poll() { io_.restart(), io_.poll(); }
-  // A callback on io_ that keeps what it got in `outcome`.
-  auto on_io(Outcome& outcome) {
-    return asio::bind_executor(io_, [&outcome](std::exception_ptr e, std::string r) {
-      outcome = Outcome{outcome.calls + 1, std::move(e), std::move(r)};
-    });
-  }
+  void poll() { r4c::testing::poll(io_); }
+  // A callback on io_ recording into `outcome`.
+  auto on_io(Outcome& outcome) { return r4c::testing::on(io_, outcome); }
   // Advances the clock by `wait` and runs what became ready.
   void pass(std::chrono::nanoseconds wait) {
     clock_->advance(wait);

@@ -42,11 +42,7 @@ struct Busy : std::runtime_error {
 };
 
 // What a callback received.
-struct Outcome {
-  int calls = 0;
-  std::exception_ptr failure;
-  std::string value;
-};
+using Outcome = r4c::testing::Answer;
 
 // The outcome counters of a snapshot, for comparisons.
 std::vector<std::uint64_t> counters(const r4c::RetrySnapshot& s) {
@@ -66,20 +62,10 @@ class AsyncRetryTest : public ::testing::Test {
     retry_ = std::make_unique<r4c::Retry>("orders", std::move(config), clock_);
   }
 
-  // Runs the handlers ready on io_ (restarted: a context that ran out of work stops).
-  void poll() {
-    io_.restart();
-    io_.poll();
-  }
+  void poll() { r4c::testing::poll(io_); }
 
-  // A callback on io_ recording into `outcome`, optionally cancellable through `cancel`.
-  auto on_io(Outcome& outcome) {
-    return asio::bind_executor(io_, [&outcome](std::exception_ptr e, std::string r) {
-      ++outcome.calls;
-      outcome.failure = e;
-      outcome.value = std::move(r);
-    });
-  }
+  // A callback on io_ recording into `outcome`.
+  auto on_io(Outcome& outcome) { return r4c::testing::on(io_, outcome); }
 
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
   std::unique_ptr<r4c::Retry> retry_ = std::make_unique<r4c::Retry>(

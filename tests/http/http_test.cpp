@@ -77,6 +77,40 @@ class TestServer {
   int port_ = 0;
 };
 
+// A server behind `guard` whose /work requests wait at a gate and whose `quick` path answers at
+// once, with one /work request held (on its own thread) until release().
+class HeldServer {
+ public:
+  HeldServer(r4c::http::ServerGuard& guard, const char* quick) {
+    server_.server().Get("/work",
+                         [this](const httplib::Request&, httplib::Response&) { gate_.wait(); });
+    server_.server().Get(quick, [](const httplib::Request&, httplib::Response& response) {
+      response.set_content("ok", "text/plain");
+    });
+    guard.install(server_.server());
+    port_ = server_.start();
+    holder_ = std::thread([port = port_] { httplib::Client("127.0.0.1", port).Get("/work"); });
+    gate_.wait_for_waiters(1);
+  }
+  HeldServer(const HeldServer&) = delete;
+  HeldServer& operator=(const HeldServer&) = delete;
+  ~HeldServer() { release(); }
+  int port() const { return port_; }
+  // Lets the held request finish, and waits until its client has its answer.
+  void release() {
+    if (holder_.joinable()) {
+      gate_.open();
+      holder_.join();
+    }
+  }
+
+ private:
+  TestServer server_;
+  Gate gate_;
+  std::thread holder_;
+  int port_ = 0;
+};
+
 TEST(HttpServerGuardTest, AFullLimitAnswers503WithRetryAfterAndTheHandlerDoesNotRun) {
   auto clock = std::make_shared<r4c::ManualClock>();
   r4c::AdaptiveLimit limit("server", r4c::test::fixed_limit(1), clock);
@@ -119,24 +153,14 @@ TEST(HttpServerGuardTest, ABypassedPathIsServedWhileTheLimitIsFull) {
   auto clock = std::make_shared<r4c::ManualClock>();
   r4c::AdaptiveLimit limit("server", r4c::test::fixed_limit(1), clock);
   r4c::http::ServerGuard guard(limit, r4c::http::ServerGuardOptions().bypass("/health"));
-  TestServer server;
-  Gate gate;
-  server.server().Get("/work", [&](const httplib::Request&, httplib::Response&) { gate.wait(); });
-  server.server().Get("/health", [](const httplib::Request&, httplib::Response& response) {
-    response.set_content("ok", "text/plain");
-  });
-  guard.install(server.server());
-  const int port = server.start();
-  std::thread holder([&] { httplib::Client("127.0.0.1", port).Get("/work"); });
-  gate.wait_for_waiters(1);
+  HeldServer server(guard, "/health");
 
-  httplib::Client client("127.0.0.1", port);
+  httplib::Client client("127.0.0.1", server.port());
   auto health = client.Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
   EXPECT_EQ(guard.refused(), 0u);
-  gate.open();
-  holder.join();
+  server.release();
   EXPECT_EQ(limit.in_flight(), 0);
 }
 
@@ -150,18 +174,9 @@ TEST(HttpServerGuardTest, ARequestIsAdmittedInTheClassItsHeaderNamesUpToTheHighe
     r4c::http::ServerGuardOptions options;
     if (capped) options.call_class(r4c::ClassFromRequest().highest(r4c::CallClass::degraded));
     r4c::http::ServerGuard guard(limit, options);
-    TestServer server;
-    Gate gate;
-    server.server().Get("/work", [&](const httplib::Request&, httplib::Response&) { gate.wait(); });
-    server.server().Get("/quick", [](const httplib::Request&, httplib::Response& response) {
-      response.set_content("ok", "text/plain");
-    });
-    guard.install(server.server());
-    const int port = server.start();
-    std::thread holder([&] { httplib::Client("127.0.0.1", port).Get("/work"); });
-    gate.wait_for_waiters(1);
+    HeldServer server(guard, "/quick");
 
-    httplib::Client client("127.0.0.1", port);
+    httplib::Client client("127.0.0.1", server.port());
     const auto status_as = [&](const char* cls) {
       auto result = client.Get("/quick", httplib::Headers{{"R4C-Class", cls}});
       return result ? result->status : -1;
@@ -177,8 +192,7 @@ TEST(HttpServerGuardTest, ARequestIsAdmittedInTheClassItsHeaderNamesUpToTheHighe
     EXPECT_EQ(snap.rejected_by_class[static_cast<int>(r4c::CallClass::bulk)], 1u);
     EXPECT_EQ(snap.rejected_by_class[static_cast<int>(r4c::CallClass::degraded)], capped ? 2u : 1u);
     EXPECT_EQ(guard.refused(), capped ? 3u : 2u);
-    gate.open();
-    holder.join();
+    server.release();
     EXPECT_EQ(limit.in_flight(), 0);
   }
 }
