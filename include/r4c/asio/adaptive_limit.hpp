@@ -56,8 +56,8 @@ struct LimitHold {
 
 // What the asynchronous wait needs of the limit's queue.
 struct LimitQueueAccess {
-  static Permit admit_now(AdaptiveLimit& limit, CallClass cls) noexcept {
-    return limit.admit_now(cls);
+  static Permit admit_now(AdaptiveLimit& limit, CallClass cls, LimitPartition partition) noexcept {
+    return limit.admit_now(cls, limit.partition_slot(partition));
   }
   static auto begin_wait(AdaptiveLimit& limit, LimitWaiter& waiter,
                          const Admission& admission) noexcept {
@@ -84,7 +84,7 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
         op_(std::move(op)),
         waiter_(*this) {}
 
-  static void start(Handler handler, Op op, AdaptiveLimit& limit, CallClass cls) {
+  static void start(Handler handler, Op op, AdaptiveLimit& limit, const Admission& admission) {
     LimitWaitCall* call = Base::create(std::move(handler), limit, std::move(op));
     call->watch_caller();
     // start()'s own reference, as in RateLimitedCall::start.
@@ -105,7 +105,7 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
     // What begin_wait() decided under the queue's mutex: once queued, the waiter belongs to
     // the queue, and a grant, eviction or timeout on another thread may end it at any moment
     // (its wake() fires the timer then).
-    const auto begun = LimitQueueAccess::begin_wait(limit, call->waiter_, Admission{cls});
+    const auto begun = LimitQueueAccess::begin_wait(limit, call->waiter_, admission);
     if (begun.refused != RejectReason::none) call->reason_ = begun.refused;
     if (begun.refused != RejectReason::none || begun.granted) call->fire_now(now);
     call->disarm_if_answered();
@@ -163,15 +163,16 @@ template <class T>
 struct LimitInitiation {
   AdaptiveLimit* limit;
   CallClass cls = CallClass::critical;
+  LimitPartition partition = {};
 
   template <class Handler, class Op>
   void operator()(Handler handler, Op&& op) const {
-    Permit permit =
-        limit->waits() ? LimitQueueAccess::admit_now(*limit, cls) : limit->try_acquire(cls);
+    Permit permit = limit->waits() ? LimitQueueAccess::admit_now(*limit, cls, partition)
+                                   : limit->try_acquire(partition, cls);
     if (!permit) [[unlikely]] {
       if (limit->waits()) {
         LimitWaitCall<T, Handler, std::decay_t<Op>>::start(std::move(handler), std::forward<Op>(op),
-                                                           *limit, cls);
+                                                           *limit, Admission{cls, partition});
       } else {
         fail_at_once<T>(std::move(handler), limit->rejection());
       }
@@ -237,6 +238,19 @@ template <class T, class Op, class Token>
 auto AdaptiveLimit::async_execute(CallClass cls, Op&& op, Token&& token) {
   return asio::async_initiate<Token, detail::AsyncSignature<T>>(
       detail::LimitInitiation<T>{this, cls}, token, std::forward<Op>(op));
+}
+
+template <class T, class Op, class Token>
+auto AdaptiveLimit::async_execute(LimitPartition partition, Op&& op, Token&& token) {
+  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
+      detail::LimitInitiation<T>{this, CallClass::critical, partition}, token,
+      std::forward<Op>(op));
+}
+
+template <class T, class Op, class Token>
+auto AdaptiveLimit::async_execute(CallClass cls, LimitPartition partition, Op&& op, Token&& token) {
+  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
+      detail::LimitInitiation<T>{this, cls, partition}, token, std::forward<Op>(op));
 }
 
 template <class F>
