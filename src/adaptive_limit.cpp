@@ -876,7 +876,24 @@ std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::s
       R::file_only(
           "bulkShare", "bulk_share", number,
           [](auto& c, auto& v) { c.class_share(CallClass::bulk, v.number); },
-          [](const auto& c) { return detail::value_of(c.class_share(CallClass::bulk)); })};
+          [](const auto& c) { return detail::value_of(c.class_share(CallClass::bulk)); }),
+      R::file_only(
+          "partitions", "partitions", named_numbers,
+          [](auto& c, auto& v) {
+            std::vector<LimitPartitionShare> partitions;
+            for (const auto& pair : v.named_numbers)
+              partitions.push_back({pair.first, pair.second});
+            c.partitions(std::move(partitions));
+          },
+          [](const auto& c) {
+            std::vector<std::pair<std::string, double>> pairs;
+            for (const LimitPartitionShare& p : c.partitions()) pairs.emplace_back(p.name, p.share);
+            return detail::value_of(std::move(pairs));
+          }),
+      R::file_only(
+          "partitionBorrow", "partition_borrow", boolean,
+          [](auto& c, auto& v) { c.partition_borrow(v.boolean); },
+          [](const auto& c) { return detail::value_of(c.partition_borrow()); })};
   return kSettings;
 }
 

@@ -16,6 +16,7 @@
 
 #include "r4c/adaptive_limit.hpp"
 #include "r4c/metrics.hpp"
+#include "r4c/registry.hpp"
 #include "test_seed.hpp"
 
 namespace {
@@ -275,6 +276,37 @@ TEST_F(AdaptiveLimitPartitionTest, TheConfigRefusesSharesAboveOneAndBadNames) {
     EXPECT_EQ(e.code(), "R4C-REG-012");
     EXPECT_NE(std::string(e.what()).find("valid: user, prefetch"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(AdaptiveLimitPartitionTest, TheFileSetsThePartitionsAndTheirBorrowing) {
+  auto registry = r4c::ResilienceRegistry::builder()
+                      .config_text(R"(
+                        defaults.adaptiveLimit.partitions = user:0.6, prefetch:0.3
+                        instances.orders.adaptiveLimit.partitionBorrow = false
+                      )")
+                      .build();
+  const r4c::AdaptiveLimit& limit = registry.adaptive_limit_policy("m", "orders");
+  ASSERT_EQ(limit.config().partitions().size(), 2u);
+  EXPECT_EQ(limit.config().partitions()[1], (r4c::LimitPartitionShare{"prefetch", 0.3}));
+  EXPECT_FALSE(limit.config().partition_borrow());
+  EXPECT_TRUE(limit.partitioned());
+  EXPECT_EQ(limit.partition("prefetch").index(), 1);
+  const auto refused = [](const char* text) {
+    try {
+      (void)r4c::ResilienceRegistry::builder().config_text(text).build();
+      ADD_FAILURE() << text << " was accepted";
+      return std::string();
+    } catch (const r4c::ConfigException& e) {
+      return std::string(e.code()) + " " + e.what();
+    }
+  };
+  EXPECT_NE(
+      refused("defaults.adaptiveLimit.partitions = user:0.7, prefetch:0.4").find("R4C-REG-001"),
+      std::string::npos);
+  EXPECT_NE(refused("defaults.adaptiveLimit.partitions = user=0.7").find("R4C-CFG-004"),
+            std::string::npos);
+  EXPECT_NE(refused("defaults.adaptiveLimit.partitions = user:lots").find("R4C-CFG-004"),
+            std::string::npos);
 }
 
 // 8 threads of random partitions, classes and hold times, with windows closing as the

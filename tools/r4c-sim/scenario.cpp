@@ -383,6 +383,7 @@ std::optional<std::string> setting_text(const toml::node& node, detail::SettingT
     case detail::SettingType::duration:
     case detail::SettingType::choice:
     case detail::SettingType::exception_types:
+    case detail::SettingType::named_numbers:
       if (const auto* text = node.as_string()) return text->get();
       return std::nullopt;
   }
