@@ -489,7 +489,7 @@ void AdaptiveLimit::end_locked(detail::LimitWaiter& waiter, detail::WaitEnd end,
   queue_->remove(waiter, now);
   waiter.end_ = end;
   waiting_.fetch_sub(1, std::memory_order_seq_cst);
-  if (end != detail::WaitEnd::granted)
+  if (end != detail::WaitEnd::granted && !waiter.counted_by_caller)
     count_rejection(waiter.cls, reason_of(end), waiter.partition);
   waiter.wake();
 }
@@ -569,7 +569,8 @@ AdaptiveLimit::WaitStart AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
   const std::int64_t now = clock_.ticks();
   if (waiter.end_ != detail::WaitEnd::pending) {
     // Its caller gave up (end_wait) before it could be queued.
-    count_rejection(cls, RejectReason::cancelled, partition_slot(admission.partition));
+    if (!waiter.counted_by_caller)
+      count_rejection(cls, RejectReason::cancelled, partition_slot(admission.partition));
     return {RejectReason::cancelled, false};
   }
   waiter.partition = partition_slot(admission.partition);
@@ -607,7 +608,7 @@ AdaptiveLimit::WaitStart AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
     }
   }
   if (refused != RejectReason::none) {
-    count_rejection(cls, refused, waiter.partition);
+    if (!waiter.counted_by_caller) count_rejection(cls, refused, waiter.partition);
     return {refused, false};
   }
   waiter.cls = cls;

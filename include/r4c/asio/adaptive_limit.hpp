@@ -22,6 +22,7 @@
 #include <asio/error.hpp>
 #include <asio/system_error.hpp>
 #include <asio/use_awaitable.hpp>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <type_traits>
@@ -69,6 +70,10 @@ struct LimitQueueAccess {
   static Permit permit_of(AdaptiveLimit& limit, const LimitWaiter& waiter) noexcept {
     return limit.permit_of(waiter);
   }
+  static void count_rejection(AdaptiveLimit& limit, const LimitWaiter& waiter,
+                              RejectReason reason) noexcept {
+    limit.count_rejection(waiter.cls, reason, waiter.partition);
+  }
 };
 
 // A call waiting in the limit's queue, then running its operation under the granted slot.
@@ -82,7 +87,19 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
       : Base(std::move(handler), limit.clock().get(), /*waiting=*/true),
         limit_(&limit),
         op_(std::move(op)),
-        waiter_(*this) {}
+        waiter_(*this) {
+    waiter_.counted_by_caller = true;
+  }
+
+  // The caller cancelled (and this call claimed its answer): answered operation_aborted, as
+  // Asio operations are. Before its operation started, that is the wait's rejection, counted
+  // `cancelled` however the wait itself ended (a grant's slot goes back unused).
+  void on_cancel() {
+    int waiting = kWaiting;
+    if (phase_.compare_exchange_strong(waiting, kCancelled, std::memory_order_acq_rel))
+      LimitQueueAccess::count_rejection(*limit_, waiter_, RejectReason::cancelled);
+    Base::on_cancel();
+  }
 
   static void start(Handler handler, Op op, AdaptiveLimit& limit, const Admission& admission) {
     LimitWaitCall* call = Base::create(std::move(handler), limit, std::move(op));
@@ -143,9 +160,17 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
   }
   void resume() {
     if (!permit_) {
-      if (this->claim()) this->answer(limit_->rejection(reason_));
+      // Losing the claim, the caller was cancelled: on_cancel() counted that.
+      if (this->claim()) {
+        LimitQueueAccess::count_rejection(*limit_, waiter_, reason_);
+        this->answer(limit_->rejection(reason_));
+      }
       return;
     }
+    // A cancellation between the grant and here answered operation_aborted: the operation
+    // never starts, and the slot goes back when the call ends.
+    int waiting = kWaiting;
+    if (!phase_.compare_exchange_strong(waiting, kStarted, std::memory_order_acq_rel)) return;
     this->add_ref();  // the operation's
     op_(InnerHandler<LimitWaitCall, T>(this, 0));
   }
@@ -157,6 +182,9 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
   Permit permit_;
   RejectReason reason_ = RejectReason::none;  // why, when it gets no slot
   std::chrono::nanoseconds deadline_{0};
+  // Whether the operation started or the caller cancelled first (decided once).
+  static constexpr int kWaiting = 0, kStarted = 1, kCancelled = 2;
+  std::atomic<int> phase_{kWaiting};
 };
 
 template <class T>

@@ -41,7 +41,11 @@ class LimitWaiter {
   LimitWaiter* prev = nullptr;
   LimitWaiter* next = nullptr;
   CallClass cls = CallClass::critical;
-  std::uint8_t partition = 0;   // 0: the limit has none; else its partition's slot + 1
+  std::uint8_t partition = 0;  // 0: the limit has none; else its partition's slot + 1
+  // An asynchronous call counts its own rejection when it answers (with the reason its caller
+  // is answered with: a cancellation racing a timeout or a grant is `cancelled`); the queue
+  // counts a synchronous waiter's.
+  bool counted_by_caller = false;
   std::int64_t since = 0;       // ticks when it began waiting
   std::int64_t until = 0;       // ticks when its wait times out
   std::int64_t granted_at = 0;  // granted: when (the latency sample starts there)
