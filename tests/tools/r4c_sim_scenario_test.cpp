@@ -298,7 +298,7 @@ TEST(ScenarioTest, ReadsPoliciesAndLimitSettingsInTheLibrarysWords) {
             "min_window_samples, smoothing, rtt_tolerance, long_window, queue_size, "
             "backoff_ratio, probe_multiplier, alpha, beta, max_wait, max_queue, "
             "max_queue_factor, queue_order, codel_target, codel_interval, critical_share, "
-            "degraded_share, best_effort_share, bulk_share)");
+            "degraded_share, best_effort_share, bulk_share, partitions, partition_borrow)");
 }
 
 // Issue 17's keys: a group's class, a limit shared by name, and the limit's wait settings.

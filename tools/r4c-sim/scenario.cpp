@@ -547,6 +547,7 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
   const toml::node* timeout_node = nullptr;
   const toml::node* max_concurrent_node = nullptr;
   const toml::node* class_node = nullptr;
+  const toml::node* partition_node = nullptr;
   reader.read_table(
       table, path,
       {
@@ -585,6 +586,14 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
            [&](const toml::node& node, const std::string& key) {
              class_node = &node;
              if (auto cls = reader.choice<CallClass>(node, key)) group.cls = *cls;
+           }},
+          {"partition",
+           [&](const toml::node& node, const std::string& key) {
+             partition_node = &node;
+             if (auto name = plain_name(reader, node, key, "a name such as \"user\"",
+                                        "one of its limit table's partitions")) {
+               group.partition = *name;
+             }
            }},
           {"shared_limit",
            [&](const toml::node& node, const std::string& key) {
@@ -686,6 +695,22 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
                                            ".class applies to the adaptive limit's policies only "
                                            "(this group's policy is " +
                                            policy + ")");
+  }
+  if (partition_node != nullptr && !adaptive) {
+    reader.error(partition_node->source(),
+                 path +
+                     ".partition applies to the adaptive limit's policies only (this group's "
+                     "policy is " +
+                     policy + ")");
+  } else if (!group.partition.empty() && !group.limit.partition_index(group.partition)) {
+    std::string names;
+    for (const LimitPartitionShare& known : group.limit.partitions())
+      names += (names.empty() ? "" : ", ") + known.name;
+    reader.error(partition_node->source(),
+                 "R4C-REG-012: " + path + ".partition is \"" + group.partition +
+                     "\", none of its limit's partitions; valid: " +
+                     (names.empty() ? "none (give the limit table partitions = \"name:share, ...\")"
+                                    : names));
   }
   if (!group.shared_limit.empty() && group.clients > 1) {
     reader.error(table.source(),
