@@ -702,15 +702,6 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
                      ".partition applies to the adaptive limit's policies only (this group's "
                      "policy is " +
                      policy + ")");
-  } else if (!group.partition.empty() && !group.limit.partition_index(group.partition)) {
-    std::string names;
-    for (const LimitPartitionShare& known : group.limit.partitions())
-      names += (names.empty() ? "" : ", ") + known.name;
-    reader.error(partition_node->source(),
-                 "R4C-REG-012: " + path + ".partition is \"" + group.partition +
-                     "\", none of its limit's partitions; valid: " +
-                     (names.empty() ? "none (give the limit table partitions = \"name:share, ...\")"
-                                    : names));
   }
   if (!group.shared_limit.empty() && group.clients > 1) {
     reader.error(table.source(),
@@ -723,7 +714,24 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
                        ": policy aimd needs a timeout inside the limit as its drop signal");
   }
 
-  if (limit_table == nullptr) return;
+  // After the limit table: the partition must be one of its partitions.
+  const auto check_partition = [&] {
+    if (!group.partition.empty() && !group.limit.partition_index(group.partition)) {
+      std::string names;
+      for (const LimitPartitionShare& known : group.limit.partitions())
+        names += (names.empty() ? "" : ", ") + known.name;
+      reader.error(
+          partition_node->source(),
+          "R4C-REG-012: " + path + ".partition is \"" + group.partition +
+              "\", none of its limit's partitions; valid: " +
+              (names.empty() ? "none (give the limit table partitions = \"name:share, ...\")"
+                             : names));
+    }
+  };
+  if (limit_table == nullptr) {
+    if (adaptive) check_partition();
+    return;
+  }
   if (!adaptive) {
     reader.error(limit_table->source(),
                  limit_path + " applies to the adaptive limit's policies only (" +
@@ -736,6 +744,7 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
   } catch (const ConfigException& e) {
     reader.error(limit_table->source(), limit_path + ": " + e.what());
   }
+  check_partition();
 }
 
 // Groups sharing a limit call through one pipeline: what builds it must be the same.
