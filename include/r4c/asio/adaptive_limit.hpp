@@ -187,16 +187,26 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
   std::atomic<int> phase_{kWaiting};
 };
 
-template <class T>
+// kSays: the call says a class or a partition; without, the admission is try_acquire()'s plain
+// path, known at compile time (the async call's hot path, bench target 9).
+template <class T, bool kSays = true>
 struct LimitInitiation {
   AdaptiveLimit* limit;
   CallClass cls = CallClass::critical;
   LimitPartition partition = {};
 
+  Permit admit() const noexcept {
+    if (limit->waits()) return LimitQueueAccess::admit_now(*limit, cls, partition);
+    if constexpr (kSays) {
+      return limit->try_acquire(partition, cls);
+    } else {
+      return limit->try_acquire();
+    }
+  }
+
   template <class Handler, class Op>
   void operator()(Handler handler, Op&& op) const {
-    Permit permit = limit->waits() ? LimitQueueAccess::admit_now(*limit, cls, partition)
-                                   : limit->try_acquire(partition, cls);
+    Permit permit = admit();
     if (!permit) [[unlikely]] {
       if (limit->waits()) {
         LimitWaitCall<T, Handler, std::decay_t<Op>>::start(std::move(handler), std::forward<Op>(op),
@@ -258,8 +268,8 @@ asio::awaitable<T> co_execute_under(AdaptiveLimit& limit, F f) {
 
 template <class T, class Op, class Token>
 auto AdaptiveLimit::async_execute(Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(detail::LimitInitiation<T>{this},
-                                                                token, std::forward<Op>(op));
+  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
+      detail::LimitInitiation<T, false>{this}, token, std::forward<Op>(op));
 }
 
 template <class T, class Op, class Token>
