@@ -95,8 +95,7 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
   // Asio operations are. Before its operation started, that is the wait's rejection, counted
   // `cancelled` however the wait itself ended (a grant's slot goes back unused).
   void on_cancel() {
-    int waiting = kWaiting;
-    if (phase_.compare_exchange_strong(waiting, kCancelled, std::memory_order_acq_rel))
+    if (phase_.cancel())
       LimitQueueAccess::count_rejection(*limit_, waiter_, RejectReason::cancelled);
     Base::on_cancel();
   }
@@ -109,16 +108,8 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
     typename Base::ReleaseOnExit release_start{call};
     const std::chrono::nanoseconds now = call->clock_->now();
     call->deadline_ = now + limit.config().max_wait();
-    try {
-      // Armed before the call is queued, so that a grant always finds the timer to fire.
-      call->arm(call->deadline_);
-    } catch (...) {
-      call->stop_waiting();
-      call->claim();
-      call->stop_watching_caller();
-      call->release();  // the answer's
-      throw;
-    }
+    // Armed before the call is queued, so that a grant always finds the timer to fire.
+    call->arm_or_end(call->deadline_);
     // What begin_wait() decided under the queue's mutex: once queued, the waiter belongs to
     // the queue, and a grant, eviction or timeout on another thread may end it at any moment
     // (its wake() fires the timer then).
@@ -169,8 +160,7 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
     }
     // A cancellation between the grant and here answered operation_aborted: the operation
     // never starts, and the slot goes back when the call ends.
-    int waiting = kWaiting;
-    if (!phase_.compare_exchange_strong(waiting, kStarted, std::memory_order_acq_rel)) return;
+    if (!phase_.start()) return;
     this->add_ref();  // the operation's
     op_(InnerHandler<LimitWaitCall, T>(this, 0));
   }
@@ -182,9 +172,7 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
   Permit permit_;
   RejectReason reason_ = RejectReason::none;  // why, when it gets no slot
   std::chrono::nanoseconds deadline_{0};
-  // Whether the operation started or the caller cancelled first (decided once).
-  static constexpr int kWaiting = 0, kStarted = 1, kCancelled = 2;
-  std::atomic<int> phase_{kWaiting};
+  StartOrCancel phase_;
 };
 
 // kSays: the call says a class or a partition; without, the admission is try_acquire()'s plain

@@ -77,16 +77,8 @@ class BulkheadWaitCall final : public WaitingCall<BulkheadWaitCall<T, Handler, O
     typename Base::ReleaseOnExit release_start{call};
     const std::chrono::nanoseconds now = call->clock_->now();
     call->deadline_ = now + bulkhead.config().max_wait();
-    try {
-      // Armed before the call is queued, so that a grant always finds the timer to fire.
-      call->arm(call->deadline_);
-    } catch (...) {
-      call->stop_waiting();
-      call->claim();
-      call->stop_watching_caller();
-      call->release();  // the answer's
-      throw;
-    }
+    // Armed before the call is queued, so that a grant always finds the timer to fire.
+    call->arm_or_end(call->deadline_);
     // Once queued, the waiter is the queue's: a release or the timer on another thread may
     // end it at once (its wake() fires the timer then). Granted or refused at once, the timer
     // fires now.
@@ -99,9 +91,7 @@ class BulkheadWaitCall final : public WaitingCall<BulkheadWaitCall<T, Handler, O
   // operation started, that is the wait's refusal, counted `cancelled` however the wait ended
   // (a granted slot goes back unused when the call ends).
   void on_cancel() {
-    int waiting = kWaiting;
-    if (phase_.compare_exchange_strong(waiting, kCancelled, std::memory_order_acq_rel))
-      BulkheadQueueAccess::refused(*bulkhead_, BulkheadRejectReason::cancelled);
+    if (phase_.cancel()) BulkheadQueueAccess::refused(*bulkhead_, BulkheadRejectReason::cancelled);
     Base::on_cancel();
   }
 
@@ -141,8 +131,7 @@ class BulkheadWaitCall final : public WaitingCall<BulkheadWaitCall<T, Handler, O
       }
       return;
     }
-    int waiting = kWaiting;
-    if (!phase_.compare_exchange_strong(waiting, kStarted, std::memory_order_acq_rel)) return;
+    if (!phase_.start()) return;
     this->add_ref();  // the operation's
     op_(InnerHandler<BulkheadWaitCall, T>(this, 0));
   }
@@ -153,9 +142,7 @@ class BulkheadWaitCall final : public WaitingCall<BulkheadWaitCall<T, Handler, O
   BulkheadPermit permit_;
   BulkheadRejectReason reason_ = BulkheadRejectReason::cancelled;
   std::chrono::nanoseconds deadline_{0};
-  // Whether the operation started or the caller cancelled first (decided once).
-  static constexpr int kWaiting = 0, kStarted = 1, kCancelled = 2;
-  std::atomic<int> phase_{kWaiting};
+  StartOrCancel phase_;
 };
 
 template <class T>
