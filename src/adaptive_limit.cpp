@@ -567,13 +567,15 @@ AdaptiveLimit::WaitStart AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
   const CallClass cls = admission.cls;
   std::scoped_lock lock(queue_->mutex);
   const std::int64_t now = clock_.ticks();
+  // Not queued yet, so still the caller's: its class and partition say where a refusal counts
+  // (an asynchronous caller counts its own, from these).
+  waiter.cls = cls;
+  waiter.partition = partition_slot(admission.partition);
   if (waiter.end_ != detail::WaitEnd::pending) {
     // Its caller gave up (end_wait) before it could be queued.
-    if (!waiter.counted_by_caller)
-      count_rejection(cls, RejectReason::cancelled, partition_slot(admission.partition));
+    if (!waiter.counted_by_caller) count_rejection(cls, RejectReason::cancelled, waiter.partition);
     return {RejectReason::cancelled, false};
   }
-  waiter.partition = partition_slot(admission.partition);
   // With partitions the waiters are served first, as in admit_now().
   if (waiter.partition != 0 && waiting_.load(std::memory_order_relaxed) != 0)
     grant_locked(now, false);
@@ -611,7 +613,6 @@ AdaptiveLimit::WaitStart AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
     if (!waiter.counted_by_caller) count_rejection(cls, refused, waiter.partition);
     return {refused, false};
   }
-  waiter.cls = cls;
   waiter.since = now;
   waiter.until = until;
   waiter.end_ = detail::WaitEnd::waiting;

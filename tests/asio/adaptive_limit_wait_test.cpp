@@ -200,6 +200,27 @@ TEST_F(AsyncLimitWaitTest, ACallCancelledAfterItsGrantButBeforeItRanCountsAsCanc
   EXPECT_EQ(snapshot.rejected_by_reason[static_cast<int>(r4c::RejectReason::cancelled)], 1u);
 }
 
+// An async call refused without waiting (its queue holds nobody) counts in its class and its
+// partition, as the reason it was answered with.
+TEST_F(AsyncLimitWaitTest, ARefusalCountsInTheCallsClassAndPartition) {
+  r4c::AdaptiveLimitConfig config;
+  config.initial_limit(2).min_limit(2).max_limit(2).max_wait(10ms).max_queue(0).partition("p", 0.5);
+  r4c::AdaptiveLimit limit("refusals", config, clock_);
+  r4c::Permit first = limit.try_acquire(limit.partition("p"));
+  std::optional<std::exception_ptr> failure;
+  std::string value;
+  limit.async_execute<std::string>(r4c::CallClass::bulk, limit.partition("p"), backend_.place("b"),
+                                   asio::bind_executor(io_, recorder(failure, value)));
+  io_.poll();
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_THROW(std::rethrow_exception(*failure), r4c::LimitQueueFullException);
+  const r4c::AdaptiveLimitSnapshot snapshot = limit.snapshot();
+  EXPECT_EQ(snapshot.rejected, 1u);
+  EXPECT_EQ(snapshot.rejected_by_reason[static_cast<int>(r4c::RejectReason::queue_full)], 1u);
+  EXPECT_EQ(snapshot.rejected_by_class[static_cast<int>(r4c::CallClass::bulk)], 1u);
+  EXPECT_EQ(snapshot.partitions[0].rejected, 1u);
+}
+
 // A pipeline's async call names its limit's partition: a prefetch call waits behind prefetch's
 // share even with room left for user calls, and the slot a prefetch call frees is handed to it.
 TEST_F(AsyncLimitWaitTest, APipelinesAsyncCallWaitsBehindItsPartitionsShare) {
