@@ -536,6 +536,25 @@ void waiting_and_classes() {
   EXPECT_EQ(limit.in_flight(), 2);
 }
 
+void partitions() {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  // [doc:partitions]
+  r4c::AdaptiveLimitConfig config;
+  config.partition("user", 0.7)
+      .partition("prefetch", 0.3)  // shares sum to at most 1
+      .partition_borrow(true);     // the default
+  r4c::AdaptiveLimit limit("api", config, clock);
+  const r4c::LimitPartition user = limit.partition("user");  // R4C-REG-012 for an unknown name
+
+  r4c::Permit permit = limit.try_acquire(user);  // or try_acquire(user, r4c::CallClass::bulk)
+  int rows = limit.execute(limit.partition("prefetch"), [] { return 42; });
+  // [/doc:partitions]
+  EXPECT_TRUE(permit);
+  EXPECT_EQ(rows, 42);
+  EXPECT_EQ(limit.in_flight(), 1);
+  EXPECT_EQ(limit.snapshot().partitions[0].in_flight, 1);
+}
+
 }  // namespace
 
 int main() {
@@ -553,6 +572,7 @@ int main() {
   lower_below_in_flight();
   clock_choice();
   waiting_and_classes();
+  partitions();
   if (failures != 0) {
     std::fprintf(stderr, "adaptive_limit_docs: %d check(s) failed\n", failures);
     return 1;

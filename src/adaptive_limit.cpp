@@ -82,13 +82,16 @@ AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config
     : limit_(detail::validated(config).initial_limit()),
       enabled_(config.enabled()),
       waits_(config.enabled() && config.max_wait().count() > 0),
-      special_(!enabled_ || waits_),
+      special_(!enabled_ || waits_ || !config.partitions().empty()),
       observe_(config.mode() == PolicyMode::observe),
       shares_(fixed_shares(config)),
       clock_(detail::or_system_clock(clock)),
       window_end_(0),
       window_ticks_(clock_.to_ticks(config.window().count())),
       queue_(waits_ ? std::make_unique<detail::WaitQueue>() : nullptr),
+      partitions_(config.enabled() && !config.partitions().empty()
+                      ? std::make_unique<detail::LimitPartitions>(config, window_ticks_)
+                      : nullptr),
       max_wait_ticks_(clock_.to_ticks(config.max_wait().count())),
       instance_id_(std::move(instance_id)),
       config_(std::move(config)),
@@ -110,6 +113,23 @@ AdaptiveLimit::~AdaptiveLimit() = default;
 Subscription AdaptiveLimit::on_limit_change(
     std::function<void(const LimitChangeEvent&)> listener) const {
   return limit_change_listeners_->subscribe(std::move(listener));
+}
+
+std::uint8_t AdaptiveLimit::partition_slot(LimitPartition partition) const noexcept {
+  if (!partitions_) return 0;
+  const int slot = partition.index() + 1;
+  return static_cast<std::uint8_t>((slot < partitions_->slots ? slot : 0) + 1);
+}
+
+LimitPartition AdaptiveLimit::partition(std::string_view name) const {
+  if (const std::optional<int> index = config_.partition_index(name))
+    return LimitPartition::at(*index);
+  std::string names;
+  for (const LimitPartitionShare& known : config_.partitions())
+    names += (names.empty() ? "" : ", ") + known.name;
+  throw ConfigException("R4C-REG-012", "adaptive limit '" + instance_id_ + "' has no partition '" +
+                                           std::string(name) + "'; valid: " +
+                                           (names.empty() ? "none (it has no partitions)" : names));
 }
 
 void AdaptiveLimit::throw_rejected(RejectReason reason) const {
@@ -334,12 +354,32 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
     snap.wait_time = std::chrono::nanoseconds(wait_time_ns_.load(std::memory_order_relaxed));
     snap.granted_on_raise = granted_on_raise_.load(std::memory_order_relaxed);
   }
+  if (partitions_) {
+    std::array<std::int32_t, kMaxPartitions + 1> in_flight{};
+    {
+      std::scoped_lock lock(partitions_->mutex);
+      in_flight = partitions_->in_flight;
+    }
+    // The config's partitions in order, then what none reserves (slot 0).
+    for (int i = 1; i <= partitions_->slots; ++i) {
+      const int slot = i % partitions_->slots;
+      LimitPartitionSnapshot part;
+      part.name = slot == 0 ? "" : config_.partitions()[static_cast<std::size_t>(slot - 1)].name;
+      part.share = partitions_->shares[slot];
+      part.guaranteed = partitions_->guaranteed(slot, snap.limit);
+      part.in_flight = in_flight[slot];
+      part.rejected = partitions_->rejected[slot].load(std::memory_order_relaxed);
+      snap.partitions.push_back(std::move(part));
+    }
+  }
   return snap;
 }
 
 // ---- admission beyond the plain path ----------------------------------------------------
 
-void AdaptiveLimit::count_rejection(CallClass cls, RejectReason reason) noexcept {
+void AdaptiveLimit::count_rejection(CallClass cls, RejectReason reason,
+                                    std::uint8_t partition) noexcept {
+  if (partition != 0) partitions_->rejected[partition - 1].fetch_add(1, std::memory_order_relaxed);
   // seq_cst pairs with snapshot(): the stripe's count is seen before the reason's and class's.
   const detail::ThreadSlot slot = detail::thread_slot();
   if (slot.exclusive) {
@@ -356,16 +396,22 @@ void AdaptiveLimit::count_rejection(CallClass cls, RejectReason reason) noexcept
   }
 }
 
-std::int32_t AdaptiveLimit::take(CallClass cls) noexcept {
+std::int32_t AdaptiveLimit::open_limit() noexcept {
+  std::int32_t limit = limit_.load(std::memory_order_relaxed);
+  if (limit == 0 && clock_.ticks() >= paced_resume_.load(std::memory_order_acquire)) {
+    // A paced limit reopens for the first call after its pause (try_acquire_paced's rule).
+    (void)limit_.compare_exchange_strong(limit, 1, std::memory_order_relaxed);
+    limit = limit_.load(std::memory_order_relaxed);
+  }
+  return limit;
+}
+
+std::int32_t AdaptiveLimit::take(CallClass cls, std::uint8_t partition) noexcept {
+  if (partition != 0) return take_partitioned(cls, partition);
   const std::uint64_t share = shares_[static_cast<int>(cls)];
   std::int32_t running = in_flight_.load(std::memory_order_seq_cst);
   do {
-    std::int32_t limit = limit_.load(std::memory_order_relaxed);
-    if (limit == 0 && clock_.ticks() >= paced_resume_.load(std::memory_order_acquire)) {
-      // A paced limit reopens for the first call after its pause (try_acquire_paced's rule).
-      (void)limit_.compare_exchange_strong(limit, 1, std::memory_order_relaxed);
-      limit = limit_.load(std::memory_order_relaxed);
-    }
+    const std::int32_t limit = open_limit();
     const auto allowed =
         static_cast<std::int32_t>((static_cast<std::uint64_t>(limit) * share) >> kShareShift);
     if (running >= allowed) return 0;
@@ -375,20 +421,59 @@ std::int32_t AdaptiveLimit::take(CallClass cls) noexcept {
   return running + 1;
 }
 
-Permit AdaptiveLimit::admit_now(CallClass cls) noexcept {
+// The whole decision of a partitioned limit under one mutex: the class's share of the limit,
+// then the partition's guarantee or what it may borrow; the total and the partition's count
+// grow together.
+std::int32_t AdaptiveLimit::take_partitioned(CallClass cls, std::uint8_t partition) noexcept {
+  const int slot = partition - 1;
+  std::scoped_lock lock(partitions_->mutex);
+  const std::int32_t limit = open_limit();
+  const auto allowed = static_cast<std::int32_t>(
+      (static_cast<std::uint64_t>(limit) * shares_[static_cast<int>(cls)]) >> kShareShift);
+  // seq_cst: as take()'s compare-and-swap, against release_slot()'s look for waiters.
+  const std::int32_t running = in_flight_.load(std::memory_order_seq_cst);
+  if (!partitions_->allows(slot, limit, clock_.ticks()) || running >= allowed) return 0;
+  in_flight_.fetch_add(1, std::memory_order_seq_cst);
+  ++partitions_->in_flight[slot];
+  note_in_flight(running + 1);
+  return running + 1;
+}
+
+void AdaptiveLimit::release_partitioned(std::uint8_t partition) noexcept {
+  {
+    std::scoped_lock lock(partitions_->mutex);
+    --partitions_->in_flight[partition - 1];
+    // seq_cst: as release_slot(), against begin_wait()'s increment of waiting_.
+    in_flight_.fetch_sub(1, std::memory_order_seq_cst);
+  }
+  if (waits_ && waiting_.load(std::memory_order_seq_cst) != 0) grant_waiters(false);
+}
+
+Permit AdaptiveLimit::admit_now(CallClass cls, std::uint8_t partition) noexcept {
   if (!enabled_ || cls == CallClass::bypass) return Permit(this, 0, 0);
-  // waits_: a newcomer may not pass a waiter of its class or a higher one.
+  // waits_: a newcomer may not pass a waiter of its class or a higher one. With partitions,
+  // the waiters are served first (each a slot its partition may take); whoever is left
+  // waiting could not use what the newcomer may take.
   if (waits_ && waiting_.load(std::memory_order_seq_cst) != 0) {
     std::scoped_lock lock(queue_->mutex);
-    if (queue_->waits_at_or_above(cls)) return Permit();
+    if (partition != 0) {
+      grant_locked(clock_.ticks(), false);
+    } else if (queue_->waits_at_or_above(cls)) {
+      return Permit();
+    }
   }
-  if (const std::int32_t admitted = take(cls)) return Permit(this, clock_.ticks(), admitted);
+  if (const std::int32_t admitted = take(cls, partition))
+    return Permit(this, clock_.ticks(), admitted, partition);
   return Permit();
 }
 
-Permit AdaptiveLimit::try_acquire_special(CallClass cls) noexcept {
-  Permit permit = admit_now(cls);
-  if (!permit) count_rejection(cls, RejectReason::limit);
+Permit AdaptiveLimit::try_acquire_special(CallClass cls, std::uint8_t partition) noexcept {
+  Permit permit = admit_now(cls, partition);
+  if (!permit) {
+    // observe mode with partitions (no wait: validate() refuses observe with max_wait).
+    if (partition != 0 && observe_.load(std::memory_order_relaxed)) return over_limit(partition);
+    count_rejection(cls, RejectReason::limit, partition);
+  }
   return permit;
 }
 
@@ -404,7 +489,8 @@ void AdaptiveLimit::end_locked(detail::LimitWaiter& waiter, detail::WaitEnd end,
   queue_->remove(waiter, now);
   waiter.end_ = end;
   waiting_.fetch_sub(1, std::memory_order_seq_cst);
-  if (end != detail::WaitEnd::granted) count_rejection(waiter.cls, reason_of(end));
+  if (end != detail::WaitEnd::granted && !waiter.counted_by_caller)
+    count_rejection(waiter.cls, reason_of(end), waiter.partition);
   waiter.wake();
 }
 
@@ -423,12 +509,11 @@ int AdaptiveLimit::grant_locked(std::int64_t now, bool raise) noexcept {
     }
   }
   int granted = 0;
-  while (detail::WaitList* list = queue_->highest()) {
-    detail::LimitWaiter* waiter = newest_first ? list->newest() : list->oldest();
-    // Shares never grow towards lower classes: when the highest class waiting finds no room,
-    // nobody below it would.
-    const std::int32_t admitted = take(waiter->cls);
-    if (admitted == 0) break;
+  for (;;) {
+    std::int32_t admitted = 0;
+    detail::LimitWaiter* waiter = partitions_ ? partition_waiter(newest_first, admitted)
+                                              : class_waiter(newest_first, admitted);
+    if (waiter == nullptr) break;
     waiter->granted_at = clock_.ticks();
     waiter->admitted = admitted;
     wait_time_ns_.fetch_add(static_cast<std::uint64_t>(std::max<std::int64_t>(
@@ -442,6 +527,36 @@ int AdaptiveLimit::grant_locked(std::int64_t now, bool raise) noexcept {
   return granted;
 }
 
+detail::LimitWaiter* AdaptiveLimit::class_waiter(bool newest_first,
+                                                 std::int32_t& admitted) noexcept {
+  detail::WaitList* list = queue_->highest();
+  if (list == nullptr) return nullptr;
+  detail::LimitWaiter* waiter = newest_first ? list->newest() : list->oldest();
+  // Shares never grow towards lower classes: when the highest class waiting finds no room,
+  // nobody below it would.
+  admitted = take(waiter->cls);
+  return admitted != 0 ? waiter : nullptr;
+}
+
+// The highest class first, and in it the queue's order; a waiter whose partition may not take
+// the slot is passed over (it keeps its place), and so is the rest of its partition: its lower
+// classes have smaller shares and the same partition rule.
+detail::LimitWaiter* AdaptiveLimit::partition_waiter(bool newest_first,
+                                                     std::int32_t& admitted) noexcept {
+  std::uint32_t stuck = 0;  // partitions whose waiters found no room, by slot
+  for (detail::WaitList& list : queue_->lists) {
+    for (detail::LimitWaiter* waiter = newest_first ? list.newest() : list.oldest();
+         waiter != nullptr; waiter = newest_first ? waiter->prev : waiter->next) {
+      const std::uint32_t bit = 1u << waiter->partition;
+      if ((stuck & bit) != 0) continue;
+      admitted = take(waiter->cls, waiter->partition);
+      if (admitted != 0) return waiter;
+      stuck |= bit;
+    }
+  }
+  return nullptr;
+}
+
 int AdaptiveLimit::grant_waiters(bool raise) noexcept {
   std::scoped_lock lock(queue_->mutex);
   return grant_locked(clock_.ticks(), raise);
@@ -452,13 +567,20 @@ AdaptiveLimit::WaitStart AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
   const CallClass cls = admission.cls;
   std::scoped_lock lock(queue_->mutex);
   const std::int64_t now = clock_.ticks();
+  // Not queued yet, so still the caller's: its class and partition say where a refusal counts
+  // (an asynchronous caller counts its own, from these).
+  waiter.cls = cls;
+  waiter.partition = partition_slot(admission.partition);
   if (waiter.end_ != detail::WaitEnd::pending) {
     // Its caller gave up (end_wait) before it could be queued.
-    count_rejection(cls, RejectReason::cancelled);
+    if (!waiter.counted_by_caller) count_rejection(cls, RejectReason::cancelled, waiter.partition);
     return {RejectReason::cancelled, false};
   }
-  if (!queue_->waits_at_or_above(cls)) {
-    if (const std::int32_t admitted = take(cls)) {
+  // With partitions the waiters are served first, as in admit_now().
+  if (waiter.partition != 0 && waiting_.load(std::memory_order_relaxed) != 0)
+    grant_locked(now, false);
+  if (waiter.partition != 0 || !queue_->waits_at_or_above(cls)) {
+    if (const std::int32_t admitted = take(cls, waiter.partition)) {
       waiter.granted_at = clock_.ticks();
       waiter.admitted = admitted;
       waiter.end_ = detail::WaitEnd::granted;
@@ -488,10 +610,9 @@ AdaptiveLimit::WaitStart AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
     }
   }
   if (refused != RejectReason::none) {
-    count_rejection(cls, refused);
+    if (!waiter.counted_by_caller) count_rejection(cls, refused, waiter.partition);
     return {refused, false};
   }
-  waiter.cls = cls;
   waiter.since = now;
   waiter.until = until;
   waiter.end_ = detail::WaitEnd::waiting;
@@ -583,8 +704,15 @@ Permit AdaptiveLimit::acquire(const Admission& admission, RejectReason* reason) 
 
 // ---- observe mode and live reconfiguration -----------------------------------------------
 
-Permit AdaptiveLimit::over_limit() noexcept {
+Permit AdaptiveLimit::over_limit(std::uint8_t partition) noexcept {
   would_reject_.increment();
+  if (partition != 0) {
+    std::scoped_lock lock(partitions_->mutex);
+    ++partitions_->in_flight[partition - 1];
+    const std::int32_t admitted = in_flight_.fetch_add(1, std::memory_order_seq_cst) + 1;
+    note_in_flight(admitted);
+    return Permit(this, clock_.ticks(), admitted, partition);
+  }
   // relaxed: as try_acquire()'s compare-and-swap; the slot is taken past the limit.
   const std::int32_t admitted = in_flight_.fetch_add(1, std::memory_order_relaxed) + 1;
   note_in_flight(admitted);
@@ -593,10 +721,10 @@ Permit AdaptiveLimit::over_limit() noexcept {
 
 bool AdaptiveLimit::live_setting(std::string_view key) noexcept {
   // What the admission path or the wait queue holds as constants, built once.
-  static constexpr std::string_view kFixed[] = {"enabled",       "dropOn",          "maxWait",
-                                                "maxQueue",      "maxQueueFactor",  "queueOrder",
-                                                "codelTarget",   "codelInterval",   "criticalShare",
-                                                "degradedShare", "bestEffortShare", "bulkShare"};
+  static constexpr std::string_view kFixed[] = {
+      "enabled",         "dropOn",      "maxWait",       "maxQueue",       "maxQueueFactor",
+      "queueOrder",      "codelTarget", "codelInterval", "criticalShare",  "degradedShare",
+      "bestEffortShare", "bulkShare",   "partitions",    "partitionBorrow"};
   return std::find(std::begin(kFixed), std::end(kFixed), key) == std::end(kFixed);
 }
 
@@ -750,7 +878,24 @@ std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::s
       R::file_only(
           "bulkShare", "bulk_share", number,
           [](auto& c, auto& v) { c.class_share(CallClass::bulk, v.number); },
-          [](const auto& c) { return detail::value_of(c.class_share(CallClass::bulk)); })};
+          [](const auto& c) { return detail::value_of(c.class_share(CallClass::bulk)); }),
+      R::file_only(
+          "partitions", "partitions", named_numbers,
+          [](auto& c, auto& v) {
+            std::vector<LimitPartitionShare> partitions;
+            for (const auto& pair : v.named_numbers)
+              partitions.push_back({pair.first, pair.second});
+            c.partitions(std::move(partitions));
+          },
+          [](const auto& c) {
+            std::vector<std::pair<std::string, double>> pairs;
+            for (const LimitPartitionShare& p : c.partitions()) pairs.emplace_back(p.name, p.share);
+            return detail::value_of(std::move(pairs));
+          }),
+      R::file_only(
+          "partitionBorrow", "partition_borrow", boolean,
+          [](auto& c, auto& v) { c.partition_borrow(v.boolean); },
+          [](const auto& c) { return detail::value_of(c.partition_borrow()); })};
   return kSettings;
 }
 
@@ -778,6 +923,16 @@ void AdaptiveLimitKind::metrics(const Snapshot& s, metrics::Emitter& out) {
     out.counter("r4c.adaptivelimit.would.reject",
                 "Calls the adaptive limit in observe mode would have rejected and admitted.",
                 count(s.would_have_rejected));
+  }
+  for (const LimitPartitionSnapshot& p : s.partitions) {
+    const std::vector<metrics::Label> partition = {{"partition", p.name.empty() ? "none" : p.name}};
+    out.gauge("r4c.adaptivelimit.partition.concurrent.calls",
+              "Calls holding a slot of the adaptive limit, by partition.", p.in_flight, partition);
+    out.gauge("r4c.adaptivelimit.partition.guaranteed.calls",
+              "Slots of the adaptive limit a partition is guaranteed now.", p.guaranteed,
+              partition);
+    out.counter("r4c.adaptivelimit.partition.rejections",
+                "Calls the adaptive limit rejected, by partition.", count(p.rejected), partition);
   }
   // Only once waits or classes are in use, so that a plain limit's metrics stay as they were.
   std::uint64_t beyond_plain = s.waits_granted;

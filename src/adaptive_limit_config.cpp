@@ -5,6 +5,8 @@
 
 #include <charconv>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -18,6 +20,13 @@ namespace r4c {
 static std::string show(LimitAlgorithm value) { return std::string(to_string(value)); }
 static std::string show(QueueOrder value) { return std::string(to_string(value)); }
 static std::string show(PolicyMode value) { return std::string(to_string(value)); }
+// "user:0.6,prefetch:0.3", as the file writes them.
+static std::string show(const std::vector<LimitPartitionShare>& partitions) {
+  std::string text;
+  for (const LimitPartitionShare& partition : partitions)
+    text += (text.empty() ? "" : ",") + partition.name + ":" + detail::show(partition.share);
+  return text.empty() ? "none" : text;
+}
 
 namespace {
 
@@ -132,6 +141,29 @@ void check_share(CallClass cls, double value) {
   }
   if (!(value > 0.0 && value <= 1.0))
     fail(kInvalidValue, kShareNames[index], show(value), "(0, 1]");
+}
+
+void check_partition(const LimitPartitionShare& partition) {
+  const bool named =
+      !partition.name.empty() &&
+      std::all_of(partition.name.begin(), partition.name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-' || c == '.';
+      });
+  // "none" labels the calls that name no partition in the metrics.
+  if (!named || partition.name == "none" || partition.name.front() == '-' ||
+      partition.name.front() == '.') {
+    fail(kInvalidValue, "partition", "'" + partition.name + "'",
+         "a name of letters, digits, '_', '-' and '.', not starting with '-' or '.', not 'none'");
+  }
+  if (!(partition.share > 0.0 && partition.share <= 1.0))
+    fail(kInvalidValue, "partition " + partition.name + " share", show(partition.share), "(0, 1]");
+}
+
+void check_partition_count(std::size_t count) {
+  if (count > static_cast<std::size_t>(kMaxPartitions)) {
+    fail(kInvalidValue, "partitions", show(static_cast<int>(count)),
+         "at most " + show(kMaxPartitions) + " partitions");
+  }
 }
 
 }  // namespace
@@ -313,6 +345,43 @@ AdaptiveLimitConfig& AdaptiveLimitConfig::class_share(CallClass cls, double valu
   return *this;
 }
 
+AdaptiveLimitConfig& AdaptiveLimitConfig::partition(std::string name, double share) {
+  LimitPartitionShare next{std::move(name), share};
+  check_partition(next);
+  if (const std::optional<int> index = partition_index(next.name)) {
+    partitions_[static_cast<std::size_t>(*index)].share = next.share;
+    return *this;
+  }
+  check_partition_count(partitions_.size() + 1);
+  partitions_.push_back(std::move(next));
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::partitions(std::vector<LimitPartitionShare> value) {
+  check_partition_count(value.size());
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    check_partition(value[i]);
+    for (std::size_t j = 0; j < i; ++j) {
+      if (value[j].name == value[i].name)
+        fail(kInvalidValue, "partitions", "'" + value[i].name + "' twice", "each name once");
+    }
+  }
+  partitions_ = std::move(value);
+  return *this;
+}
+
+AdaptiveLimitConfig& AdaptiveLimitConfig::partition_borrow(bool value) noexcept {
+  partition_borrow_ = value;
+  return *this;
+}
+
+std::optional<int> AdaptiveLimitConfig::partition_index(std::string_view name) const noexcept {
+  for (std::size_t i = 0; i < partitions_.size(); ++i) {
+    if (partitions_[i].name == name) return static_cast<int>(i);
+  }
+  return std::nullopt;
+}
+
 AdaptiveLimitConfig& AdaptiveLimitConfig::drop_on(std::vector<ExceptionType> types) {
   drop_on_ = std::move(types);
   return *this;
@@ -359,6 +428,8 @@ std::optional<SettingDifference> first_difference(const AdaptiveLimitConfig& fir
                second.class_share(CallClass::best_effort))
       .compare("bulk_share", first.class_share(CallClass::bulk),
                second.class_share(CallClass::bulk))
+      .compare("partitions", first.partitions(), second.partitions())
+      .compare("partition_borrow", first.partition_borrow(), second.partition_borrow())
       .compare("drop_on", first.drop_on_types(), second.drop_on_types())
       .result();
 }
@@ -394,6 +465,21 @@ void AdaptiveLimitConfig::validate() const {
                                                 "); valid: critical >= degraded >= best_effort >= "
                                                 "bulk");
     }
+  }
+
+  check_partition_count(partitions_.size());
+  double partitioned = 0.0;
+  for (const LimitPartitionShare& partition : partitions_) {
+    check_partition(partition);
+    partitioned += partition.share;
+  }
+  // A little slack for shares written in decimal (0.7 + 0.2 + 0.1 is 1.0000000000000002).
+  if (partitioned > 1.0 + 1e-9) {
+    std::string shares;
+    for (const LimitPartitionShare& partition : partitions_)
+      shares += (shares.empty() ? "" : " + ") + partition.name + " " + show(partition.share);
+    fail(kInvalidValue, "partitions", shares + " = " + show(partitioned),
+         "shares that sum to at most 1");
   }
 
   if (mode_ == PolicyMode::observe && max_wait_.count() > 0) {

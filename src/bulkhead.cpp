@@ -38,39 +38,50 @@ std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
       .result();
 }
 
-// A caller waiting for a slot (max_wait), on its own stack; its fields are the queue's, under
-// the queue's mutex, while it is listed.
-struct BulkheadWaiter {
-  enum class State : std::uint8_t { waiting, granted, ended };
-  BulkheadWaiter* next = nullptr;
-  BulkheadWaiter* prev = nullptr;
-  State state = State::waiting;
-  std::condition_variable woken;  // notified under the queue's mutex
+namespace {
+
+// A synchronous waiter, on its caller's stack, blocked on its own condition variable.
+class SyncWaiter final : public detail::BulkheadWaiter {
+ public:
+  // Under the queue's mutex, which the waiter waits with: it cannot leave before this returns.
+  void wake() noexcept override { woken.notify_one(); }
+  std::condition_variable woken;
 };
+
+BulkheadRejectReason reason_of(detail::BulkheadWaiter::State state) noexcept {
+  return state == detail::BulkheadWaiter::State::timed_out ? BulkheadRejectReason::wait_timeout
+                                                           : BulkheadRejectReason::cancelled;
+}
+
+}  // namespace
 
 struct Bulkhead::WaitQueue {
   std::mutex mutex;
-  BulkheadWaiter* head = nullptr;  // oldest first
-  BulkheadWaiter* tail = nullptr;
+  detail::BulkheadWaiter* head = nullptr;  // oldest first
+  detail::BulkheadWaiter* tail = nullptr;
   int size = 0;
+  // The wait's figures (snapshot()); relaxed, each alone.
+  std::atomic<std::uint64_t> waits_granted{0};
+  std::atomic<std::int64_t> wait_ns{0};
+  std::array<std::atomic<std::uint64_t>, kBulkheadRejectReasons> rejected{};
 
-  void push(BulkheadWaiter& w) noexcept {
+  void push(detail::BulkheadWaiter& w) noexcept {
     ++size;
     w.prev = tail;
     (tail != nullptr ? tail->next : head) = &w;
     tail = &w;
   }
-  void remove(BulkheadWaiter& w) noexcept {
+  void remove(detail::BulkheadWaiter& w) noexcept {
     --size;
     (w.prev != nullptr ? w.prev->next : head) = w.next;
     (w.next != nullptr ? w.next->prev : tail) = w.prev;
     w.prev = w.next = nullptr;
   }
   // Ends a listed waiter's wait with `state` and wakes it (under the mutex).
-  void end(BulkheadWaiter& w, BulkheadWaiter::State state) noexcept {
+  void end(detail::BulkheadWaiter& w, detail::BulkheadWaiter::State state) noexcept {
     remove(w);
     w.state = state;
-    w.woken.notify_one();
+    w.wake();
   }
 };
 
@@ -105,8 +116,9 @@ BulkheadPermit Bulkhead::admitted(std::int32_t running) noexcept {
   return BulkheadPermit(this, announce);
 }
 
-BulkheadPermit Bulkhead::refused(std::int32_t running) noexcept {
+BulkheadPermit Bulkhead::refused(std::int32_t running, BulkheadRejectReason reason) noexcept {
   rejected_.increment();
+  if (queue_) queue_->rejected[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
   if (listening(kRejected))
     publish(*rejected_listeners_, kRejected, BulkheadEventType::call_rejected, running);
   return BulkheadPermit();
@@ -117,55 +129,85 @@ BulkheadPermit Bulkhead::acquire(std::stop_token stop) noexcept {
   return wait_for_slot(true, stop);
 }
 
-BulkheadPermit Bulkhead::wait_for_slot(bool may_wait, const std::stop_token& stop) noexcept {
+BulkheadPermit Bulkhead::admit_now() noexcept {
+  std::unique_lock lock(queue_->mutex);
+  const std::int32_t running = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
+  // No barging: a free slot is a newcomer's only while nobody waits.
+  if (queue_->head != nullptr || running >= max_concurrent_) return BulkheadPermit();
+  in_flight_.fetch_add(1, std::memory_order_relaxed);
+  lock.unlock();
+  return admitted(running + 1);
+}
+
+Bulkhead::WaitStart Bulkhead::begin_wait(detail::BulkheadWaiter& waiter, bool stopped) noexcept {
   WaitQueue& queue = *queue_;
-  BulkheadWaiter me;
-  std::int32_t running = 0;
-  {
-    std::unique_lock lock(queue.mutex);
-    running = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
-    // No barging: a free slot is a newcomer's only while nobody waits.
-    if (queue.head == nullptr && running < max_concurrent_) {
-      in_flight_.fetch_add(1, std::memory_order_relaxed);
-      lock.unlock();
-      return admitted(running + 1);
-    }
-    if (!may_wait || stop.stop_requested()) {
-      lock.unlock();
-      return refused(running);
-    }
-    queue.push(me);
+  std::scoped_lock lock(queue.mutex);
+  const std::int32_t running = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
+  if (waiter.state != WaitState::pending) return {waiter.state, running};  // cancelled first
+  if (queue.head == nullptr && running < max_concurrent_) {
+    in_flight_.fetch_add(1, std::memory_order_relaxed);
+    waiter.state = WaitState::granted;
+    return {WaitState::granted, running + 1};
   }
+  if (stopped) {
+    waiter.state = WaitState::cancelled;
+    return {WaitState::cancelled, running};
+  }
+  waiter.since = clock_->now();
+  waiter.state = WaitState::waiting;
+  queue.push(waiter);
+  return {WaitState::waiting, running};
+}
+
+Bulkhead::WaitState Bulkhead::end_wait(detail::BulkheadWaiter& waiter, WaitState end) noexcept {
+  std::scoped_lock lock(queue_->mutex);
+  if (waiter.state == WaitState::waiting) {
+    queue_->end(waiter, end);
+  } else if (waiter.state == WaitState::pending) {
+    waiter.state = end;  // not queued yet: begin_wait() will not queue it
+  }
+  return waiter.state;
+}
+
+BulkheadPermit Bulkhead::wait_for_slot(bool may_wait, const std::stop_token& stop) noexcept {
+  if (!may_wait) {
+    // try_acquire() never waits: the free slot of a bulkhead nobody waits for, or a refusal.
+    BulkheadPermit permit = admit_now();
+    if (!permit) return refused(in_flight());
+    return permit;
+  }
+  SyncWaiter me;
+  const WaitStart start = begin_wait(me, stop.stop_requested());
+  if (start.state == WaitState::granted) return admitted(start.running);
+  if (start.state != WaitState::waiting) return refused(start.running, reason_of(start.state));
   // Whoever ends the wait first (a release, the timer, the stop token) does it under the mutex.
-  const auto end_now = [&queue, &me]() noexcept {
-    std::scoped_lock lock(queue.mutex);
-    if (me.state == BulkheadWaiter::State::waiting) queue.end(me, BulkheadWaiter::State::ended);
-  };
   class Timer final : public TimerTask {
    public:
-    explicit Timer(const decltype(end_now)& end) noexcept : end_(end) {}
-    void fire() noexcept override { end_(); }
+    Timer(Bulkhead& bulkhead, SyncWaiter& waiter) noexcept : bulkhead_(bulkhead), waiter_(waiter) {}
+    void fire() noexcept override { (void)bulkhead_.end_wait(waiter_, WaitState::timed_out); }
 
    private:
-    const decltype(end_now)& end_;
-  } timer(end_now);
+    Bulkhead& bulkhead_;
+    SyncWaiter& waiter_;
+  } timer(*this, me);
   bool scheduled = true;
   try {
-    clock_->schedule(timer, clock_->now() + config_.max_wait());
+    clock_->schedule(timer, me.since + config_.max_wait());
   } catch (...) {
     scheduled = false;  // no timer (std::bad_alloc): the wait ends at once
-    end_now();
+    (void)end_wait(me, WaitState::timed_out);
   }
+  std::int32_t running = 0;
   {
-    std::stop_callback on_stop(stop, end_now);
-    std::unique_lock lock(queue.mutex);
-    me.woken.wait(lock, [&] { return me.state != BulkheadWaiter::State::waiting; });
+    std::stop_callback on_stop(stop, [&]() noexcept { (void)end_wait(me, WaitState::cancelled); });
+    std::unique_lock lock(queue_->mutex);
+    me.woken.wait(lock, [&] { return me.state != WaitState::waiting; });
     running = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
   }
   if (scheduled) (void)clock_->cancel(timer);  // returns once its fire() has, if it fired
   // Granted: the releaser kept the slot counted for this caller.
-  if (me.state == BulkheadWaiter::State::granted) return admitted(running);
-  return refused(running);
+  if (me.state == WaitState::granted) return admitted(running);
+  return refused(running, reason_of(me.state));
 }
 
 void Bulkhead::throw_full() const { std::rethrow_exception(full_); }
@@ -212,8 +254,11 @@ void Bulkhead::finish_announced() noexcept {
     // Under the mutex, so that a caller that found the bulkhead full is listed before this
     // release looks for it: the slot goes to the oldest waiter, still counted.
     std::scoped_lock lock(queue_->mutex);
-    if (queue_->head != nullptr) {
-      queue_->end(*queue_->head, BulkheadWaiter::State::granted);
+    if (detail::BulkheadWaiter* oldest = queue_->head) {
+      const std::int64_t waited = (clock_->now() - oldest->since).count();
+      queue_->wait_ns.fetch_add(std::max<std::int64_t>(waited, 0), std::memory_order_relaxed);
+      queue_->waits_granted.fetch_add(1, std::memory_order_relaxed);
+      queue_->end(*oldest, WaitState::granted);
       left = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
     } else {
       left = (in_flight_.fetch_sub(1, std::memory_order_relaxed) - 1) & (kListened - 1);
@@ -257,8 +302,23 @@ BulkheadSnapshot Bulkhead::snapshot() const {
   snap.available = snap.in_flight < snap.max_concurrent ? snap.max_concurrent - snap.in_flight : 0;
   snap.rejected = rejected_.total();
   if (queue_) {
-    std::scoped_lock lock(queue_->mutex);
-    snap.waiting = queue_->size;
+    {
+      std::scoped_lock lock(queue_->mutex);
+      snap.waiting = queue_->size;
+    }
+    snap.waits_granted = queue_->waits_granted.load(std::memory_order_relaxed);
+    snap.wait_time = std::chrono::nanoseconds(queue_->wait_ns.load(std::memory_order_relaxed));
+    // The reasons after the total: a refusal counts in the total first, so `full` (the rest)
+    // never goes below zero.
+    std::uint64_t waited = 0;
+    for (int r = 1; r < kBulkheadRejectReasons; ++r) {
+      snap.rejected_by_reason[r] = queue_->rejected[r].load(std::memory_order_relaxed);
+      waited += snap.rejected_by_reason[r];
+    }
+    snap.rejected = std::max(snap.rejected, waited);
+    snap.rejected_by_reason[0] = snap.rejected - waited;
+  } else {
+    snap.rejected_by_reason[0] = snap.rejected;
   }
   return snap;
 }
@@ -284,6 +344,22 @@ void BulkheadKind::metrics(const Snapshot& s, metrics::Emitter& out) {
   out.gauge("r4c.bulkhead.available.concurrent.calls", "Free slots of the bulkhead.", s.available);
   out.gauge("r4c.bulkhead.max.allowed.concurrent.calls", "Slots of the bulkhead.",
             s.max_concurrent);
+  // Only for a bulkhead that waits (or has waited), so that a plain one's metrics stay as
+  // they were.
+  std::uint64_t waited = s.waits_granted;
+  for (int r = 1; r < kBulkheadRejectReasons; ++r) waited += s.rejected_by_reason[r];
+  if (s.waiting == 0 && waited == 0 && s.wait_time.count() == 0) return;
+  using metrics::count;
+  out.gauge("r4c.bulkhead.waiting.calls", "Calls waiting for a slot of the bulkhead.", s.waiting);
+  out.counter("r4c.bulkhead.waits.granted", "Waits for a bulkhead slot that ended with the slot.",
+              count(s.waits_granted));
+  out.counter("r4c.bulkhead.wait.seconds", "Total time granted waits waited for a bulkhead slot.",
+              metrics::seconds(s.wait_time));
+  for (int r = 0; r < kBulkheadRejectReasons; ++r) {
+    out.counter("r4c.bulkhead.rejections", "Calls the bulkhead rejected, by reason.",
+                count(s.rejected_by_reason[r]),
+                {{"reason", std::string(to_string(static_cast<BulkheadRejectReason>(r)))}});
+  }
 }
 
 }  // namespace r4c

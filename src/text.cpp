@@ -144,6 +144,20 @@ std::optional<SettingValue> parse_value(SettingType type,
     case SettingType::exception_types:
       for (std::string_view name : text::split_list(text)) value.type_names.emplace_back(name);
       return value;
+    case SettingType::named_numbers:
+      for (std::string_view pair : text::split_list(text)) {
+        const std::size_t colon = pair.find(':');
+        if (colon == std::string_view::npos) return std::nullopt;
+        std::string_view name = pair.substr(0, colon);
+        while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+        std::string_view number = pair.substr(colon + 1);
+        while (!number.empty() && (number.front() == ' ' || number.front() == '\t'))
+          number.remove_prefix(1);
+        const std::optional<double> parsed = text::parse_number(number);
+        if (!parsed) return std::nullopt;
+        value.named_numbers.emplace_back(std::string(name), *parsed);
+      }
+      return value;
   }
   return std::nullopt;
 }
@@ -162,6 +176,8 @@ std::string expected_value(SettingType type, std::string (*choices)()) {
       return choices != nullptr ? choices() : std::string("one of its names");
     case SettingType::exception_types:
       return "exception type names separated by commas";
+    case SettingType::named_numbers:
+      return "name:number pairs separated by commas, e.g. user:0.6, prefetch:0.3";
   }
   return {};
 }
@@ -192,6 +208,15 @@ std::string format_value(const SettingValue& value, std::string_view (*choice_na
       }
       return text;
     }
+    case SettingType::named_numbers: {
+      std::string text;
+      for (const auto& [name, number] : value.named_numbers) {
+        char digits[32];
+        const auto result = std::to_chars(digits, digits + sizeof digits, number);
+        text += (text.empty() ? "" : ", ") + name + ":" + std::string(digits, result.ptr);
+      }
+      return text;
+    }
   }
   return {};
 }
@@ -201,7 +226,7 @@ bool same_value(const SettingValue& first, const SettingValue& second) noexcept 
   return first.type == second.type && first.integer == second.integer &&
          first.number == second.number && first.boolean == second.boolean &&
          first.duration == second.duration && first.choice == second.choice &&
-         first.types == second.types;
+         first.types == second.types && first.named_numbers == second.named_numbers;
 }
 
 }  // namespace detail

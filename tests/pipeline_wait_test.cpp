@@ -125,4 +125,34 @@ TEST(PipelineClassTest, ThePipelinesLimitAdmitsACallByItsClass) {
   EXPECT_EQ(registry.bulkhead("classes").snapshot().rejected, 0u);
 }
 
+// A pipeline call names its limit's partition beside its class.
+TEST(PipelineClassTest, ThePipelinesLimitAdmitsACallByItsPartition) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  r4c::ResilienceRegistry registry = r4c::testing::registry(clock).build();
+  auto pipeline = r4c::Pipeline<int>::builder(registry, "partitions")
+                      .adaptive_limit([](r4c::AdaptiveLimitConfig& a) {
+                        a.initial_limit(4)
+                            .min_limit(4)
+                            .max_limit(4)
+                            .partition("user", 0.5)
+                            .partition("prefetch", 0.5)
+                            .partition_borrow(false);
+                      })
+                      .build();
+  r4c::AdaptiveLimit& limit = *pipeline.adaptive_limit();
+  const r4c::LimitPartition prefetch = limit.partition("prefetch");
+  r4c::Permit one = limit.try_acquire(prefetch);
+  const auto answer = [] { return 3; };
+  EXPECT_EQ(pipeline.execute(r4c::CallClass::critical, prefetch, answer), 3);  // its 2nd of 2
+  r4c::Permit two = limit.try_acquire(prefetch);
+  const r4c::Outcome<int> refused =
+      pipeline.try_execute(r4c::CallClass::critical, prefetch, answer);
+  ASSERT_TRUE(refused.refused());
+  EXPECT_EQ(refused.refusal().kind(), "adaptivelimit");
+  EXPECT_THROW((void)pipeline.execute(r4c::CallClass::critical, prefetch, answer),
+               r4c::LimitExceededException);
+  EXPECT_EQ(pipeline.execute(r4c::CallClass::critical, limit.partition("user"), answer), 3);
+  EXPECT_EQ(limit.snapshot().partitions[1].rejected, 2u);
+}
+
 }  // namespace

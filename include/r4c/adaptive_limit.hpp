@@ -37,9 +37,11 @@
 #include <span>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "r4c/adaptive_limit_config.hpp"
 #include "r4c/clock.hpp"
@@ -112,11 +114,23 @@ constexpr RejectReason reason_of(WaitEnd end) noexcept {
 struct Admission {
   /// Its priority class (critical: the class of a call that says none).
   CallClass cls = CallClass::critical;
+  /// Its partition, on a limit that has partitions (none: what no partition reserves). A call
+  /// is admitted when both its class and its partition allow it.
+  LimitPartition partition = {};
   /// Stops the wait (the call is rejected as cancelled).
   std::stop_token stop = {};
   /// When the caller gives up, on the limit's clock (Clock::now()). A call that would have to
   /// wait past it for a slot and then for the limit's average latency is rejected at once.
   std::optional<std::chrono::nanoseconds> deadline = std::nullopt;
+};
+
+/// One partition in a limit's snapshot (AdaptiveLimitConfig::partition).
+struct LimitPartitionSnapshot {
+  std::string name;  // "" for the calls that name no partition
+  double share = 0.0;
+  int guaranteed = 0;  // floor(share × limit): the slots it is guaranteed now
+  int in_flight = 0;
+  std::uint64_t rejected = 0;
 };
 
 /// A value picture of one limit. The window_* members describe the last recomputed window.
@@ -150,6 +164,10 @@ struct AdaptiveLimitSnapshot {
   std::array<std::uint64_t, kRejectReasons> rejected_by_reason{};
   /// Rejections by CallClass (bypass is never rejected); they sum to `rejected`.
   std::array<std::uint64_t, kLimitedClasses> rejected_by_class{};
+  /// Partitions (none unless configured): the config's, in order, then what no partition
+  /// reserves (name ""); their in_flight sum to `in_flight` (when no call starts or ends
+  /// meanwhile), their rejected to `rejected`.
+  std::vector<LimitPartitionSnapshot> partitions;
   /// observe mode: the calls it would have rejected and admitted instead (never in `rejected`).
   std::uint64_t would_have_rejected = 0;
   PolicyMode mode = PolicyMode::enforce;
@@ -168,13 +186,15 @@ class [[nodiscard]] Permit {
   Permit(Permit&& other) noexcept
       : limit_(std::exchange(other.limit_, nullptr)),
         start_(other.start_),
-        in_flight_(other.in_flight_) {}
+        in_flight_(other.in_flight_),
+        partition_(other.partition_) {}
   Permit& operator=(Permit&& other) noexcept {
     if (this != &other) {
       on_ignore();
       limit_ = std::exchange(other.limit_, nullptr);
       start_ = other.start_;
       in_flight_ = other.in_flight_;
+      partition_ = other.partition_;
     }
     return *this;
   }
@@ -197,12 +217,14 @@ class [[nodiscard]] Permit {
 
  private:
   friend class AdaptiveLimit;
-  Permit(AdaptiveLimit* limit, std::int64_t start, std::int32_t in_flight) noexcept
-      : limit_(limit), start_(start), in_flight_(in_flight) {}
+  Permit(AdaptiveLimit* limit, std::int64_t start, std::int32_t in_flight,
+         std::uint8_t partition = 0) noexcept
+      : limit_(limit), start_(start), in_flight_(in_flight), partition_(partition) {}
 
   AdaptiveLimit* limit_ = nullptr;
   std::int64_t start_ = 0;      // clock ticks (detail::ClockReader)
   std::int32_t in_flight_ = 0;  // calls in flight when admitted, itself included; 0 = disabled
+  std::uint8_t partition_ = 0;  // its partition's slot + 1; 0: the limit has no partitions
 };
 
 /// A cheap, copyable view of a limit for operators and tests. Valid while the limit lives.
@@ -245,6 +267,14 @@ class AdaptiveLimit {
   /// The same for a call of class `cls`: admitted while in flight is below the class's share
   /// of the limit, checked and taken in one step; bypass is admitted and not counted.
   Permit try_acquire(CallClass cls) noexcept;
+  /// The same for a call of partition `partition` (and class `cls`): admitted while the
+  /// partition is below its guaranteed share, or, with partition_borrow, while a slot is free
+  /// that no other partition's unused guarantee keeps; always below the limit, checked and
+  /// taken in one step. On a limit without partitions the partition is ignored.
+  Permit try_acquire(LimitPartition partition, CallClass cls = CallClass::critical) noexcept;
+  /// The partition called `name`, for the calls to name at admission. Throws ConfigException
+  /// R4C-REG-012 when the limit has no such partition (the message lists them).
+  LimitPartition partition(std::string_view name) const;
   /// Takes a slot, waiting up to max_wait for one when the limit is full (with max_wait 0, as
   /// try_acquire(admission.cls)). Blocks on this waiter's own wake-up; the wait's timer runs
   /// on the limit's clock. An empty permit is a rejection, its reason stored in `*reason`
@@ -259,7 +289,16 @@ class AdaptiveLimit {
   decltype(auto) execute(F&& f);
   /// The same for a call of class `cls`; with max_wait set, both wait as acquire() does.
   template <class F>
-  decltype(auto) execute(CallClass cls, F&& f);
+  decltype(auto) execute(CallClass cls, F&& f) {
+    return execute(cls, LimitPartition{}, std::forward<F>(f));
+  }
+  /// The same for a call of partition `partition` (and class `cls`).
+  template <class F>
+  decltype(auto) execute(LimitPartition partition, F&& f) {
+    return execute(CallClass::critical, partition, std::forward<F>(f));
+  }
+  template <class F>
+  decltype(auto) execute(CallClass cls, LimitPartition partition, F&& f);
   /// execute() without a throw to say no (<r4c/outcome.hpp>): a full limit (after max_wait,
   /// when set) returns a refusal,
   /// and `f` (returning a value or an Outcome) ends as an Outcome, its failure classified as
@@ -271,9 +310,18 @@ class AdaptiveLimit {
   /// The same for a call of class `cls` (a pipeline's limit stage comes through here).
   template <class F>
   detail::OutcomeOf<F> try_execute(CallClass cls, F&& f) {
+    return try_execute(cls, LimitPartition{}, std::forward<F>(f));
+  }
+  /// The same for a call of partition `partition` (and class `cls`).
+  template <class F>
+  detail::OutcomeOf<F> try_execute(LimitPartition partition, F&& f) {
+    return try_execute(CallClass::critical, partition, std::forward<F>(f));
+  }
+  template <class F>
+  detail::OutcomeOf<F> try_execute(CallClass cls, LimitPartition partition, F&& f) {
     // With max_wait set it waits as execute() does; its refusal says why (rejection(reason)).
     RejectReason why = RejectReason::limit;
-    Permit permit = waits_ ? acquire(Admission{cls}, &why) : try_acquire(cls);
+    Permit permit = waits_ ? acquire(Admission{cls, partition}, &why) : try_acquire(partition, cls);
     if (!permit) [[unlikely]]
       return detail::OutcomeOf<F>::refused(Refusal(rejection(why), "adaptivelimit", instance_id_));
     auto outcome = detail::invoke_outcome(f);
@@ -300,6 +348,11 @@ class AdaptiveLimit {
   /// The same for a call of class `cls` (max_wait set: it may wait, holding no thread).
   template <class T, class Op, class Token>
   auto async_execute(CallClass cls, Op&& op, Token&& token);
+  /// The same for a call of partition `partition` (and class `cls`).
+  template <class T, class Op, class Token>
+  auto async_execute(LimitPartition partition, Op&& op, Token&& token);
+  template <class T, class Op, class Token>
+  auto async_execute(CallClass cls, LimitPartition partition, Op&& op, Token&& token);
   /// Runs the coroutine `f()` returns (an asio::awaitable<T>) under the limit; returns an
   /// asio::awaitable<T>. Defined in <r4c/asio.hpp>.
   template <class F>
@@ -337,6 +390,8 @@ class AdaptiveLimit {
   int in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
   /// Whether calls may wait for a slot (max_wait above 0).
   bool waits() const noexcept { return waits_; }
+  /// Whether the limit has partitions.
+  bool partitioned() const noexcept { return partitions_ != nullptr; }
   /// The clock the limit reads and times its waits on.
   const std::shared_ptr<Clock>& clock() const noexcept { return clock_owner_; }
   /// A consistent picture of the limit and the last recomputed window.
@@ -363,18 +418,26 @@ class AdaptiveLimit {
   };
 
   void complete(Permit& permit, Outcome outcome) noexcept;
-  void release_slot() noexcept;
+  void release_slot(std::uint8_t partition = 0) noexcept;
+  // Cold: a partitioned limit's release, under the partitions' mutex.
+  void release_partitioned(std::uint8_t partition) noexcept;
+  // The slot + 1 a call of `partition` counts in; 0 when the limit has no partitions.
+  std::uint8_t partition_slot(LimitPartition partition) const noexcept;
   // The window's maximum in flight, after an admission that made it `admitted`.
   void note_in_flight(std::int32_t admitted) noexcept;
   void count_rejection() noexcept;
   // Cold: disabled, bypass, or waiters may be queued.
-  Permit try_acquire_special(CallClass cls) noexcept;
+  Permit try_acquire_special(CallClass cls, std::uint8_t partition = 0) noexcept;
   Permit try_acquire_class(CallClass cls) noexcept;
   // A slot now if one is free and nobody of the class or above waits; counts nothing.
-  Permit admit_now(CallClass cls) noexcept;
+  Permit admit_now(CallClass cls, std::uint8_t partition = 0) noexcept;
   // One CAS loop: in flight below the class's share of the limit; 0 when full, else the count.
-  std::int32_t take(CallClass cls) noexcept;
-  void count_rejection(CallClass cls, RejectReason reason) noexcept;
+  // A partitioned limit checks the partition too, under the partitions' mutex.
+  std::int32_t take(CallClass cls, std::uint8_t partition = 0) noexcept;
+  std::int32_t take_partitioned(CallClass cls, std::uint8_t partition) noexcept;
+  // The limit now; a paced limit reopens for the first call after its pause.
+  std::int32_t open_limit() noexcept;
+  void count_rejection(CallClass cls, RejectReason reason, std::uint8_t partition = 0) noexcept;
   // What begin_wait() decided under the queue's mutex: refused, granted at once (not queued,
   // never woken), or queued. A queued waiter may be granted, timed out or evicted on another
   // thread as soon as the mutex is released: only the mutex may read its end() after that.
@@ -389,11 +452,15 @@ class AdaptiveLimit {
   detail::WaitEnd end_wait(detail::LimitWaiter& waiter, detail::WaitEnd end) noexcept;
   // Both return how many waiters they granted.
   int grant_locked(std::int64_t now, bool raise) noexcept;
+  // The waiter the next slot goes to, its slot taken (`admitted` says the count); nullptr:
+  // nobody may take one now. Without partitions and with them.
+  detail::LimitWaiter* class_waiter(bool newest_first, std::int32_t& admitted) noexcept;
+  detail::LimitWaiter* partition_waiter(bool newest_first, std::int32_t& admitted) noexcept;
   int grant_waiters(bool raise) noexcept;  // takes the mutex
   void end_locked(detail::LimitWaiter& waiter, detail::WaitEnd end, std::int64_t now) noexcept;
   int queue_bound() const noexcept;
   Permit permit_of(const detail::LimitWaiter& waiter) noexcept {
-    return Permit(this, waiter.granted_at, waiter.admitted);
+    return Permit(this, waiter.granted_at, waiter.admitted, waiter.partition);
   }
   void record_sample(std::int64_t latency_ns, bool drop) noexcept;
   bool is_drop_current() const noexcept;
@@ -407,13 +474,13 @@ class AdaptiveLimit {
   void store_window_end(std::int64_t end) noexcept;
   // Cold, observe mode only: the limit (or the class's share) is full; counts what it would
   // have rejected and admits the call anyway.
-  Permit over_limit() noexcept;
+  Permit over_limit(std::uint8_t partition = 0) noexcept;
 
   // Read on every call, written once per window. Times are clock ticks (ClockReader).
   alignas(detail::kCacheLine) std::atomic<std::int32_t> limit_;
   const bool enabled_;
   const bool waits_;    // max_wait above 0: releases look for waiters
-  const bool special_;  // disabled or waits_: try_acquire() leaves the plain path
+  const bool special_;  // disabled, waits_ or partitioned: try_acquire() leaves the plain path
   // observe mode: read only by a call the limit would reject; set by reconfigure().
   std::atomic<bool> observe_;
   // Each class's share of the limit in 16.16 fixed point.
@@ -436,6 +503,7 @@ class AdaptiveLimit {
   // queue's mutex.
   alignas(detail::kCacheLine) std::atomic<std::int32_t> waiting_{0};
   const std::unique_ptr<detail::WaitQueue> queue_;
+  const std::unique_ptr<detail::LimitPartitions> partitions_;
   const std::int64_t max_wait_ticks_;
   std::array<std::atomic<std::uint64_t>, kRejectReasons> rejected_by_reason_{};
   std::array<std::atomic<std::uint64_t>, kLimitedClasses> rejected_by_class_{};
@@ -485,7 +553,7 @@ class AdaptiveLimit {
 
 inline Permit AdaptiveLimit::try_acquire() noexcept {
   if (special_) [[unlikely]]
-    return try_acquire_special(CallClass::critical);
+    return try_acquire_special(CallClass::critical, partition_slot(LimitPartition{}));
   // relaxed: a slot guards no data; the count itself is all that is shared.
   std::int32_t running = in_flight_.load(std::memory_order_relaxed);
   do {
@@ -513,8 +581,14 @@ inline void AdaptiveLimit::note_in_flight(std::int32_t admitted) noexcept {
 inline Permit AdaptiveLimit::try_acquire(CallClass cls) noexcept {
   if (cls == CallClass::critical) return try_acquire();
   if (special_ || cls == CallClass::bypass) [[unlikely]]
-    return try_acquire_special(cls);
+    return try_acquire_special(cls, partition_slot(LimitPartition{}));
   return try_acquire_class(cls);
+}
+
+inline Permit AdaptiveLimit::try_acquire(LimitPartition partition, CallClass cls) noexcept {
+  if (!special_) [[likely]]
+    return try_acquire(cls);  // no partitions
+  return try_acquire_special(cls, partition_slot(partition));
 }
 
 // The plain path with the class's share: one multiply more than try_acquire().
@@ -537,7 +611,11 @@ inline Permit AdaptiveLimit::try_acquire_class(CallClass cls) noexcept {
   return Permit(this, clock_.ticks(), running + 1);
 }
 
-inline void AdaptiveLimit::release_slot() noexcept {
+inline void AdaptiveLimit::release_slot(std::uint8_t partition) noexcept {
+  if (partition != 0) [[unlikely]] {
+    release_partitioned(partition);
+    return;
+  }
   if (!waits_) [[likely]] {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     return;
@@ -575,11 +653,11 @@ inline void AdaptiveLimit::record_sample(std::int64_t latency_ns, bool drop) noe
 inline void AdaptiveLimit::complete(Permit& permit, Outcome outcome) noexcept {
   if (permit.in_flight_ == 0) return;  // disabled: nothing was counted
   if (outcome == Outcome::kIgnore) {
-    release_slot();
+    release_slot(permit.partition_);
     return;
   }
   const std::int64_t now = clock_.ticks();
-  release_slot();
+  release_slot(permit.partition_);
   const std::int64_t latency = clock_.to_ns(now - permit.start_);
   record_sample(latency > 0 ? latency : 0, outcome == Outcome::kDrop);
   if (now >= window_end_.load(std::memory_order_relaxed)) [[unlikely]]
@@ -603,13 +681,13 @@ inline void Permit::on_ignore() & noexcept {
 
 template <class F>
 decltype(auto) AdaptiveLimit::execute(F&& f) {
-  return execute(CallClass::critical, std::forward<F>(f));
+  return execute(CallClass::critical, LimitPartition{}, std::forward<F>(f));
 }
 
 template <class F>
-decltype(auto) AdaptiveLimit::execute(CallClass cls, F&& f) {
+decltype(auto) AdaptiveLimit::execute(CallClass cls, LimitPartition partition, F&& f) {
   RejectReason why = RejectReason::limit;
-  Permit permit = waits_ ? acquire(Admission{cls}, &why) : try_acquire(cls);
+  Permit permit = waits_ ? acquire(Admission{cls, partition}, &why) : try_acquire(partition, cls);
   if (!permit) [[unlikely]]
     throw_rejected(why);
   using Result = std::invoke_result_t<F>;

@@ -88,6 +88,40 @@ constexpr std::span<const EnumName<CallClass>> enum_names(CallClass) noexcept {
 /// The classes that have a share (all but bypass).
 inline constexpr int kLimitedClasses = 4;
 
+/// How many partitions one limit may have.
+inline constexpr int kMaxPartitions = 8;
+
+/// One named share of a limit (AdaptiveLimitConfig::partition): while the partition has
+/// demand, floor(share × limit) slots are its own.
+struct LimitPartitionShare {
+  std::string name;
+  double share = 0.0;
+  friend bool operator==(const LimitPartitionShare&, const LimitPartitionShare&) = default;
+};
+
+/// A partition of one adaptive limit, as a call names it at admission
+/// (AdaptiveLimit::partition("user"), or at(index) into the config's partitions()). The
+/// default names none: on a partitioned limit such a call takes the share no partition
+/// reserves (1 − the sum of the shares), and borrows like a partition when borrowing is on.
+/// A plain value; an index past the limit's partitions names none.
+class LimitPartition {
+ public:
+  constexpr LimitPartition() noexcept = default;
+  /// The partition at `index` in AdaptiveLimitConfig::partitions() (a negative index: none).
+  static constexpr LimitPartition at(int index) noexcept {
+    LimitPartition partition;
+    partition.slot_ =
+        index < 0 || index >= kMaxPartitions ? 0 : static_cast<std::uint8_t>(index + 1);
+    return partition;
+  }
+  /// The index in the config's partitions(); -1 when it names none.
+  constexpr int index() const noexcept { return static_cast<int>(slot_) - 1; }
+  friend constexpr bool operator==(LimitPartition, LimitPartition) noexcept = default;
+
+ private:
+  std::uint8_t slot_ = 0;  // 0: none; i + 1: partition i
+};
+
 /// The settings of one adaptive limit. Defaults are those of resilience4cata 0.6.0's "Adaptive
 /// limit" page.
 class AdaptiveLimitConfig {
@@ -192,6 +226,19 @@ class AdaptiveLimitConfig {
   /// R4C-REG-001 outside (0, 1] or for bypass; validate() also wants the shares not to grow
   /// from a class to the next lower one (R4C-ATR-009).
   AdaptiveLimitConfig& class_share(CallClass cls, double value);
+  /// Adds partition `name` with `share` of the limit (Netflix concurrency-limits' partitions):
+  /// while it has calls to make, floor(share × limit) slots are its own. Unlike Netflix's, the
+  /// global limit is never exceeded. A second call with the same name replaces its share.
+  /// R4C-REG-001 for a share outside (0, 1], a name that is empty or not made of letters,
+  /// digits, '_', '-' and '.', or a partition past kMaxPartitions (8); validate() also wants
+  /// the shares to sum to at most 1 (R4C-REG-001).
+  AdaptiveLimitConfig& partition(std::string name, double share);
+  /// Replaces every partition (an empty list: none, the default); each as partition() checks.
+  AdaptiveLimitConfig& partitions(std::vector<LimitPartitionShare> value);
+  /// Whether a partition at its share may borrow slots that other partitions leave unused
+  /// (true, as in Netflix): a borrowed slot is never one another partition's guarantee still
+  /// needs. false: a partition never runs more than its share.
+  AdaptiveLimitConfig& partition_borrow(bool value) noexcept;
   /// The failures that are drops (overload signals), matched by dynamic type, derived classes
   /// included. Replaces the list; `drop_on({})` makes no failure a drop.
   template <class Exception, class... More>
@@ -243,6 +290,11 @@ class AdaptiveLimitConfig {
     const auto index = static_cast<int>(cls);
     return index < kLimitedClasses ? shares_[index] : 0.0;
   }
+  /// The partitions, in the order they were added (empty: the limit has none).
+  const std::vector<LimitPartitionShare>& partitions() const noexcept { return partitions_; }
+  bool partition_borrow() const noexcept { return partition_borrow_; }
+  /// The index of partition `name` in partitions(), or nullopt.
+  std::optional<int> partition_index(std::string_view name) const noexcept;
   /// The drop types.
   const std::vector<ExceptionType>& drop_on_types() const noexcept { return drop_on_; }
   /// The predicate drop_on_error set.
@@ -282,6 +334,8 @@ class AdaptiveLimitConfig {
   std::chrono::nanoseconds codel_interval_ = kDefaultCodelInterval;
   double shares_[kLimitedClasses] = {kDefaultShares[0], kDefaultShares[1], kDefaultShares[2],
                                      kDefaultShares[3]};
+  std::vector<LimitPartitionShare> partitions_;
+  bool partition_borrow_ = true;
   std::vector<ExceptionType> drop_on_;
   std::function<bool(const std::error_code&)> drop_on_error_;
 };

@@ -16,6 +16,7 @@
 //       [](const r4c::BulkheadEvent& e) { log("{} full ({})", e.instance_id, e.max_concurrent); });
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -68,15 +69,61 @@ class BulkheadConfig {
 std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
                                                   const BulkheadConfig& second);
 
+/// Why a bulkhead refused a call. full: no slot, and the call could not wait (no max_wait,
+/// or try_acquire()); wait_timeout: max_wait passed; cancelled: its stop token or Asio
+/// cancellation ended its wait.
+enum class BulkheadRejectReason : std::uint8_t { full, wait_timeout, cancelled };
+inline constexpr int kBulkheadRejectReasons = 3;
+
+inline constexpr EnumName<BulkheadRejectReason> kBulkheadRejectReasonNames[] = {
+    {"full", BulkheadRejectReason::full},
+    {"wait_timeout", BulkheadRejectReason::wait_timeout},
+    {"cancelled", BulkheadRejectReason::cancelled}};
+constexpr std::span<const EnumName<BulkheadRejectReason>> enum_names(
+    BulkheadRejectReason) noexcept {
+  return kBulkheadRejectReasonNames;
+}
+
 struct BulkheadSnapshot {
   int max_concurrent = 0;
   int in_flight = 0;
   int available = 0;           // max_concurrent - in_flight, never below 0
   std::uint64_t rejected = 0;  // exact
-  int waiting = 0;             // callers waiting for a slot (max_wait)
+  // Waiting (max_wait above 0; all 0 otherwise).
+  int waiting = 0;                        // callers waiting for a slot now
+  std::uint64_t waits_granted = 0;        // waits that ended with a slot
+  std::chrono::nanoseconds wait_time{0};  // total time granted waits waited
+  /// Rejections by BulkheadRejectReason; they sum to `rejected`.
+  std::array<std::uint64_t, kBulkheadRejectReasons> rejected_by_reason{};
 };
 
 class Bulkhead;
+
+namespace detail {
+/// One caller waiting for a bulkhead's slot (max_wait): a synchronous caller's, on its stack,
+/// or an asynchronous call's, in its state. Its members are the queue's, under the queue's
+/// mutex, while it is listed; whoever takes it off the list (a release handing it the slot,
+/// its timer, its caller's cancellation) sets its state and wakes it, once.
+class BulkheadWaiter {
+ public:
+  enum class State : std::uint8_t { pending, waiting, granted, timed_out, cancelled };
+  BulkheadWaiter() = default;
+  BulkheadWaiter(const BulkheadWaiter&) = delete;
+  BulkheadWaiter& operator=(const BulkheadWaiter&) = delete;
+  /// Called once, under the queue's mutex, right after `state` was set. Must not call into
+  /// the bulkhead.
+  virtual void wake() noexcept = 0;
+
+  BulkheadWaiter* next = nullptr;
+  BulkheadWaiter* prev = nullptr;
+  State state = State::pending;
+  std::chrono::nanoseconds since{0};  // on the bulkhead's clock, when it began waiting
+
+ protected:
+  ~BulkheadWaiter() = default;
+};
+struct BulkheadQueueAccess;
+}  // namespace detail
 
 /// A slot in a bulkhead; released when destroyed or by release(). Move-only.
 class [[nodiscard]] BulkheadPermit {
@@ -180,7 +227,10 @@ class Bulkhead {
   BulkheadPermit acquire(std::stop_token stop = {}) noexcept;
 
   /// Runs the Asio operation `op` in a slot held until it completes, completing `token` with
-  /// void(std::exception_ptr, T). Defined in <r4c/asio.hpp>; see docs/async.md.
+  /// void(std::exception_ptr, T). With max_wait set, a call that finds the bulkhead full
+  /// waits for a slot (FIFO, handed over by a release) holding no thread, its wait timed on
+  /// the bulkhead's clock and ended by the caller's cancellation (terminal or partial:
+  /// operation_aborted). Defined in <r4c/asio.hpp>; see docs/async.md.
   template <class T, class Op, class Token>
   auto async_execute(Op&& op, Token&& token);
 
@@ -193,6 +243,10 @@ class Bulkhead {
   BulkheadHandle handle() const noexcept { return BulkheadHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }
   const BulkheadConfig& config() const noexcept { return config_; }
+  /// Whether calls may wait for a slot (max_wait above 0).
+  bool waits() const noexcept { return waits_; }
+  /// The clock the bulkhead times its waits on (null without max_wait).
+  const std::shared_ptr<Clock>& clock() const noexcept { return clock_; }
   int in_flight() const noexcept {
     return in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
   }
@@ -210,7 +264,9 @@ class Bulkhead {
 
  private:
   friend class BulkheadPermit;
+  friend struct detail::BulkheadQueueAccess;
   using Listeners = detail::EventHub<BulkheadEvent>;
+  using WaitState = detail::BulkheadWaiter::State;
 
   // Bits of listening_, one per type of event.
   static constexpr std::uint8_t kPermitted = 1;
@@ -247,7 +303,21 @@ class Bulkhead {
   // max_wait: the waiters and the mutex that guards them and every change of the count.
   struct WaitQueue;
   BulkheadPermit admitted(std::int32_t running) noexcept;  // publishes call_permitted
-  BulkheadPermit refused(std::int32_t running) noexcept;   // counts, publishes call_rejected
+  // Counts, publishes call_rejected.
+  BulkheadPermit refused(std::int32_t running,
+                         BulkheadRejectReason reason = BulkheadRejectReason::full) noexcept;
+  // max_wait: what begin_wait() decided under the mutex. granted: the slot is counted for the
+  // waiter (never queued, never woken); refused: its caller had cancelled; else queued. Either
+  // way the caller counts and publishes the outcome itself, as it answers.
+  struct WaitStart {
+    WaitState state = WaitState::pending;
+    std::int32_t running = 0;
+  };
+  WaitStart begin_wait(detail::BulkheadWaiter& waiter, bool stopped) noexcept;
+  // Ends the wait with `end` unless it has ended; returns how it ended (under the mutex).
+  WaitState end_wait(detail::BulkheadWaiter& waiter, WaitState end) noexcept;
+  // A slot now, when one is free and nobody waits; counts nothing otherwise.
+  BulkheadPermit admit_now() noexcept;
 
   // The calls holding a slot, and kListened (set by a const subscription: mutable).
   alignas(detail::kCacheLine) mutable std::atomic<std::int32_t> in_flight_{0};

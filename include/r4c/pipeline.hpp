@@ -115,6 +115,7 @@ template <class F>
 struct ClassedCall {
   F f;
   CallClass cls;
+  LimitPartition partition = {};  // and its partition (Pipeline::execute(cls, partition, f))
 
   template <class... A>
   requires std::is_invocable_v<F&, A...>
@@ -135,7 +136,7 @@ struct PipelineStage<AdaptiveLimitKind> {
       return stages.template try_through<I + 1>(f, std::move(stop));
     };
     if constexpr (kIsClassedCall<std::remove_cv_t<F>>) {
-      return limit.try_execute(f.cls, rest);
+      return limit.try_execute(f.cls, f.partition, rest);
     } else {
       return limit.try_execute(rest);
     }
@@ -177,6 +178,7 @@ struct PipelineStages {
   // The calls' class, for the adaptive limit: read by the asynchronous layers and by a
   // generated wrapper's call_through (a synchronous call says it as a ClassedCall).
   CallClass cls = CallClass::critical;
+  LimitPartition partition = {};  // the calls' partition, beside their class
 
   template <class Kind>
   typename Kind::Policy* get() const noexcept {
@@ -338,6 +340,19 @@ class Pipeline {
     detail::ClassedCall<std::decay_t<F>> call{std::forward<F>(f), cls};
     return stages_.try_execute(call);
   }
+  /// execute(cls, f) for a call of the limit's partition `partition` too
+  /// (adaptive_limit()->partition("user"); see AdaptiveLimit::try_acquire(LimitPartition)).
+  template <class F>
+  T execute(CallClass cls, LimitPartition partition, F&& f) const {
+    detail::ClassedCall<std::decay_t<F>> call{std::forward<F>(f), cls, partition};
+    return stages_.execute(call);
+  }
+  /// try_execute(cls, f) for a call of partition `partition` too.
+  template <class F>
+  Outcome<T> try_execute(CallClass cls, LimitPartition partition, F&& f) const {
+    detail::ClassedCall<std::decay_t<F>> call{std::forward<F>(f), cls, partition};
+    return stages_.try_execute(call);
+  }
 
   /// Runs the asynchronous operation `op` (an Asio initiation: a callable taking a completion
   /// handler) through every policy, completing `token` with `void(std::exception_ptr, T)`.
@@ -347,6 +362,9 @@ class Pipeline {
   /// async_execute(op, token) for a call of class `cls`, as execute(cls, f).
   template <class Op, class Token>
   auto async_execute(CallClass cls, Op&& op, Token&& token) const;
+  /// async_execute(cls, op, token) for a call of partition `partition` too.
+  template <class Op, class Token>
+  auto async_execute(CallClass cls, LimitPartition partition, Op&& op, Token&& token) const;
   /// Runs the coroutine `f()` returns (an asio::awaitable<T>) through every policy; returns
   /// an asio::awaitable<T>. `f` is called once per attempt. Defined in <r4c/asio.hpp>.
   template <class F>
@@ -370,8 +388,11 @@ class Pipeline {
  private:
   Pipeline() = default;
   // A copy of the stages (a few pointers) saying the call's class.
-  detail::PipelineStages<T> with_class(CallClass cls) const noexcept {
-    return detail::with_call_class(stages_, cls);
+  detail::PipelineStages<T> with_class(CallClass cls,
+                                       LimitPartition partition = {}) const noexcept {
+    detail::PipelineStages<T> stages = detail::with_call_class(stages_, cls);
+    stages.partition = partition;
+    return stages;
   }
 
   std::string id_;

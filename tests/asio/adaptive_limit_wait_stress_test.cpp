@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Randomised asynchronous waits on one adaptive limit: callers on 4 io_context threads, their
+// Randomised asynchronous waits on one adaptive limit, and on one bulkhead with max_wait (the
+// same run, its policy-specific parts in LimitSubject and BulkheadSubject): callers on 4
+// io_context threads, their
 // operations completing (and so releasing slots) on another context's thread, a thread that
 // moves the ManualClock (timeouts fire there) and one that cancels callers (on their own
 // context, as Asio asks), all racing. Every caller must be answered exactly once, every slot,
@@ -60,7 +62,7 @@ struct Caller {
 
 struct Tally {
   std::atomic<std::uint64_t> succeeded{0};
-  std::atomic<std::uint64_t> rejected{0};         // LimitExceededException
+  std::atomic<std::uint64_t> rejected{0};  // the policy's refusal (LimitExceededException, ...)
   std::atomic<std::uint64_t> aborted_waiting{0};  // cancelled before its operation ran
   std::atomic<std::uint64_t> aborted_running{0};  // cancelled while its operation ran
   std::atomic<std::uint64_t> other{0};            // anything else: a defect
@@ -72,11 +74,111 @@ struct Tally {
   std::atomic<int> most_running{0};
 };
 
+// The adaptive limit under stress: callers of the 4 classes, a queue of 3 (6 when the limit
+// moves), every way a wait ends (granted, timed out, queue full, evicted, cancelled).
+struct LimitSubject {
+  r4c::AdaptiveLimit policy;
+  bool changing_limit;
+
+  LimitSubject(std::shared_ptr<r4c::ManualClock> clock, bool changing)
+      : policy("async-stress",
+               r4c::test::stress_limit(changing, kLimit, 6, 200us, changing ? 6 : 3),
+               std::move(clock)),
+        changing_limit(changing) {}
+  template <class Op, class Token>
+  void call(std::mt19937_64& random, Op op, Token token) {
+    const auto cls = static_cast<r4c::CallClass>(random() % r4c::kLimitedClasses);
+    policy.async_execute<int>(cls, std::move(op), std::move(token));
+  }
+  bool drops() const { return changing_limit; }
+  static bool is_refusal(const std::exception_ptr& failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const r4c::LimitExceededException&) {
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+  std::uint64_t by(r4c::RejectReason reason) const {
+    return policy.snapshot().rejected_by_reason[static_cast<int>(reason)];
+  }
+  bool covered(const Tally& tally) const {
+    using enum r4c::RejectReason;
+    return policy.snapshot().waits_granted > 0 && by(wait_timeout) > 0 && by(queue_full) > 0 &&
+           by(evicted) > 0 && by(cancelled) > 0 &&
+           (changing_limit || tally.aborted_running.load() > 0);
+  }
+  void check(const Tally& tally) const {
+    const r4c::AdaptiveLimitSnapshot snapshot = policy.snapshot();
+    EXPECT_EQ(snapshot.in_flight, 0);  // every slot free
+    EXPECT_EQ(snapshot.waiting, 0);    // every waiter answered
+    // Each rejection answered once and counted once, as it was answered: a caller cancelled
+    // before its operation ran is answered operation_aborted and counted `cancelled`, however
+    // its wait ended in the queue (granted: its slot given back unused; timed out, evicted).
+    EXPECT_EQ(snapshot.rejected, tally.rejected + tally.aborted_waiting);
+    EXPECT_EQ(by(r4c::RejectReason::cancelled), tally.aborted_waiting.load());
+    EXPECT_EQ(by(r4c::RejectReason::limit), 0u);
+    // The mix really exercised every way a wait ends.
+    EXPECT_GT(snapshot.waits_granted, 0u);
+    EXPECT_GT(by(r4c::RejectReason::wait_timeout), 0u);
+    EXPECT_GT(by(r4c::RejectReason::queue_full), 0u);
+    EXPECT_GT(by(r4c::RejectReason::evicted), 0u);
+    EXPECT_GT(by(r4c::RejectReason::cancelled), 0u)
+        << "aborted waiting " << tally.aborted_waiting << ", running " << tally.aborted_running
+        << ", rejected " << tally.rejected << ", succeeded " << tally.succeeded;
+    if (changing_limit) {
+      EXPECT_GT(snapshot.limit_changes, 0u);
+    }
+  }
+};
+
+// The bulkhead with max_wait under stress: 4 slots, FIFO waiters without a bound, granted,
+// timed out or cancelled.
+struct BulkheadSubject {
+  r4c::Bulkhead policy;
+
+  BulkheadSubject(std::shared_ptr<r4c::ManualClock> clock, bool)
+      : policy("async-stress", r4c::BulkheadConfig().max_concurrent(kLimit).max_wait(200us),
+               std::move(clock)) {}
+  template <class Op, class Token>
+  void call(std::mt19937_64&, Op op, Token token) {
+    policy.async_execute<int>(std::move(op), std::move(token));
+  }
+  static bool drops() { return false; }
+  static bool is_refusal(const std::exception_ptr& failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const r4c::BulkheadFullException&) {
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+  std::uint64_t by(r4c::BulkheadRejectReason reason) const {
+    return policy.snapshot().rejected_by_reason[static_cast<int>(reason)];
+  }
+  bool covered(const Tally& tally) const {
+    return policy.snapshot().waits_granted > 0 && by(r4c::BulkheadRejectReason::wait_timeout) > 0 &&
+           by(r4c::BulkheadRejectReason::cancelled) > 0 && tally.aborted_running.load() > 0;
+  }
+  void check(const Tally& tally) const {
+    const r4c::BulkheadSnapshot snapshot = policy.snapshot();
+    EXPECT_EQ(snapshot.in_flight, 0);
+    EXPECT_EQ(snapshot.waiting, 0);
+    EXPECT_EQ(snapshot.rejected, tally.rejected + tally.aborted_waiting);
+    EXPECT_EQ(by(r4c::BulkheadRejectReason::cancelled), tally.aborted_waiting.load());
+    EXPECT_EQ(by(r4c::BulkheadRejectReason::full), 0u);  // every refusal came after a wait
+    EXPECT_GT(snapshot.waits_granted, 0u);
+    EXPECT_GT(by(r4c::BulkheadRejectReason::wait_timeout), 0u);
+    EXPECT_GT(by(r4c::BulkheadRejectReason::cancelled), 0u);
+  }
+};
+
+template <class Subject>
 void stress(bool changing_limit) {
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit(
-      "async-stress",
-      r4c::test::stress_limit(changing_limit, kLimit, 6, 200us, changing_limit ? 6 : 3), clock);
+  Subject subject(clock, changing_limit);
   const std::uint64_t seed = r4c::test::test_seed(1717);
 
   std::array<asio::io_context, kContexts> contexts;
@@ -124,16 +226,7 @@ void stress(bool changing_limit) {
 
   // Whether the run has ended a wait in every way yet: if the schedule has not (a 2-core
   // machine may run the mover rarely), callers go on past kCalls, for kCoverageCap at most.
-  auto covered = [&] {
-    const r4c::AdaptiveLimitSnapshot now = limit.snapshot();
-    auto seen = [&now](r4c::RejectReason reason) {
-      return now.rejected_by_reason[static_cast<int>(reason)] > 0;
-    };
-    return now.waits_granted > 0 && seen(r4c::RejectReason::wait_timeout) &&
-           seen(r4c::RejectReason::queue_full) && seen(r4c::RejectReason::evicted) &&
-           seen(r4c::RejectReason::cancelled) &&
-           (changing_limit || tally.aborted_running.load() > 0);
-  };
+  auto covered = [&] { return subject.covered(tally); };
   const auto give_up = std::chrono::steady_clock::now() + r4c::test::kCoverageCap;
   std::mt19937_64 random(seed);
   int launched = 0;
@@ -144,9 +237,8 @@ void stress(bool changing_limit) {
     while (i - tally.answered.load() >= kOutstanding) std::this_thread::yield();
     auto caller = std::make_shared<Caller>();
     caller->context = static_cast<int>(random() % kContexts);
-    const auto cls = static_cast<r4c::CallClass>(random() % r4c::kLimitedClasses);
     const int completes_on = static_cast<int>(random() % kContexts);
-    const bool drop = changing_limit && random() % 2 == 0;
+    const bool drop = subject.drops() && random() % 2 == 0;
     const bool slow = random() % 4 == 0;  // completes after the clock's next step
     {
       std::scoped_lock lock(recent_mutex);
@@ -194,10 +286,13 @@ void stress(bool changing_limit) {
       } else if (r4c::testing::aborted(failure)) {
         (caller->started.load() ? tally.aborted_running : tally.aborted_waiting).fetch_add(1);
       } else {
+        if (Subject::is_refusal(failure)) {
+          tally.rejected.fetch_add(1);
+          tally.answered.fetch_add(1);
+          return;
+        }
         try {
           std::rethrow_exception(failure);
-        } catch (const r4c::LimitExceededException&) {
-          tally.rejected.fetch_add(1);
         } catch (const r4c::CallTimeoutException&) {
           tally.succeeded.fetch_add(1);  // the operation's own failure, passed through
         } catch (...) {
@@ -207,12 +302,13 @@ void stress(bool changing_limit) {
       tally.answered.fetch_add(1);
     };
     asio::io_context& home = contexts[caller->context];
-    asio::post(home, [&limit, &home, caller, cls, op = std::move(op),
+    const std::uint64_t draw = random();
+    asio::post(home, [&subject, &home, caller, draw, op = std::move(op),
                       answer = std::move(answer)]() mutable {
-      limit.async_execute<int>(
-          cls, std::move(op),
-          asio::bind_cancellation_slot(caller->signal.slot(),
-                                       asio::bind_executor(home, std::move(answer))));
+      std::mt19937_64 own(draw);  // this call's draws (its class), on its own thread
+      subject.call(own, std::move(op),
+                   asio::bind_cancellation_slot(caller->signal.slot(),
+                                                asio::bind_executor(home, std::move(answer))));
     });
     if (random() % 16 == 0) {
       // Cancelled right after it starts, on its own context: often while it waits.
@@ -233,44 +329,25 @@ void stress(bool changing_limit) {
   EXPECT_EQ(tally.twice.load(), 0);
   EXPECT_EQ(tally.other.load(), 0u);
   EXPECT_EQ(tally.succeeded + tally.aborted_running, static_cast<std::uint64_t>(tally.started));
-  const r4c::AdaptiveLimitSnapshot snapshot = limit.snapshot();
-  EXPECT_EQ(snapshot.in_flight, 0);  // every slot free
-  EXPECT_EQ(snapshot.waiting, 0);    // every waiter answered
+  subject.check(tally);
   EXPECT_EQ(clock->pending_tasks(), 0u);
-  const std::uint64_t cancelled =
-      snapshot.rejected_by_reason[static_cast<int>(r4c::RejectReason::cancelled)];
-  // Each rejection answered once and counted once. A waiter whose caller is cancelled as its
-  // wait ends otherwise is answered operation_aborted: counted as it ended in the queue
-  // (granted: not counted, its slot given back; timed out, evicted: counted so).
-  EXPECT_GE(snapshot.rejected, tally.rejected.load());
-  EXPECT_LE(snapshot.rejected, tally.rejected + tally.aborted_waiting);
-  EXPECT_LE(cancelled, tally.aborted_waiting.load());
-  EXPECT_EQ(snapshot.rejected_by_reason[static_cast<int>(r4c::RejectReason::limit)], 0u);
   if (!changing_limit) {
     EXPECT_LE(tally.most_running.load(), kLimit);
-  }
-  // The mix really exercised every way a wait ends.
-  EXPECT_GT(snapshot.waits_granted, 0u);
-  EXPECT_GT(snapshot.rejected_by_reason[static_cast<int>(r4c::RejectReason::wait_timeout)], 0u);
-  EXPECT_GT(snapshot.rejected_by_reason[static_cast<int>(r4c::RejectReason::queue_full)], 0u);
-  EXPECT_GT(snapshot.rejected_by_reason[static_cast<int>(r4c::RejectReason::evicted)], 0u);
-  EXPECT_GT(cancelled, 0u) << "aborted waiting " << tally.aborted_waiting << ", running "
-                           << tally.aborted_running << ", rejected " << tally.rejected
-                           << ", succeeded " << tally.succeeded;
-  if (changing_limit) {
-    EXPECT_GT(snapshot.limit_changes, 0u);
-  } else {
     // With the limit at 4 (not cut to 1 by drops), cancellations reach running operations too.
     EXPECT_GT(tally.aborted_running.load(), 0u);
   }
 }
 
 TEST(AsyncLimitWaitStressTest, AFixedLimitIsNeverExceededAndEveryCallerIsAnsweredOnce) {
-  stress(false);
+  stress<LimitSubject>(false);
 }
 
 TEST(AsyncLimitWaitStressTest, AMovingLimitLeavesEverySlotFreeAndEveryCallerAnswered) {
-  stress(true);
+  stress<LimitSubject>(true);
+}
+
+TEST(AsyncBulkheadWaitStressTest, ABulkheadIsNeverExceededAndEveryWaitingCallerIsAnsweredOnce) {
+  stress<BulkheadSubject>(false);
 }
 
 }  // namespace

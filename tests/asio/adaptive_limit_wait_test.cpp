@@ -10,6 +10,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "async_support.hpp"
 #include "r4c/asio.hpp"
@@ -167,6 +168,104 @@ TEST_F(AsyncLimitWaitTest, APipelinesAsyncCallSaysItsClass) {
   EXPECT_EQ(bulk_value + critical_value, "bc");
   EXPECT_EQ(limit.snapshot().waits_granted, 1u);
   EXPECT_EQ(limit.in_flight(), 0);
+}
+
+}  // namespace
+
+namespace {
+
+// Granted in the queue, then cancelled before its operation ran (the grant's step not yet run
+// on the caller's executor): operation_aborted, counted `cancelled`, the operation never
+// started and the slot given back.
+TEST_F(AsyncLimitWaitTest, ACallCancelledAfterItsGrantButBeforeItRanCountsAsCancelled) {
+  r4c::Permit held = limit_.try_acquire();
+  std::optional<std::exception_ptr> failure;
+  std::string value;
+  asio::cancellation_signal signal;
+  limit_.async_execute<std::string>(
+      backend_.place("a"), asio::bind_cancellation_slot(
+                               signal.slot(), asio::bind_executor(io_, recorder(failure, value))));
+  io_.poll();
+  held.on_ignore();                                // granted: its step is posted, not yet run
+  signal.emit(asio::cancellation_type::terminal);  // before the step runs
+  io_.restart();
+  io_.poll();
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_TRUE(r4c::testing::aborted(*failure));
+  EXPECT_FALSE(backend_.has("a"));
+  const r4c::AdaptiveLimitSnapshot snapshot = limit_.snapshot();
+  EXPECT_EQ(snapshot.in_flight, 0);
+  EXPECT_EQ(snapshot.waits_granted, 1u);
+  EXPECT_EQ(snapshot.rejected, 1u);
+  EXPECT_EQ(snapshot.rejected_by_reason[static_cast<int>(r4c::RejectReason::cancelled)], 1u);
+}
+
+// An async call refused without waiting (its queue holds nobody) counts in its class and its
+// partition, as the reason it was answered with.
+TEST_F(AsyncLimitWaitTest, ARefusalCountsInTheCallsClassAndPartition) {
+  r4c::AdaptiveLimitConfig config;
+  config.initial_limit(2).min_limit(2).max_limit(2).max_wait(10ms).max_queue(0).partition("p", 0.5);
+  r4c::AdaptiveLimit limit("refusals", config, clock_);
+  r4c::Permit first = limit.try_acquire(limit.partition("p"));
+  std::optional<std::exception_ptr> failure;
+  std::string value;
+  limit.async_execute<std::string>(r4c::CallClass::bulk, limit.partition("p"), backend_.place("b"),
+                                   asio::bind_executor(io_, recorder(failure, value)));
+  io_.poll();
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_THROW(std::rethrow_exception(*failure), r4c::LimitQueueFullException);
+  const r4c::AdaptiveLimitSnapshot snapshot = limit.snapshot();
+  EXPECT_EQ(snapshot.rejected, 1u);
+  EXPECT_EQ(snapshot.rejected_by_reason[static_cast<int>(r4c::RejectReason::queue_full)], 1u);
+  EXPECT_EQ(snapshot.rejected_by_class[static_cast<int>(r4c::CallClass::bulk)], 1u);
+  EXPECT_EQ(snapshot.partitions[0].rejected, 1u);
+}
+
+// A pipeline's async call names its limit's partition: a prefetch call waits behind prefetch's
+// share even with room left for user calls, and the slot a prefetch call frees is handed to it.
+TEST_F(AsyncLimitWaitTest, APipelinesAsyncCallWaitsBehindItsPartitionsShare) {
+  r4c::ResilienceRegistry registry = r4c::testing::registry(clock_).build();
+  auto pipeline = r4c::Pipeline<std::string>::builder(registry, "partitions")
+                      .adaptive_limit([](r4c::AdaptiveLimitConfig& a) {
+                        a.initial_limit(10)
+                            .min_limit(10)
+                            .max_limit(10)
+                            .max_wait(10ms)
+                            .partition("user", 0.6)
+                            .partition("prefetch", 0.3)
+                            .partition_borrow(false);
+                      })
+                      .build();
+  r4c::AdaptiveLimit& limit = *pipeline.adaptive_limit();
+  const r4c::LimitPartition prefetch = limit.partition("prefetch");
+  std::vector<r4c::Permit> held;
+  for (int i = 0; i < 3; ++i) held.push_back(limit.try_acquire(prefetch));
+  std::optional<std::exception_ptr> prefetch_failure, user_failure;
+  std::string prefetch_value, user_value;
+  pipeline.async_execute(r4c::CallClass::critical, prefetch, backend_.place("p"),
+                         asio::bind_executor(io_, recorder(prefetch_failure, prefetch_value)));
+  io_.poll();
+  EXPECT_EQ(limit.snapshot().waiting, 1);
+  limit.async_execute<std::string>(limit.partition("user"), backend_.place("u"),
+                                   asio::bind_executor(io_, recorder(user_failure, user_value)));
+  io_.restart();
+  io_.poll();
+  EXPECT_TRUE(backend_.has("u"));  // user's share has room: admitted at once
+  EXPECT_FALSE(backend_.has("p"));
+  held.pop_back();  // a prefetch slot frees: handed to the waiting prefetch call
+  io_.restart();
+  io_.poll();
+  ASSERT_TRUE(backend_.has("p"));
+  backend_.complete("p", "p");
+  backend_.complete("u", "u");
+  io_.restart();
+  io_.poll();
+  ASSERT_TRUE(prefetch_failure.has_value() && user_failure.has_value());
+  EXPECT_FALSE(*prefetch_failure);
+  EXPECT_FALSE(*user_failure);
+  held.clear();
+  EXPECT_EQ(limit.in_flight(), 0);
+  EXPECT_EQ(limit.snapshot().partitions[1].in_flight, 0);
 }
 
 }  // namespace

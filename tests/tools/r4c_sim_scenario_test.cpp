@@ -298,7 +298,28 @@ TEST(ScenarioTest, ReadsPoliciesAndLimitSettingsInTheLibrarysWords) {
             "min_window_samples, smoothing, rtt_tolerance, long_window, queue_size, "
             "backoff_ratio, probe_multiplier, alpha, beta, max_wait, max_queue, "
             "max_queue_factor, queue_order, codel_target, codel_interval, critical_share, "
-            "degraded_share, best_effort_share, bulk_share)");
+            "degraded_share, best_effort_share, bulk_share, partitions, partition_borrow)");
+}
+
+// A group names a partition of its limit table's partitions.
+TEST(ScenarioTest, ReadsAPartitionOfTheLimitsPartitions) {
+  const std::string head = std::string(kMinimal);
+  const Scenario s = parse_scenario(
+      head + "partition = \"user\"\nlimit = { partitions = \"user:0.7, prefetch:0.3\" }\n",
+      "test.toml");
+  ASSERT_EQ(s.groups.size(), 1u);
+  EXPECT_EQ(s.groups[0].partition, "user");
+  EXPECT_EQ(s.groups[0].limit_partition().index(), 0);
+  ASSERT_EQ(s.groups[0].limit.partitions().size(), 2u);
+  EXPECT_EQ(s.groups[0].limit.partitions()[1].name, "prefetch");
+  EXPECT_THAT(error_of(head + "partition = \"users\"\nlimit = { partitions = \"user:0.7\" }\n"),
+              HasSubstr("R4C-REG-012: groups[1].partition is \"users\", none of its limit's "
+                        "partitions; valid: user"));
+  EXPECT_THAT(error_of(head + "partition = \"user\"\n"), HasSubstr("R4C-REG-012"));
+  EXPECT_THAT(error_of(head + "limit = { partitions = \"user:0.7, prefetch:0.4\" }\n"),
+              HasSubstr("R4C-REG-001"));
+  EXPECT_THAT(error_of(head + "limit = { partitions = \"user=0.7\" }\n"),
+              HasSubstr("groups[1].limit.partitions"));
 }
 
 // Issue 17's keys: a group's class, a limit shared by name, and the limit's wait settings.

@@ -26,6 +26,8 @@
 //                   priority-spike-no-classes, critical loses more than 5%).
 //   wait-bursts:    a 20 ms wait takes bursts with fewer rejections than no wait, its p99 at
 //                   most 1.2x.
+//   partition-spike: the same spike with partitions (user 70%, prefetch 30%, borrowing on):
+//                   user keeps at least 99.5% success while prefetch is shed.
 //
 // capacity-drop is 300 s of 5 groups at 2000 calls/s (3 million calls): a few seconds in an
 // optimised build (scripts/test), minutes without optimisation. Unoptimised builds (Debug, and
@@ -245,6 +247,25 @@ TEST(TargetsTest, ClassesKeepCriticalCallsThroughABulkSpikeOnOneLimit) {
   EXPECT_GE(success(critical), 0.99);
   EXPECT_GE(bulk.rejected, 0.2);  // shed
   EXPECT_LE(success(critical_alone), 0.95);
+}
+
+TEST(TargetsTest, APartitionKeepsItsGuaranteeThroughAnotherPartitionsSpike) {
+  if (!kOptimised) GTEST_SKIP() << kWhySkipped;
+  const auto success = [](const GroupSummary& g) {
+    return static_cast<double>(g.succeeded) / static_cast<double>(g.offered);
+  };
+  const GroupSummary& user = run_of("partition-spike").summary("user");
+  const GroupSummary& prefetch = run_of("partition-spike").summary("prefetch");
+  const GroupSummary& alone = run_of("priority-spike-no-classes").summary("critical");
+  RecordProperty("user_success", std::to_string(success(user)));
+  RecordProperty("prefetch_rejected", std::to_string(prefetch.rejected));
+  // Measured at seed 1: user 99.95% (96,073 of 96,125; the 7 unfinished at the end count as
+  // failures; 0.02% rejected during the spike), prefetch 31.3% rejected (34% during the
+  // spike); the same traffic without partitions or classes keeps 89.9%.
+  EXPECT_GE(success(user), 0.995);
+  EXPECT_LE(user.rejected, 0.002);
+  EXPECT_GE(prefetch.rejected, 0.2);  // shed
+  EXPECT_LE(success(alone), 0.95);
 }
 
 TEST(TargetsTest, AShortWaitTakesBurstsWithFewerRejectionsAndALikeP99) {

@@ -188,6 +188,8 @@ std::optional<std::string> text_of(SettingType type, std::span<const Token> toke
       return std::nullopt;
     case SettingType::exception_types:
       return std::nullopt;  // read as C++ types by read_types
+    case SettingType::named_numbers:
+      return std::nullopt;  // file only: no attribute takes one
   }
   return std::nullopt;
 }
@@ -325,6 +327,9 @@ std::string value_cpp(const r4c::detail::Setting<Config>& setting, const Value& 
       return duration_cpp(v);
     case SettingType::exception_types:
       return types_cpp(v);
+    case SettingType::named_numbers:
+      throw std::logic_error("r4c-gen cannot spell " + std::string(setting.name) +
+                             ": no attribute takes name:number pairs");
     case SettingType::choice: {
       std::string cpp;
       if (spell_choice<LimitAlgorithm>(setting, v.parsed.choice, cpp) ||

@@ -307,7 +307,9 @@ class LiveRun {
     Outcome outcome = Outcome::success;
     try {
       group.pipeline.execute(
-          scenario_.groups[static_cast<std::size_t>(g)].cls, [&](std::stop_token stop) {
+          scenario_.groups[static_cast<std::size_t>(g)].cls,
+          scenario_.groups[static_cast<std::size_t>(g)].limit_partition(),
+          [&](std::stop_token stop) {
             admitted = true;
             group.in_flight.fetch_add(1, std::memory_order_relaxed);
             if (self.grpc) {

@@ -383,6 +383,7 @@ std::optional<std::string> setting_text(const toml::node& node, detail::SettingT
     case detail::SettingType::duration:
     case detail::SettingType::choice:
     case detail::SettingType::exception_types:
+    case detail::SettingType::named_numbers:
       if (const auto* text = node.as_string()) return text->get();
       return std::nullopt;
   }
@@ -546,6 +547,7 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
   const toml::node* timeout_node = nullptr;
   const toml::node* max_concurrent_node = nullptr;
   const toml::node* class_node = nullptr;
+  const toml::node* partition_node = nullptr;
   reader.read_table(
       table, path,
       {
@@ -584,6 +586,14 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
            [&](const toml::node& node, const std::string& key) {
              class_node = &node;
              if (auto cls = reader.choice<CallClass>(node, key)) group.cls = *cls;
+           }},
+          {"partition",
+           [&](const toml::node& node, const std::string& key) {
+             partition_node = &node;
+             if (auto name = plain_name(reader, node, key, "a name such as \"user\"",
+                                        "one of its limit table's partitions")) {
+               group.partition = *name;
+             }
            }},
           {"shared_limit",
            [&](const toml::node& node, const std::string& key) {
@@ -686,6 +696,13 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
                                            "(this group's policy is " +
                                            policy + ")");
   }
+  if (partition_node != nullptr && !adaptive) {
+    reader.error(partition_node->source(),
+                 path +
+                     ".partition applies to the adaptive limit's policies only (this group's "
+                     "policy is " +
+                     policy + ")");
+  }
   if (!group.shared_limit.empty() && group.clients > 1) {
     reader.error(table.source(),
                  path + ".shared_limit is given with clients = " + std::to_string(group.clients) +
@@ -697,7 +714,24 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
                        ": policy aimd needs a timeout inside the limit as its drop signal");
   }
 
-  if (limit_table == nullptr) return;
+  // After the limit table: the partition must be one of its partitions.
+  const auto check_partition = [&] {
+    if (!group.partition.empty() && !group.limit.partition_index(group.partition)) {
+      std::string names;
+      for (const LimitPartitionShare& known : group.limit.partitions())
+        names += (names.empty() ? "" : ", ") + known.name;
+      reader.error(
+          partition_node->source(),
+          "R4C-REG-012: " + path + ".partition is \"" + group.partition +
+              "\", none of its limit's partitions; valid: " +
+              (names.empty() ? "none (give the limit table partitions = \"name:share, ...\")"
+                             : names));
+    }
+  };
+  if (limit_table == nullptr) {
+    if (adaptive) check_partition();
+    return;
+  }
   if (!adaptive) {
     reader.error(limit_table->source(),
                  limit_path + " applies to the adaptive limit's policies only (" +
@@ -710,6 +744,7 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
   } catch (const ConfigException& e) {
     reader.error(limit_table->source(), limit_path + ": " + e.what());
   }
+  check_partition();
 }
 
 // Groups sharing a limit call through one pipeline: what builds it must be the same.

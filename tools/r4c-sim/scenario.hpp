@@ -126,6 +126,14 @@ struct GroupSpec {
   int max_concurrent = 0;               // bulkhead only
   AdaptiveLimitConfig limit;            // adaptive_limit; its algorithm is the one the policy names
   CallClass cls = CallClass::critical;  // the class its calls say to the limit (`class`)
+  /// The partition of its limit its calls name (`partition`, one of the limit table's
+  /// `partitions`); empty: none.
+  std::string partition;
+  /// `partition` as the limit's calls name it.
+  LimitPartition limit_partition() const {
+    return LimitPartition::at(partition.empty() ? -1
+                                                : limit.partition_index(partition).value_or(-1));
+  }
   /// Groups giving the same name call through one pipeline (one limit), named so; their
   /// policy, timeout and limit table must agree. Empty: the group's own, named as the group.
   std::string shared_limit;

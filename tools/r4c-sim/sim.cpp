@@ -332,7 +332,7 @@ class Simulation {
     ++stats_.calls;
     recorder_.offered(g, Nanos(now_));
     schedule_arrival(g);
-    group.pipeline.async_execute(spec.cls, Operation{this, call},
+    group.pipeline.async_execute(spec.cls, spec.limit_partition(), Operation{this, call},
                                  asio::bind_executor(io_, Answer{this, call}));
     if (spec.timeout && call->admitted) push(Nanos(now_) + *spec.timeout, Kind::wake, g, nullptr);
     if (!call->admitted && !call->answered && spec.limit.max_wait() > Nanos(0)) {

@@ -22,6 +22,7 @@
 #include <asio/error.hpp>
 #include <asio/system_error.hpp>
 #include <asio/use_awaitable.hpp>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <type_traits>
@@ -56,8 +57,8 @@ struct LimitHold {
 
 // What the asynchronous wait needs of the limit's queue.
 struct LimitQueueAccess {
-  static Permit admit_now(AdaptiveLimit& limit, CallClass cls) noexcept {
-    return limit.admit_now(cls);
+  static Permit admit_now(AdaptiveLimit& limit, CallClass cls, LimitPartition partition) noexcept {
+    return limit.admit_now(cls, limit.partition_slot(partition));
   }
   static auto begin_wait(AdaptiveLimit& limit, LimitWaiter& waiter,
                          const Admission& admission) noexcept {
@@ -68,6 +69,10 @@ struct LimitQueueAccess {
   }
   static Permit permit_of(AdaptiveLimit& limit, const LimitWaiter& waiter) noexcept {
     return limit.permit_of(waiter);
+  }
+  static void count_rejection(AdaptiveLimit& limit, const LimitWaiter& waiter,
+                              RejectReason reason) noexcept {
+    limit.count_rejection(waiter.cls, reason, waiter.partition);
   }
 };
 
@@ -82,9 +87,20 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
       : Base(std::move(handler), limit.clock().get(), /*waiting=*/true),
         limit_(&limit),
         op_(std::move(op)),
-        waiter_(*this) {}
+        waiter_(*this) {
+    waiter_.counted_by_caller = true;
+  }
 
-  static void start(Handler handler, Op op, AdaptiveLimit& limit, CallClass cls) {
+  // The caller cancelled (and this call claimed its answer): answered operation_aborted, as
+  // Asio operations are. Before its operation started, that is the wait's rejection, counted
+  // `cancelled` however the wait itself ended (a grant's slot goes back unused).
+  void on_cancel() {
+    if (phase_.cancel())
+      LimitQueueAccess::count_rejection(*limit_, waiter_, RejectReason::cancelled);
+    Base::on_cancel();
+  }
+
+  static void start(Handler handler, Op op, AdaptiveLimit& limit, const Admission& admission) {
     LimitWaitCall* call = Base::create(std::move(handler), limit, std::move(op));
     call->watch_caller();
     // start()'s own reference, as in RateLimitedCall::start.
@@ -92,20 +108,12 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
     typename Base::ReleaseOnExit release_start{call};
     const std::chrono::nanoseconds now = call->clock_->now();
     call->deadline_ = now + limit.config().max_wait();
-    try {
-      // Armed before the call is queued, so that a grant always finds the timer to fire.
-      call->arm(call->deadline_);
-    } catch (...) {
-      call->stop_waiting();
-      call->claim();
-      call->stop_watching_caller();
-      call->release();  // the answer's
-      throw;
-    }
+    // Armed before the call is queued, so that a grant always finds the timer to fire.
+    call->arm_or_end(call->deadline_);
     // What begin_wait() decided under the queue's mutex: once queued, the waiter belongs to
     // the queue, and a grant, eviction or timeout on another thread may end it at any moment
     // (its wake() fires the timer then).
-    const auto begun = LimitQueueAccess::begin_wait(limit, call->waiter_, Admission{cls});
+    const auto begun = LimitQueueAccess::begin_wait(limit, call->waiter_, admission);
     if (begun.refused != RejectReason::none) call->reason_ = begun.refused;
     if (begun.refused != RejectReason::none || begun.granted) call->fire_now(now);
     call->disarm_if_answered();
@@ -143,9 +151,16 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
   }
   void resume() {
     if (!permit_) {
-      if (this->claim()) this->answer(limit_->rejection(reason_));
+      // Losing the claim, the caller was cancelled: on_cancel() counted that.
+      if (this->claim()) {
+        LimitQueueAccess::count_rejection(*limit_, waiter_, reason_);
+        this->answer(limit_->rejection(reason_));
+      }
       return;
     }
+    // A cancellation between the grant and here answered operation_aborted: the operation
+    // never starts, and the slot goes back when the call ends.
+    if (!phase_.start()) return;
     this->add_ref();  // the operation's
     op_(InnerHandler<LimitWaitCall, T>(this, 0));
   }
@@ -157,21 +172,33 @@ class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T,
   Permit permit_;
   RejectReason reason_ = RejectReason::none;  // why, when it gets no slot
   std::chrono::nanoseconds deadline_{0};
+  StartOrCancel phase_;
 };
 
-template <class T>
+// kSays: the call says a class or a partition; without, the admission is try_acquire()'s plain
+// path, known at compile time (the async call's hot path, bench target 9).
+template <class T, bool kSays = true>
 struct LimitInitiation {
   AdaptiveLimit* limit;
   CallClass cls = CallClass::critical;
+  LimitPartition partition = {};
+
+  Permit admit() const noexcept {
+    if (limit->waits()) return LimitQueueAccess::admit_now(*limit, cls, partition);
+    if constexpr (kSays) {
+      return limit->try_acquire(partition, cls);
+    } else {
+      return limit->try_acquire();
+    }
+  }
 
   template <class Handler, class Op>
   void operator()(Handler handler, Op&& op) const {
-    Permit permit =
-        limit->waits() ? LimitQueueAccess::admit_now(*limit, cls) : limit->try_acquire(cls);
+    Permit permit = admit();
     if (!permit) [[unlikely]] {
       if (limit->waits()) {
         LimitWaitCall<T, Handler, std::decay_t<Op>>::start(std::move(handler), std::forward<Op>(op),
-                                                           *limit, cls);
+                                                           *limit, Admission{cls, partition});
       } else {
         fail_at_once<T>(std::move(handler), limit->rejection());
       }
@@ -229,14 +256,27 @@ asio::awaitable<T> co_execute_under(AdaptiveLimit& limit, F f) {
 
 template <class T, class Op, class Token>
 auto AdaptiveLimit::async_execute(Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(detail::LimitInitiation<T>{this},
-                                                                token, std::forward<Op>(op));
+  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
+      detail::LimitInitiation<T, false>{this}, token, std::forward<Op>(op));
 }
 
 template <class T, class Op, class Token>
 auto AdaptiveLimit::async_execute(CallClass cls, Op&& op, Token&& token) {
   return asio::async_initiate<Token, detail::AsyncSignature<T>>(
       detail::LimitInitiation<T>{this, cls}, token, std::forward<Op>(op));
+}
+
+template <class T, class Op, class Token>
+auto AdaptiveLimit::async_execute(LimitPartition partition, Op&& op, Token&& token) {
+  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
+      detail::LimitInitiation<T>{this, CallClass::critical, partition}, token,
+      std::forward<Op>(op));
+}
+
+template <class T, class Op, class Token>
+auto AdaptiveLimit::async_execute(CallClass cls, LimitPartition partition, Op&& op, Token&& token) {
+  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
+      detail::LimitInitiation<T>{this, cls, partition}, token, std::forward<Op>(op));
 }
 
 template <class F>

@@ -55,21 +55,23 @@ struct AsyncLayer<T, AdaptiveLimit, Inner> {
   AdaptiveLimit* policy;
   Inner inner;
   CallClass cls = CallClass::critical;
+  LimitPartition partition = {};
 
   template <class Handler>
   void operator()(Handler&& handler) {
     if (policy == nullptr) {
       inner(std::forward<Handler>(handler));
     } else {
-      policy->template async_execute<T>(cls, inner, std::forward<Handler>(handler));
+      policy->template async_execute<T>(cls, partition, inner, std::forward<Handler>(handler));
     }
   }
 };
 
 template <class T, class Policy, class Inner>
-AsyncLayer<T, Policy, std::decay_t<Inner>> layer(Policy* policy, Inner&& inner, CallClass cls) {
+AsyncLayer<T, Policy, std::decay_t<Inner>> layer(Policy* policy, Inner&& inner, CallClass cls,
+                                                 LimitPartition partition) {
   if constexpr (std::is_same_v<Policy, AdaptiveLimit>) {
-    return {policy, std::forward<Inner>(inner), cls};
+    return {policy, std::forward<Inner>(inner), cls, partition};
   } else {
     return {policy, std::forward<Inner>(inner)};
   }
@@ -102,7 +104,7 @@ struct PipelineInitiation {
       return std::decay_t<Op>(std::forward<Op>(op));
     } else {
       return layer<T>(std::get<I>(stages.policies), layers_from<I + 1>(std::forward<Op>(op)),
-                      stages.cls);
+                      stages.cls, stages.partition);
     }
   }
 };
@@ -133,6 +135,14 @@ template <class Op, class Token>
 auto Pipeline<T>::async_execute(CallClass cls, Op&& op, Token&& token) const {
   return asio::async_initiate<Token, detail::AsyncSignature<T>>(
       detail::PipelineInitiation<T>{with_class(cls)}, token, std::forward<Op>(op));
+}
+
+template <class T>
+template <class Op, class Token>
+auto Pipeline<T>::async_execute(CallClass cls, LimitPartition partition, Op&& op,
+                                Token&& token) const {
+  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
+      detail::PipelineInitiation<T>{with_class(cls, partition)}, token, std::forward<Op>(op));
 }
 
 template <class T>

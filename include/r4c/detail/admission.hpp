@@ -10,7 +10,9 @@
 // limit without waiters.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -39,6 +41,11 @@ class LimitWaiter {
   LimitWaiter* prev = nullptr;
   LimitWaiter* next = nullptr;
   CallClass cls = CallClass::critical;
+  std::uint8_t partition = 0;  // 0: the limit has none; else its partition's slot + 1
+  // An asynchronous call counts its own rejection when it answers (with the reason its caller
+  // is answered with: a cancellation racing a timeout or a grant is `cancelled`); the queue
+  // counts a synchronous waiter's.
+  bool counted_by_caller = false;
   std::int64_t since = 0;       // ticks when it began waiting
   std::int64_t until = 0;       // ticks when its wait times out
   std::int64_t granted_at = 0;  // granted: when (the latency sample starts there)
@@ -112,6 +119,61 @@ struct WaitQueue {
       if (!lists[c].empty()) return lists[c].oldest();
     }
     return nullptr;
+  }
+};
+
+/// The partitions of one limit and their calls in flight. Slot 0 is what no partition reserves
+/// (calls that name none); slot i + 1 is the config's partition i. A partitioned limit admits
+/// and releases under `mutex`, and changes the limit's own in-flight count under it too, so
+/// that the check (the total, the partition's count, the unused guarantees of the partitions
+/// with demand) and the increment are one step.
+///
+/// A partition has demand while it has calls in flight or has asked for a slot within the last
+/// `demand_ticks` (the limit's window): only then is its unused guarantee kept from borrowers.
+/// An idle partition's share is lent; once it asks again, nobody borrows until it has its
+/// guarantee, so the slots it lent come back to it as their calls end.
+struct LimitPartitions {
+  std::mutex mutex;
+  int slots = 1;
+  bool borrow = true;
+  std::int64_t demand_ticks = 0;
+  std::array<double, kMaxPartitions + 1> shares{};
+  std::array<std::int32_t, kMaxPartitions + 1> in_flight{};
+  std::array<std::int64_t, kMaxPartitions + 1> asked_until{};  // ticks: demand lasts till then
+  std::array<std::atomic<std::uint64_t>, kMaxPartitions + 1> rejected{};
+
+  LimitPartitions(const AdaptiveLimitConfig& config, std::int64_t window_ticks) noexcept
+      : slots(static_cast<int>(config.partitions().size()) + 1),
+        borrow(config.partition_borrow()),
+        demand_ticks(window_ticks) {
+    double reserved = 0.0;
+    for (int i = 1; i < slots; ++i) {
+      shares[i] = config.partitions()[i - 1].share;
+      reserved += shares[i];
+    }
+    shares[0] = std::max(0.0, 1.0 - reserved);
+  }
+  /// The slots partition `slot` is guaranteed under `limit`.
+  std::int32_t guaranteed(int slot, std::int32_t limit) const noexcept {
+    // The slack lets 0.3 × 10 be 3 (decimal shares are a hair below their value as doubles);
+    // it is far too small to make the guarantees sum above the limit.
+    return static_cast<std::int32_t>(std::max(limit, 0) * shares[slot] + 1e-9);
+  }
+  /// Whether partition `slot` may take one more slot of `limit` at `now`, under `mutex` (the
+  /// caller checks the total against the limit): below its guarantee it may; at or above it,
+  /// only when borrowing is on and the slot is none that a partition with demand still needs
+  /// for its guarantee. Asking is demand.
+  bool allows(int slot, std::int32_t limit, std::int64_t now) noexcept {
+    asked_until[slot] = now + demand_ticks;
+    if (in_flight[slot] < guaranteed(slot, limit)) return true;
+    if (!borrow) return false;
+    std::int64_t committed = 0;  // slots in use, and kept for the guarantees of those with demand
+    for (int i = 0; i < slots; ++i) {
+      committed += in_flight[i];
+      if (in_flight[i] > 0 || asked_until[i] > now)
+        committed += std::max(0, guaranteed(i, limit) - in_flight[i]);
+    }
+    return committed < limit;
   }
 };
 

@@ -106,6 +106,20 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
     }
   }
 
+  /// arm() from a start() that has watched the caller: if scheduling throws (std::bad_alloc),
+  /// the call ends here, its handler destroyed uncalled, and the exception leaves.
+  void arm_or_end(std::chrono::nanoseconds deadline) {
+    try {
+      arm(deadline);
+    } catch (...) {
+      stop_waiting();
+      this->claim();
+      this->stop_watching_caller();
+      this->release();  // the answer's
+      throw;
+    }
+  }
+
   /// A cancellation on another thread may have come between the decision to wait and arm():
   /// the clock's lock orders its removal of the timer after arm().
   void disarm_if_answered() noexcept {
@@ -216,6 +230,26 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
   std::atomic<bool> waiting_;      // counted in the policy's waiting_calls; ended once per wait
   ContextTimers* context_timers_;  // the caller's context's list; null for an inline executor
   ContextLink link_;               // listed there from arm() until the timer's reference ends
+};
+
+/// For a call that waits for a slot and then runs its operation: whether the operation
+/// started or the caller cancelled first, decided once (the adaptive limit's and the
+/// bulkhead's async waits: a caller cancelled before its operation started is the wait's
+/// `cancelled` refusal, and its operation never starts).
+class StartOrCancel {
+ public:
+  /// True once, for the first of start() and cancel().
+  bool start() noexcept { return decide(kStarted); }
+  bool cancel() noexcept { return decide(kCancelled); }
+
+ private:
+  static constexpr int kUndecided = 0, kStarted = 1, kCancelled = 2;
+  bool decide(int to) noexcept {
+    int undecided = kUndecided;
+    // acq_rel: whoever loses sees what the winner did before deciding.
+    return phase_.compare_exchange_strong(undecided, to, std::memory_order_acq_rel);
+  }
+  std::atomic<int> phase_{kUndecided};
 };
 
 }  // namespace r4c::detail

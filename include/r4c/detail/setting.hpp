@@ -25,6 +25,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "r4c/exception_type.hpp"
@@ -49,12 +50,13 @@ namespace detail {
 
 /// How a setting's value is written.
 enum class SettingType {
-  integer,         // an int: "10"
-  number,          // a double: "0.9"
-  boolean,         // "true" or "false"
-  duration,        // text::parse_duration's grammar: "500ms"
-  choice,          // a name of an enum: "aimd"
-  exception_types  // exception type names separated by commas
+  integer,          // an int: "10"
+  number,           // a double: "0.9"
+  boolean,          // "true" or "false"
+  duration,         // text::parse_duration's grammar: "500ms"
+  choice,           // a name of an enum: "aimd"
+  exception_types,  // exception type names separated by commas
+  named_numbers     // name:number pairs separated by commas: "user:0.6, prefetch:0.3"
 };
 
 /// A parsed value; the member for the setting's type is the one set.
@@ -67,6 +69,7 @@ struct SettingValue {
   int choice = 0;                       // the enum value, as its underlying int
   std::vector<std::string> type_names;  // exception_types: as written, trimmed
   std::vector<ExceptionType> types;     // exception_types: filled by the caller (see above)
+  std::vector<std::pair<std::string, double>> named_numbers;  // named_numbers: in order
 };
 
 /// One setting of a kind whose config is `Config`.
@@ -122,6 +125,12 @@ inline SettingValue value_of(const std::vector<ExceptionType>& types) {
   SettingValue v;
   v.type = SettingType::exception_types;
   v.types = types;
+  return v;
+}
+inline SettingValue value_of(std::vector<std::pair<std::string, double>> pairs) {
+  SettingValue v;
+  v.type = SettingType::named_numbers;
+  v.named_numbers = std::move(pairs);
   return v;
 }
 template <NamedEnum E>
