@@ -100,7 +100,8 @@ class [[nodiscard]] Outcome {
   /// std::system_error(code) only when asked.
   static Outcome failure(std::error_code code) noexcept {
     Outcome outcome(State::failed);
-    outcome.code_ = code;
+    outcome.code_value_ = code.value();
+    outcome.code_category_ = &code.category();
     return outcome;
   }
   /// The same from an error code enumerator: `Outcome<int>::failure(std::errc::timed_out)`.
@@ -126,9 +127,12 @@ class [[nodiscard]] Outcome {
   /// Whether the call ran and failed (its own failure, or a policy's: a timeout).
   bool failed() const noexcept { return state_ == State::failed; }
   /// Whether the call failed with an error code (failure(std::error_code)).
-  bool has_code() const noexcept { return static_cast<bool>(code_); }
+  bool has_code() const noexcept { return code_value_ != 0; }
   /// The failure's error code; empty unless has_code().
-  const std::error_code& code() const noexcept { return code_; }
+  std::error_code code() const noexcept {
+    if (code_category_ == nullptr) return {};
+    return std::error_code(code_value_, *code_category_);
+  }
 
   /// The result. Precondition: has_value().
   template <class U = T>
@@ -147,8 +151,8 @@ class [[nodiscard]] Outcome {
   const std::exception_ptr& error() const noexcept {
     if (refusal_) return refusal_->exception();
     if (stock_ != nullptr) return *stock_;
-    if (code_ && !error_) [[unlikely]]
-      error_ = std::make_exception_ptr(std::system_error(code_));
+    if (has_code() && !error_) [[unlikely]]
+      error_ = std::make_exception_ptr(std::system_error(code()));
     return error_;
   }
   /// Whether error() is a policy's preallocated exception (a refusal's, a timeout's): the same
@@ -159,7 +163,7 @@ class [[nodiscard]] Outcome {
   /// for a code failure a std::system_error(code()), thrown here.
   T get() && {
     if (state_ != State::value) [[unlikely]] {
-      if (code_ && !error_) throw std::system_error(code_);
+      if (has_code() && !error_) throw std::system_error(code());
       std::rethrow_exception(error());
     }
     if constexpr (!std::is_void_v<T>) return std::move(*value_);
@@ -176,7 +180,10 @@ class [[nodiscard]] Outcome {
   std::optional<Refusal> refusal_;
   const std::exception_ptr* stock_ = nullptr;
   mutable std::exception_ptr error_;  // for a code failure: made by error() when asked
-  std::error_code code_;
+  // The code as its two parts: a default std::error_code calls system_category(), out of line,
+  // in every outcome's constructor; these start as zeros.
+  const std::error_category* code_category_ = nullptr;
+  int code_value_ = 0;
   State state_;
 };
 
