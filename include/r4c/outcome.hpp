@@ -147,7 +147,8 @@ class [[nodiscard]] Outcome {
   const Refusal& refusal() const noexcept { return *refusal_; }
   /// The exception of a refusal or a failure (what execute() throws); null for a result. For a
   /// code failure: a std::system_error(code()), made at the first call (one allocation) and
-  /// kept, so the policies never ask for it on their paths.
+  /// kept, so the policies never ask for it on their paths; that first call writes the
+  /// outcome, so it is not made by two threads at once on one outcome.
   const std::exception_ptr& error() const noexcept {
     if (refusal_) return refusal_->exception();
     if (stock_ != nullptr) return *stock_;
