@@ -19,6 +19,10 @@
 //                             timeout, the limit full: the refusal as a value, no throw
 //   BM_PipelineExecuteRejected     execute of the same pipeline, catching the one throw
 //   BM_PipelineTryExecuteAdmitted  try_execute of the same policies, the limit with room
+//   BM_PipelineTryExecuteCodeFailure  the same policies, the call failing with an error code
+//                             (timed_out) as a value: the retry's code predicate gives up, the
+//                             breaker records a failure, the limit counts a drop; 1 call in 16
+//                             succeeds so that the breaker (failure threshold 100 %) stays closed
 //
 // Each pipeline has its own registry and policies (default SystemClock), shared by the
 // benchmark's threads.
@@ -26,6 +30,7 @@
 
 #include <future>
 #include <stop_token>
+#include <system_error>
 
 #include "alloc_counter.hpp"
 #include "r4c/pipeline.hpp"
@@ -91,6 +96,24 @@ void refusing_full(r4c::Pipeline<int>::Builder& b) {
 void refusing_roomy(r4c::Pipeline<int>::Builder& b) {
   refusing(b);
   b.adaptive_limit(roomy);
+}
+
+// The refusing pipeline, its retry deciding codes and its breaker opening only at 100 % failures:
+// what a call that fails with a code meets. A min_limit of 20 keeps 4 threads admitted while
+// the drops push the limit down.
+void code_failing(r4c::Pipeline<int>::Builder& b) {
+  b.retry([](r4c::RetryConfig& r) {
+     r.abort_on<r4c::LimitExceededException>().retry_on_error_code(
+         [](const std::error_code& code) { return code == std::errc::connection_refused; });
+   })
+      .circuit_breaker([](r4c::CircuitBreakerConfig& c) {
+        c.ignore_on<r4c::LimitExceededException>().failure_rate_threshold(100).sliding_window_size(
+            1000);
+      })
+      .rate_limiter(generous)
+      .adaptive_limit(
+          [](r4c::AdaptiveLimitConfig& a) { a.initial_limit(100).min_limit(20).max_limit(1000); })
+      .timeout();
 }
 
 void report_allocations(benchmark::State& state, const AllocCount& start) {
@@ -216,6 +239,28 @@ void BM_PipelineTryExecuteAdmitted(benchmark::State& state) {
   report_allocations(state, start);
 }
 
+void BM_PipelineTryExecuteCodeFailure(benchmark::State& state) {
+  const r4c::Pipeline<int>& pipeline = fixture<code_failing>().pipeline;
+  (void)pipeline.try_execute([] { return 0; });
+  const AllocCount start = thread_alloc_count();
+  unsigned calls = 0;
+  for (auto _ : state) {
+    // 1 in 16 succeeds: a window of 1000 calls without a success (which would open the breaker)
+    // has a chance of (15/16)^1000.
+    const bool fail = (++calls & 15U) != 0;
+    r4c::Outcome<int> outcome = pipeline.try_execute([fail] {
+      return fail ? r4c::Outcome<int>::failure(std::errc::timed_out)
+                  : r4c::Outcome<int>::success(42);
+    });
+    if (fail ? outcome.code() != std::errc::timed_out : !outcome) [[unlikely]] {
+      state.SkipWithError("the call did not end as it said (breaker open or limit full?)");
+      break;
+    }
+    benchmark::DoNotOptimize(outcome);
+  }
+  report_allocations(state, start);
+}
+
 void BM_ExecutorRoundTrip(benchmark::State& state) {
   // As many threads as the registry's executor has (4), like the hedge's.
   static r4c::Executor executor(r4c::ResilienceRegistry::kDefaultExecutorThreads);
@@ -245,5 +290,6 @@ BENCHMARK(BM_ExecutorRoundTrip)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineTryExecuteRejected)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineExecuteRejected)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineTryExecuteAdmitted)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_PipelineTryExecuteCodeFailure)->Apply(on_1_2_4_threads);
 
 }  // namespace

@@ -50,6 +50,7 @@ ORDER = (
     "BM_PipelineTryExecuteRejected",
     "BM_PipelineExecuteRejected",
     "BM_PipelineTryExecuteAdmitted",
+    "BM_PipelineTryExecuteCodeFailure",
 )
 # What each policy adds to a pipeline that has only an adaptive limit.
 POLICY_COSTS = (
@@ -271,8 +272,36 @@ NON_THROWING_PIPELINE = ("BM_PipelineTryExecuteRejected", "BM_PipelineTryExecute
 ALL_PARTS = ("BM_PipelineLimitTimeoutToken", "BM_PipelineLimitBulkhead", "BM_PipelineLimitRate")
 
 
+# A call failing with an error code through the same pipeline: it does what an admitted call does,
+# plus each policy's decision on the code (the retry's and the limit's predicates: two
+# std::function calls) and the breaker's record of a failure, which takes its mutex (only a clean
+# success has the lock-free path). 1.5 x an admitted call leaves room for those (about 20 ns on
+# a 30-45 ns call); a throw instead costs 40-60 x (PipelineExecuteRejected).
+CODE_FAILURE_BOUND = 1.5
+
+
+def code_failure_row(figures, ratio_row):
+    """Target 18: a code failure as a value, no allocation and no throw, near an admitted call."""
+    label, text, verdict = ratio_row(
+        f"18. PipelineTryExecuteCodeFailure/threads:1 <= {CODE_FAILURE_BOUND} x "
+        "PipelineTryExecuteAdmitted/threads:1, and allocs_per_call == mallocs_per_call == 0 "
+        "(1, 2, 4 threads): a call failing with an error code costs no throw",
+        ("BM_PipelineTryExecuteCodeFailure", 1), ("BM_PipelineTryExecuteAdmitted", 1),
+        CODE_FAILURE_BOUND)
+    bad = []
+    for threads in THREADS:
+        fig = figures.get(("BM_PipelineTryExecuteCodeFailure", threads))
+        for counter in ("allocs_per_call", "mallocs_per_call"):
+            count = fig.counters.get(counter) if fig else None
+            if count is None or count != 0:
+                bad.append(f"threads:{threads} {counter}={count}")
+    if bad:
+        return (label, text + "; " + ", ".join(bad), "FAIL")
+    return (label, text + "; 0 allocations, 0 mallocs", verdict)
+
+
 def judge_floors(figures, ratio_row):
-    """Targets 12-17 (issue 21): a rejection's cost, and every policy at its floor."""
+    """Targets 12-18 (issue 21): a rejection's cost, every policy at its floor, a code failure."""
 
     def get(name, threads):
         return figures.get((name, threads))
@@ -330,6 +359,7 @@ def judge_floors(figures, ratio_row):
                             f"wall {fmt_ns(whole.real_ns)} / {fmt_ns(wall_floor)} ns = {wall:.3f} "
                             f"({'PASS' if wall <= 1.2 else 'FAIL'} on wall)",
                      "PASS" if cpu <= 1.2 else "FAIL"))
+    rows.append(code_failure_row(figures, ratio_row))
     return rows
 
 

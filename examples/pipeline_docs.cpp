@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include <r4c/r4c.hpp>
@@ -19,6 +20,15 @@
 namespace {
 
 using r4c_example::check;
+
+// A stand-in for a client library that reports its failures as error codes.
+struct CodeClient {
+  std::error_code get(const std::string& key, std::string& reply) {
+    if (key == "slow") return std::make_error_code(std::errc::timed_out);
+    reply = "item " + key;
+    return {};
+  }
+};
 
 // A stand-in for a client library whose calls can be cancelled through a stop token.
 struct SearchBackend {
@@ -270,6 +280,31 @@ int main() {
     check(profile == "profile of ada" && registry.hedge("profiles").snapshot().won_by_hedge == 1,
           "with a ManualClock the hedge launches when the clock passes its delay");
     check(clock->pending_tasks() == 0, "the hedge leaves no timer behind");
+  }
+
+  {
+    auto clock = std::make_shared<r4c::ManualClock>();
+    auto registry = r4c::testing::registry(clock).build();
+    auto pipeline = r4c::Pipeline<std::string>::builder(registry, "catalog")
+                        .retry([](r4c::RetryConfig& r) { r.wait(std::chrono::seconds(0)); })
+                        .adaptive_limit([](r4c::AdaptiveLimitConfig&) {})
+                        .build();
+    CodeClient client;
+    const std::string key = "slow";
+    std::string answer;
+    // [doc:error-code]
+    auto outcome = pipeline.try_execute([&]() -> r4c::Outcome<std::string> {
+      std::string reply;
+      if (std::error_code code = client.get(key, reply))
+        return r4c::Outcome<std::string>::failure(code);
+      return r4c::Outcome<std::string>::success(std::move(reply));
+    });
+    if (outcome.has_code() && outcome.code() == std::errc::timed_out) answer = "stale " + key;
+    // [/doc:error-code]
+    check(answer == "stale slow", "a code failure reaches the caller as the code");
+    check(registry.retry("catalog").snapshot().failed_with_retry == 1,
+          "the retry retried the code failure (every failure is, by default)");
+    check(registry.adaptive_limit("catalog").in_flight() == 0, "the limit freed the slot");
   }
 
   return r4c_example::finish("pipeline_docs: every example did what docs/pipeline.md says");

@@ -117,6 +117,13 @@ RetryConfig& RetryConfig::abort_on(std::function<bool(const std::exception_ptr&)
   return *this;
 }
 
+RetryConfig& RetryConfig::retry_on_error_code(
+    std::function<bool(const std::error_code&)> predicate) {
+  check_function("retry_on_error_code", static_cast<bool>(predicate));
+  retry_if_code_ = std::move(predicate);
+  return *this;
+}
+
 RetryConfig& RetryConfig::retry_on_void_result(std::function<bool()> predicate) {
   check_function("retry_on_void_result", static_cast<bool>(predicate));
   void_predicate_ = std::move(predicate);
@@ -174,6 +181,8 @@ std::optional<SettingDifference> first_difference(const RetryConfig& first,
                        static_cast<bool>(second.retry_on_predicate()))
               .compare("abort_on_predicate", static_cast<bool>(first.abort_on_predicate()),
                        static_cast<bool>(second.abort_on_predicate()))
+              .compare("retry_on_error_code", static_cast<bool>(first.error_code_predicate()),
+                       static_cast<bool>(second.error_code_predicate()))
               .compare("retry_on_void_result", first.void_result_predicate() != nullptr,
                        second.void_result_predicate() != nullptr)
               .compare("interval_function", first.has_interval_function(),
@@ -342,6 +351,19 @@ bool Retry::retryable(const std::exception_ptr& failure) const noexcept {
   } catch (...) {
     return retryable_current();
   }
+}
+
+bool Retry::retryable(const std::error_code& code) const noexcept {
+  const RetryConfig& config = config_.get();
+  if (const auto& predicate = config.error_code_predicate()) {
+    try {
+      return predicate(code);
+    } catch (...) {
+      return false;  // a predicate that throws answers false, as retry_on's do
+    }
+  }
+  // No exception type or predicate can match a code: retried when every failure is.
+  return config.retry_on_types().empty() && !config.retry_on_predicate();
 }
 
 double Retry::backoff_wait(int failed_attempt) const {

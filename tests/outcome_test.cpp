@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include "alloc_counter.hpp"
 #include "r4c/pipeline.hpp"
@@ -267,6 +269,194 @@ TEST_F(OutcomeTest, ARefusalThroughThePipelineNeitherThrowsNorAllocates) {
   const r4c::bench::AllocCount thrown = r4c::bench::thread_alloc_count();
   if (thrown.mallocs == after.mallocs) GTEST_SKIP() << "malloc is not counted in this build";
   EXPECT_EQ(thrown.mallocs - after.mallocs, 1u);  // execute(): the one throw at the end
+}
+
+// A failure the call returns as an error code (issue 21): a value through every policy, no
+// exception until one is asked for.
+TEST(OutcomeValueTest, ACodeFailureIsAValueUntilAnExceptionIsAskedFor) {
+  auto failed = r4c::Outcome<int>::failure(std::errc::timed_out);
+  EXPECT_TRUE(failed.failed());
+  EXPECT_TRUE(failed.has_code());
+  EXPECT_FALSE(failed.stock());
+  EXPECT_EQ(failed.code(), std::errc::timed_out);
+  const std::exception_ptr& error = failed.error();  // made now, kept
+  EXPECT_EQ(&failed.error(), &error);
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::timed_out);
+  }
+  auto thrown = r4c::Outcome<int>::failure(std::make_error_code(std::errc::connection_refused));
+  try {
+    (void)std::move(thrown).get();
+    ADD_FAILURE() << "get() returned";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::connection_refused);
+  }
+  EXPECT_FALSE(r4c::Outcome<int>::success(1).has_code());
+  EXPECT_FALSE(r4c::Outcome<int>::failure(std::make_exception_ptr(NotFound("x"))).has_code());
+}
+
+TEST_F(OutcomeTest, TheLimitClassifiesACodeByDropOnError) {
+  const auto config = r4c::AdaptiveLimitConfig().min_window_samples(1);
+  r4c::AdaptiveLimit dropping("dropping", config, clock_);
+  r4c::AdaptiveLimit freeing("freeing", config, clock_);
+  clock_->advance(1s);
+  // The default drop_on_error: timed_out is a drop, operation_canceled frees the slot only.
+  const r4c::Outcome<int> drop =
+      dropping.try_execute([] { return r4c::Outcome<int>::failure(std::errc::timed_out); });
+  EXPECT_EQ(drop.code(), std::errc::timed_out);
+  EXPECT_TRUE(dropping.snapshot().window_dropped);
+  EXPECT_EQ(dropping.snapshot().samples, 1u);
+  // A call with no result returns the code itself.
+  const r4c::Outcome<void> ignored =
+      freeing.try_execute([] { return std::make_error_code(std::errc::operation_canceled); });
+  EXPECT_EQ(ignored.code(), std::errc::operation_canceled);
+  EXPECT_EQ(freeing.snapshot().samples, 0u);
+  EXPECT_EQ(freeing.in_flight(), 0);
+  EXPECT_TRUE(freeing.try_execute([] { return std::error_code(); }).has_value());
+  EXPECT_EQ(freeing.snapshot().samples, 1u);
+  EXPECT_FALSE(freeing.snapshot().window_dropped);
+}
+
+TEST_F(OutcomeTest, TheBreakerRecordsACodeFailureAsAFailure) {
+  r4c::CircuitBreaker breaker(
+      "cb", r4c::CircuitBreakerConfig().sliding_window_size(2).minimum_number_of_calls(2), clock_);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(
+        breaker.try_execute([] { return std::make_error_code(std::errc::io_error); }).has_code());
+  }
+  EXPECT_EQ(breaker.snapshot().failed_calls, 2u);
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::open);
+}
+
+TEST_F(OutcomeTest, TheRetryDecidesACodeFailureByItsCodePredicate) {
+  const auto failing = [](int& calls, std::errc code) {
+    return [&calls, code] {
+      ++calls;
+      return r4c::Outcome<int>::failure(code);
+    };
+  };
+  int calls = 0;
+  // Nothing set: every failure is retried, a code as any other.
+  r4c::Retry every("every", r4c::RetryConfig().max_attempts(3).wait(0s), clock_);
+  EXPECT_EQ(every.try_execute(failing(calls, std::errc::timed_out)).code(), std::errc::timed_out);
+  EXPECT_EQ(calls, 3);
+  // The code predicate decides.
+  r4c::Retry by_code("by_code",
+                     r4c::RetryConfig().max_attempts(3).wait(0s).retry_on_error_code(
+                         [](const std::error_code& code) { return code == std::errc::timed_out; }),
+                     clock_);
+  calls = 0;
+  (void)by_code.try_execute(failing(calls, std::errc::timed_out));
+  EXPECT_EQ(calls, 3);
+  calls = 0;
+  (void)by_code.try_execute(failing(calls, std::errc::connection_refused));
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(by_code.snapshot().failed_with_retry, 1u);
+  EXPECT_EQ(by_code.snapshot().failed_without_retry, 1u);
+  // Retrying by exception type only: no type matches a code; aborting by type only: retried.
+  r4c::Retry typed("typed", r4c::RetryConfig().max_attempts(3).wait(0s).retry_on<NotFound>(),
+                   clock_);
+  calls = 0;
+  (void)typed.try_execute(failing(calls, std::errc::timed_out));
+  EXPECT_EQ(calls, 1);
+  r4c::Retry aborting("aborting", r4c::RetryConfig().max_attempts(3).wait(0s).abort_on<NotFound>(),
+                      clock_);
+  calls = 0;
+  (void)aborting.try_execute(failing(calls, std::errc::timed_out));
+  EXPECT_EQ(calls, 3);
+  // A listener is given the failure as a std::system_error.
+  std::vector<std::error_code> seen;
+  r4c::Subscription listening = every.on_attempt([&](const r4c::RetryAttemptEvent& event) {
+    try {
+      std::rethrow_exception(event.failure);
+    } catch (const std::system_error& e) {
+      seen.push_back(e.code());
+    } catch (...) {
+    }
+  });
+  calls = 0;
+  (void)every.try_execute(failing(calls, std::errc::io_error));
+  EXPECT_EQ(seen, std::vector<std::error_code>(3, std::make_error_code(std::errc::io_error)));
+  EXPECT_THROW(r4c::RetryConfig().retry_on_error_code({}), r4c::ConfigException);
+}
+
+TEST_F(OutcomeTest, AHedgePassesACodeFailureOnAsTheCode) {
+  auto hedged = r4c::Pipeline<int>::builder(registry_, "hedged_code")
+                    .hedge([](r4c::HedgeConfig& h) { h.delay(10ms).max_attempts(2); })
+                    .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(2); })
+                    .build();
+  const r4c::Outcome<int> outcome =
+      hedged.try_execute([] { return r4c::Outcome<int>::failure(std::errc::timed_out); });
+  EXPECT_EQ(outcome.code(), std::errc::timed_out);
+  EXPECT_EQ(hedged.hedge()->snapshot().failed, 1u);
+}
+
+// Issue 21's pipeline and a bulkhead, the call failing with a code: every policy decides on
+// the code as a value (the retry retries it once, the breaker records it, the limit counts it
+// a drop), with no allocation and no throw; execute() throws one std::system_error.
+r4c::Pipeline<int> code_failing(r4c::ResilienceRegistry& registry, const std::string& id) {
+  return r4c::Pipeline<int>::builder(registry, id)
+      .retry([](r4c::RetryConfig& r) { r.max_attempts(2).wait(0s); })
+      .circuit_breaker([](r4c::CircuitBreakerConfig& c) {
+        c.sliding_window_size(1000).minimum_number_of_calls(1000);
+      })
+      .rate_limiter([](r4c::RateLimiterConfig& r) { r.limit_for_period(1000).refresh_period(1s); })
+      .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(1); })
+      .timeout([](r4c::TimeoutConfig& t) { t.timeout(1s); })
+      .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(4); })
+      .build();
+}
+
+TEST_F(OutcomeTest, ACodeFailureThroughEveryPolicyNeitherThrowsNorAllocates) {
+  r4c::Pipeline<int> pipeline = code_failing(registry_, "coded");
+  const auto fail = [] { return r4c::Outcome<int>::failure(std::errc::timed_out); };
+  clock_->advance(1s);
+  ASSERT_EQ(pipeline.try_execute(fail).code(), std::errc::timed_out);  // stripe slots taken
+  EXPECT_TRUE(pipeline.adaptive_limit()->snapshot().window_dropped);
+  const r4c::bench::AllocCount before = r4c::bench::thread_alloc_count();
+  for (int i = 0; i < 100; ++i) {
+    r4c::Outcome<int> outcome = pipeline.try_execute(fail);
+    ASSERT_EQ(outcome.code(), std::errc::timed_out);
+  }
+  const r4c::bench::AllocCount after = r4c::bench::thread_alloc_count();
+  EXPECT_EQ(after.news, before.news);
+  EXPECT_EQ(after.mallocs, before.mallocs);  // a throw mallocs its exception's header
+  const r4c::RetrySnapshot retry = pipeline.retry()->snapshot();
+  EXPECT_EQ(retry.failed_with_retry, 101u);
+  EXPECT_EQ(retry.retries, 101u);
+  EXPECT_EQ(pipeline.circuit_breaker()->snapshot().failed_calls, 202u);
+  EXPECT_EQ(pipeline.timeout()->snapshot().timed_out, 0u);
+  EXPECT_EQ(pipeline.adaptive_limit()->in_flight(), 0);
+  std::error_code thrown;
+  try {
+    (void)pipeline.execute(fail);
+  } catch (const std::system_error& e) {
+    thrown = e.code();
+  }
+  EXPECT_EQ(thrown, std::errc::timed_out);
+  const r4c::bench::AllocCount end = r4c::bench::thread_alloc_count();
+  if (end.mallocs == after.mallocs) GTEST_SKIP() << "malloc is not counted in this build";
+  // execute(): the one throw at the end, which mallocs what one std::system_error's throw does
+  // (its header and its message).
+  try {
+    throw std::system_error(std::make_error_code(std::errc::timed_out));
+  } catch (const std::system_error&) {
+  }
+  const r4c::bench::AllocCount one_throw = r4c::bench::thread_alloc_count();
+  EXPECT_EQ(end.mallocs - after.mallocs, one_throw.mallocs - end.mallocs);
+}
+
+TEST_F(OutcomeTest, APipelineOfVoidTakesTheCodeTheCallReturns) {
+  auto pipeline = r4c::Pipeline<void>::builder(registry_, "void_code")
+                      .adaptive_limit([](r4c::AdaptiveLimitConfig&) {})
+                      .build();
+  EXPECT_TRUE(pipeline.try_execute([] { return std::error_code(); }).has_value());
+  EXPECT_EQ(pipeline.try_execute([] { return std::make_error_code(std::errc::io_error); }).code(),
+            std::errc::io_error);
+  EXPECT_THROW(pipeline.execute([] { return std::make_error_code(std::errc::io_error); }),
+               std::system_error);
 }
 
 }  // namespace

@@ -327,8 +327,8 @@ class AdaptiveLimit {
     auto outcome = detail::invoke_outcome(f);
     if (outcome.has_value()) [[likely]] {
       permit.on_success();
-    } else if (drop_verdicts_.verdict(outcome.error(), outcome.stock(),
-                                      [this](const auto& e) { return is_drop(e) ? 1 : 0; }) != 0) {
+    } else if (drop_verdicts_.verdict_of(
+                   outcome, [this](const auto& e) { return is_drop(e) ? 1 : 0; }) != 0) {
       permit.on_drop();
     } else {
       permit.on_ignore();

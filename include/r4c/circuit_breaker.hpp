@@ -485,8 +485,14 @@ class CircuitBreaker {
       }
       return outcome;
     }
-    switch (outcome_verdicts_.verdict(outcome.error(), outcome.stock(),
-                                      [this](const auto& e) { return classify(e); })) {
+    // A failure the call returned as an error code is a failure (no exception to classify).
+    switch (outcome_verdicts_.verdict_of(outcome, [this](const auto& e) {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(e)>, std::error_code>) {
+        return kFailed;
+      } else {
+        return classify(e);
+      }
+    })) {
       case kIgnored:
         permit.release();
         break;

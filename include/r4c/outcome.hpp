@@ -5,7 +5,7 @@
 //   - a refusal: a policy did not run the call (the facts RejectedException carries: the
 //     refusing kind and instance id, and the policy's preallocated exception), or
 //   - the call's own failure, or a policy's failure of a call that ran (a timeout), as an
-//     std::exception_ptr.
+//     std::exception_ptr, or as an std::error_code the call returned.
 //
 // `try_execute(f)` on a pipeline or a policy returns one and throws nothing to say no: a
 // refusal passes through every policy as a value, and a shed call costs no C++ throw:
@@ -17,8 +17,13 @@
 //
 // A callable may report its own failure without throwing by returning an Outcome, e.g.
 // `return r4c::Outcome<Reply>::failure(std::make_exception_ptr(NotFound(key)));`; the policies
-// classify it as they classify what a callable throws. `get()` turns an outcome back into what
-// execute() does: the result, or one throw of the refusal's or failure's exception.
+// classify it as they classify what a callable throws. A failure as an error code costs neither
+// a throw nor an allocation: `return r4c::Outcome<Reply>::failure(std::errc::timed_out);`, or, for
+// a call with no result, return the std::error_code itself (empty: success). The adaptive limit
+// classifies a code by `drop_on_error`, the breaker records it as a failure, the retry retries
+// it as `retry_on_error_code` says; no exception exists until error() or get() asks for one.
+// `get()` turns an outcome back into what execute() does: the result, or one throw of the
+// refusal's or failure's exception (std::system_error for a code).
 #pragma once
 
 #include <atomic>
@@ -28,6 +33,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 
@@ -89,6 +95,22 @@ class [[nodiscard]] Outcome {
     outcome.error_ = std::move(error);
     return outcome;
   }
+  /// A failure the call reported as an error code, kept as a value (no exception, no
+  /// allocation): `code` must be an error (not empty). error() and get() make it a
+  /// std::system_error(code) only when asked.
+  static Outcome failure(std::error_code code) noexcept {
+    Outcome outcome(State::failed);
+    outcome.code_value_ = code.value();
+    outcome.code_category_ = &code.category();
+    return outcome;
+  }
+  /// The same from an error code enumerator: `Outcome<int>::failure(std::errc::timed_out)`.
+  template <class E>
+  requires std::is_error_code_enum_v<E> || std::is_same_v<E, std::errc>
+  static Outcome failure(E code) noexcept {
+    using std::make_error_code;
+    return failure(std::error_code(make_error_code(code)));
+  }
   /// A failure with a policy's preallocated exception (a timeout): refers to `error`, which
   /// must outlive the outcome, and lets the policies that classify it remember their verdict.
   static Outcome stock_failure(const std::exception_ptr& error) noexcept {
@@ -104,6 +126,13 @@ class [[nodiscard]] Outcome {
   bool refused() const noexcept { return state_ == State::refused; }
   /// Whether the call ran and failed (its own failure, or a policy's: a timeout).
   bool failed() const noexcept { return state_ == State::failed; }
+  /// Whether the call failed with an error code (failure(std::error_code)).
+  bool has_code() const noexcept { return code_value_ != 0; }
+  /// The failure's error code; empty unless has_code().
+  std::error_code code() const noexcept {
+    if (code_category_ == nullptr) return {};
+    return std::error_code(code_value_, *code_category_);
+  }
 
   /// The result. Precondition: has_value().
   template <class U = T>
@@ -116,19 +145,28 @@ class [[nodiscard]] Outcome {
   }
   /// The refusal. Precondition: refused().
   const Refusal& refusal() const noexcept { return *refusal_; }
-  /// The exception of a refusal or a failure (what execute() throws); null for a result.
+  /// The exception of a refusal or a failure (what execute() throws); null for a result. For a
+  /// code failure: a std::system_error(code()), made at the first call (one allocation) and
+  /// kept, so the policies never ask for it on their paths; that first call writes the
+  /// outcome, so it is not made by two threads at once on one outcome.
   const std::exception_ptr& error() const noexcept {
     if (refusal_) return refusal_->exception();
-    return stock_ != nullptr ? *stock_ : error_;
+    if (stock_ != nullptr) return *stock_;
+    if (has_code() && !error_) [[unlikely]]
+      error_ = std::make_exception_ptr(std::system_error(code()));
+    return error_;
   }
   /// Whether error() is a policy's preallocated exception (a refusal's, a timeout's): the same
   /// object every time, which a classifying policy may decide once.
   bool stock() const noexcept { return refusal_.has_value() || stock_ != nullptr; }
 
-  /// What execute() does: returns the result, or throws error() (the same object; one throw).
+  /// What execute() does: returns the result, or throws error() (the same object; one throw):
+  /// for a code failure a std::system_error(code()), thrown here.
   T get() && {
-    if (state_ != State::value) [[unlikely]]
+    if (state_ != State::value) [[unlikely]] {
+      if (has_code() && !error_) throw std::system_error(code());
       std::rethrow_exception(error());
+    }
     if constexpr (!std::is_void_v<T>) return std::move(*value_);
   }
 
@@ -142,7 +180,11 @@ class [[nodiscard]] Outcome {
   std::optional<Stored> value_;
   std::optional<Refusal> refusal_;
   const std::exception_ptr* stock_ = nullptr;
-  std::exception_ptr error_;
+  mutable std::exception_ptr error_;  // for a code failure: made by error() when asked
+  // The code as its two parts: a default std::error_code calls system_category(), out of line,
+  // in every outcome's constructor; these start as zeros.
+  const std::error_category* code_category_ = nullptr;
+  int code_value_ = 0;
   State state_;
 };
 
@@ -154,10 +196,16 @@ template <class T>
 struct IsOutcome<Outcome<T>> : std::true_type {};
 
 /// The Outcome a callable `F` (called as an lvalue, with `Args`) gives: its own Outcome if it
-/// returns one, else Outcome of its result without reference and const.
+/// returns one, Outcome<void> if it returns an std::error_code (its failure, or success when
+/// empty), else Outcome of its result without reference and const.
 template <class R>
 struct OutcomeFor {
   using type = Outcome<std::remove_cvref_t<R>>;
+};
+template <class R>
+requires std::is_same_v<std::remove_cvref_t<R>, std::error_code>
+struct OutcomeFor<R> {
+  using type = Outcome<void>;
 };
 template <class R>
 requires IsOutcome<std::remove_cvref_t<R>>::value struct OutcomeFor<R> {
@@ -175,6 +223,9 @@ OutcomeOf<F, Args...> invoke_outcome(F& f, Args&&... args) noexcept {
   try {
     if constexpr (IsOutcome<std::remove_cvref_t<Result>>::value) {
       return std::invoke(f, std::forward<Args>(args)...);
+    } else if constexpr (std::is_same_v<std::remove_cvref_t<Result>, std::error_code>) {
+      const std::error_code code = std::invoke(f, std::forward<Args>(args)...);
+      return code ? Out::failure(code) : Out::success();
     } else if constexpr (std::is_void_v<Result>) {
       std::invoke(f, std::forward<Args>(args)...);
       return Out::success();
@@ -226,6 +277,14 @@ class StockVerdicts {
     const int decided = classify(error);
     remember(error, decided);
     return decided;
+  }
+  /// The verdict on a failed or refused `outcome`: `classify(outcome.code())` for a code
+  /// failure (so `classify` takes an std::error_code too: no exception is made, none thrown),
+  /// else verdict(outcome.error(), outcome.stock(), classify).
+  template <class Out, class Classify>
+  int verdict_of(const Out& outcome, Classify&& classify) noexcept {
+    if (outcome.has_code()) return classify(outcome.code());
+    return verdict(outcome.error(), outcome.stock(), classify);
   }
 
  private:

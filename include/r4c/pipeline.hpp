@@ -28,6 +28,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -76,10 +77,16 @@ struct PipelineStage<RetryKind> {
   }
 };
 
+// A code failure crossing a hedged attempt, whose end is an exception: the hedge's stage makes
+// it a code failure again.
+struct HedgedCodeFailure : std::system_error {
+  using std::system_error::system_error;
+};
+
 // The hedge's attempts run on the executor and end with an exception, as the hedge needs them
 // to: inside an attempt every policy passes values and the attempt throws once, at its end;
 // what the hedge throws becomes this stage's failure (a refusal arrives as a failure holding
-// the RejectedException).
+// the RejectedException; a code failure leaves the stage as the same code).
 template <>
 struct PipelineStage<HedgeKind> {
   template <class T, std::size_t I, class Stages, class F>
@@ -90,7 +97,9 @@ struct PipelineStage<HedgeKind> {
         // Every attempt runs the inner policies on its own copy of the stages, with the hedge's
         // token for the attempt; a loser may still run after this call returned.
         auto attempts = [stages, fn = Fn(f)](std::stop_token stop) mutable -> T {
-          return stages.template try_through<I + 1>(fn, std::move(stop)).get();
+          Outcome<T> outcome = stages.template try_through<I + 1>(fn, std::move(stop));
+          if (outcome.has_code()) throw HedgedCodeFailure(outcome.code());
+          return std::move(outcome).get();
         };
         if constexpr (std::is_void_v<T>) {
           hedge.execute(std::move(attempts));
@@ -101,6 +110,8 @@ struct PipelineStage<HedgeKind> {
       } else {
         detail::throw_hedge_needs_copyable(hedge.instance_id());
       }
+    } catch (const HedgedCodeFailure& failure) {
+      return Outcome<T>::failure(failure.code());
     } catch (...) {
       return Outcome<T>::failure(std::current_exception());
     }
@@ -212,12 +223,17 @@ struct PipelineStages {
   }
 
   // The call, its result or what it throws as an Outcome; a call returning an Outcome<T> passes
-  // it on as it is.
+  // it on as it is, a call of a Pipeline<void> returning an std::error_code fails with it
+  // (empty: success).
   template <class F>
   static Outcome<T> try_call(F& f, std::stop_token stop) noexcept {
+    using Raw = std::remove_cvref_t<decltype(call_raw(f, stop))>;
     try {
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(call_raw(f, stop))>, Outcome<T>>) {
+      if constexpr (std::is_same_v<Raw, Outcome<T>>) {
         return call_raw(f, std::move(stop));
+      } else if constexpr (std::is_void_v<T> && std::is_same_v<Raw, std::error_code>) {
+        const std::error_code code = call_raw(f, std::move(stop));
+        return code ? Outcome<T>::failure(code) : Outcome<T>::success();
       } else if constexpr (std::is_void_v<T>) {
         call_raw(f, std::move(stop));
         return Outcome<T>::success();
@@ -317,8 +333,13 @@ class Pipeline {
   /// throw. Every policy passes a refusal as a value: the retry retries it or gives up as it
   /// does the exception, the circuit breaker records or ignores it, the adaptive limit
   /// classifies it by drop_on, the timeout replaces it when late. `f` may return an
-  /// Outcome<T> to report its own failure without throwing; what it throws is caught once,
-  /// around the call. execute() is this, then Outcome::get(). Allocation: none per call when
+  /// Outcome<T> to report its own failure without throwing, as an exception_ptr or as an
+  /// std::error_code (Outcome<T>::failure(code); for a Pipeline<void>, `f` may return the
+  /// std::error_code itself, empty for success): a code failure passes every policy as a value
+  /// (the limit classifies it by drop_on_error, the breaker records it as a failure, the retry
+  /// decides it by retry_on_error_code), and execute() throws it as one std::system_error at the
+  /// end. What `f` throws is caught once, around the call. execute() is this, then
+  /// Outcome::get(). Allocation: none per call when
   /// `f` allocates nothing and the pipeline has no hedge; a pipeline with a hedge passes
   /// through the hedge's exceptions (see docs/pipeline.md).
   template <class F>

@@ -28,6 +28,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <typeindex>
 #include <typeinfo>
@@ -151,6 +152,14 @@ class RetryConfig {
   /// left behind: a status, a flag). Applies only to callables returning void. Throws
   /// R4C-REG-001 when empty. Thread safety: as retry_on_result.
   RetryConfig& retry_on_void_result(std::function<bool()> predicate);
+  /// Whether a failure the call returned as an error code (Outcome::failure(code), or a call
+  /// returning a non-empty std::error_code, through try_execute or a pipeline) is retried:
+  /// decided without an exception, so without a throw. Without it such a failure is retried
+  /// when every failure is (no retry_on type or predicate set); retry_on / abort_on match
+  /// exceptions only, thrown ones (std::system_error included) keep being decided by them.
+  /// Replaces an earlier predicate; one that throws answers false. Throws R4C-REG-001 when
+  /// empty. Thread safety: called from every thread that executes the retry, without a lock.
+  RetryConfig& retry_on_error_code(std::function<bool(const std::error_code&)> predicate);
   /// When a result is still retried after the last attempt, fail the call with
   /// MaxRetriesExceededException instead of returning the result (false, as resilience4j's
   /// failAfterMaxAttempts).
@@ -197,6 +206,10 @@ class RetryConfig {
   const std::function<bool()>* void_result_predicate() const noexcept {
     return void_predicate_ ? &void_predicate_ : nullptr;
   }
+  /// The predicate set by retry_on_error_code (empty when not set).
+  const std::function<bool(const std::error_code&)>& error_code_predicate() const noexcept {
+    return retry_if_code_;
+  }
   /// Whether a result still retried at the last attempt fails the call.
   bool fail_after_max_attempts() const noexcept { return fail_after_max_attempts_; }
   /// The predicates set by retry_on(predicate) and abort_on(predicate) (empty when not set).
@@ -234,6 +247,7 @@ class RetryConfig {
   bool fail_after_max_attempts_ = false;
   detail::ExceptionPredicate retry_if_;
   detail::ExceptionPredicate abort_if_;
+  std::function<bool(const std::error_code&)> retry_if_code_;
   std::function<std::chrono::nanoseconds(int)> interval_;
   std::function<std::chrono::nanoseconds(int, const RetryOutcome&)> interval_by_outcome_;
 };
@@ -349,6 +363,8 @@ class Retry {
   bool retryable_current() const noexcept;
   // Whether `failure` is retried (retryable_current() outside a catch).
   bool retryable(const std::exception_ptr& failure) const noexcept;
+  // Whether a failure returned as an error code is retried (retry_on_error_code).
+  bool retryable(const std::error_code& code) const noexcept;
   // Counts a call that ends after `attempts` attempts.
   void count_success(int attempts) noexcept;
   void count_failure(int attempts) noexcept;
@@ -515,17 +531,22 @@ detail::OutcomeOf<F> Retry::try_execute(F&& f) {
           }
           span = begin_retry(attempt, retried, false);
         } else {
-          const std::exception_ptr& error = outcome.error();
+          // A code failure is decided on its code (no exception made); the others by the
+          // verdicts, skipped when every failure is retried.
           if (attempt >= max_attempts_.load(std::memory_order_relaxed) ||
-              (classifies_.load(std::memory_order_relaxed) &&
-               retry_verdicts_.verdict(error, outcome.stock(), [this](const auto& e) {
-                 return retryable(e) ? 1 : 0;
-               }) == 0)) {
-            failed(attempt, error);
+              ((outcome.has_code() || classifies_.load(std::memory_order_relaxed)) &&
+               retry_verdicts_.verdict_of(
+                   outcome, [this](const auto& e) { return retryable(e) ? 1 : 0; }) == 0)) {
+            // A code failure is made an exception only for the listeners.
+            if (outcome.has_code() && !wants_failure()) {
+              failed(attempt, nullptr);
+            } else {
+              failed(attempt, outcome.error());
+            }
             return outcome;
           }
           RetryOutcome retried;
-          if (wants_failure()) retried.failure = error;
+          if (wants_failure()) retried.failure = outcome.error();
           span = begin_retry(attempt, retried, true);
         }
       } catch (...) {
