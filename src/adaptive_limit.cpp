@@ -88,6 +88,9 @@ AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config
       clock_(detail::or_system_clock(clock)),
       window_end_(0),
       window_ticks_(clock_.to_ticks(config.window().count())),
+      latency_(config.latency_histogram()
+                   ? std::make_unique<detail::LatencyHistogram>(window_ticks_, clock_.ticks())
+                   : nullptr),
       queue_(waits_ ? std::make_unique<detail::WaitQueue>() : nullptr),
       max_wait_ticks_(clock_.to_ticks(config.max_wait().count())),
       instance_id_(std::move(instance_id)),
@@ -292,6 +295,7 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
   snap.would_have_rejected = would_reject_.total();
   snap.enabled = enabled_;
   snap.in_flight = in_flight_.load(std::memory_order_relaxed);
+  if (latency_) snap.latency = latency_->distribution();
   for (;;) {
     const std::uint64_t before = stats_sequence_.load(std::memory_order_acquire);
     if (before & 1) continue;  // a close is writing; it is short
@@ -593,10 +597,10 @@ Permit AdaptiveLimit::over_limit() noexcept {
 
 bool AdaptiveLimit::live_setting(std::string_view key) noexcept {
   // What the admission path or the wait queue holds as constants, built once.
-  static constexpr std::string_view kFixed[] = {"enabled",       "dropOn",          "maxWait",
-                                                "maxQueue",      "maxQueueFactor",  "queueOrder",
-                                                "codelTarget",   "codelInterval",   "criticalShare",
-                                                "degradedShare", "bestEffortShare", "bulkShare"};
+  static constexpr std::string_view kFixed[] = {
+      "enabled",         "dropOn",      "maxWait",         "maxQueue",      "maxQueueFactor",
+      "queueOrder",      "codelTarget", "codelInterval",   "criticalShare", "degradedShare",
+      "bestEffortShare", "bulkShare",   "latencyHistogram"};
   return std::find(std::begin(kFixed), std::end(kFixed), key) == std::end(kFixed);
 }
 
@@ -662,6 +666,10 @@ std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::s
       R::choice<PolicyMode>(
           "mode", "mode", [](auto& c, auto& v) { c.mode(static_cast<PolicyMode>(v.choice)); },
           [](const auto& c) { return detail::value_of(c.mode()); }, false),
+      R::file_only(
+          "latencyHistogram", "latency_histogram", boolean,
+          [](auto& c, auto& v) { c.latency_histogram(v.boolean); },
+          [](const auto& c) { return detail::value_of(c.latency_histogram()); }),
       R::choice<LimitAlgorithm>(
           "algorithm", "algorithm",
           [](auto& c, auto& v) { c.algorithm(static_cast<LimitAlgorithm>(v.choice)); },
@@ -778,6 +786,11 @@ void AdaptiveLimitKind::metrics(const Snapshot& s, metrics::Emitter& out) {
     out.counter("r4c.adaptivelimit.would.reject",
                 "Calls the adaptive limit in observe mode would have rejected and admitted.",
                 count(s.would_have_rejected));
+  }
+  if (s.latency.enabled) {
+    out.histogram("r4c.adaptivelimit.call.latency.seconds",
+                  "Latency of the calls the adaptive limit sampled (latencyHistogram on).",
+                  s.latency);
   }
   // Only once waits or classes are in use, so that a plain limit's metrics stay as they were.
   std::uint64_t beyond_plain = s.waits_granted;

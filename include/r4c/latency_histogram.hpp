@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+// Latency distributions: an optional histogram of a policy's call latencies.
+//
+// Off by default (a policy's admitted calls publish nothing unless asked to). Switched on per
+// instance, e.g. `adaptiveLimit.latencyHistogram = true` (AdaptiveLimitConfig::latency_histogram),
+// every call that ends with a sample records its latency into the calling thread's own stripe:
+// a fixed array of HdrHistogram-style log-linear buckets (8 per power of two, so a bucket is at
+// most 1/8 of its lower bound wide), updated with a relaxed load and store, no atomic
+// read-modify-write, no allocation. Snapshots read the stripes and report p50, p90, p99 and
+// p99.9 of the last window and since the start; the metrics expose a Prometheus histogram
+// (docs/observability.md, "Latency histograms").
+//
+//   r4c::AdaptiveLimit limit("orders", r4c::AdaptiveLimitConfig{}.latency_histogram(true));
+//   ...
+//   r4c::LatencyDistribution latency = limit.snapshot().latency;
+//   std::chrono::nanoseconds p99 = latency.total.p99;
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/thread_slot.hpp"
+
+namespace r4c {
+
+/// Percentiles of a set of latencies. Each is the upper bound of the bucket its rank falls in:
+/// never below the true value, at most 1/8 above it (below 8 ns: exact). All 0 while `count`
+/// is 0.
+struct LatencyPercentiles {
+  std::uint64_t count = 0;  // latencies in the set
+  std::chrono::nanoseconds p50{0};
+  std::chrono::nanoseconds p90{0};
+  std::chrono::nanoseconds p99{0};
+  std::chrono::nanoseconds p999{0};
+  friend bool operator==(const LatencyPercentiles&, const LatencyPercentiles&) = default;
+};
+
+/// How many `le` bounds a latency histogram exposes (Prometheus `_bucket`), without +Inf.
+inline constexpr int kLatencyBounds = 27;
+/// The i-th bound: 2^(10+i) ns, from 1.024 µs to about 68.7 s (exact bucket edges).
+constexpr std::chrono::nanoseconds latency_bound(int i) noexcept {
+  return std::chrono::nanoseconds(std::int64_t{1} << (10 + i));
+}
+
+/// What a policy's latency histogram holds, as a value (in its snapshot).
+struct LatencyDistribution {
+  /// Whether the policy records a histogram; everything else is 0 when not.
+  bool enabled = false;
+  /// The last window that ended (the policy's window length, ended by time), and since the
+  /// start.
+  LatencyPercentiles window;
+  LatencyPercentiles total;
+  /// The sum of every latency since the start (Prometheus `_sum`).
+  std::chrono::nanoseconds sum{0};
+  /// buckets[i]: latencies at most latency_bound(i) since the start (Prometheus `_bucket`,
+  /// cumulative); total.count is the +Inf bucket.
+  std::array<std::uint64_t, kLatencyBounds> buckets{};
+};
+
+namespace detail {
+
+/// The histogram itself: per-thread stripes of log-linear buckets, summed on read.
+/// Thread safety: record() from any thread (a thread with an exclusive slot is its stripe's
+/// only writer; threads beyond detail::kThreadSlots share stripes, and a sample of theirs may
+/// then be lost, never invented); distribution() from any thread.
+/// Allocation: once, at construction (about 160 KiB); none afterwards.
+class LatencyHistogram {
+ public:
+  static constexpr int kSubBits = 3;  // 8 buckets per power of two
+  static constexpr int kSub = 1 << kSubBits;
+  static constexpr int kMaxExponent = 40;  // latencies above 2^41 ns (~36 min) land in the last
+  static constexpr int kBuckets = kSub + (kMaxExponent - kSubBits + 1) * kSub;
+
+  /// A histogram whose window is `window_ticks` long, ticks as the caller's clock counts them,
+  /// the first window ending at `now + window_ticks`.
+  LatencyHistogram(std::int64_t window_ticks, std::int64_t now) noexcept;
+
+  /// Records one latency; `now` in the same ticks (ends a window when it is over).
+  void record(std::int64_t latency_ns, std::int64_t now) noexcept {
+    // A record after the window's end belongs to the next window: the end comes first.
+    if (now >= window_end_.load(std::memory_order_relaxed)) [[unlikely]]
+      close_window(now);
+    const auto value = static_cast<std::uint64_t>(latency_ns > 0 ? latency_ns : 0);
+    Stripe& stripe = stripes_[thread_slot().index];
+    // Plain load and store: the stripe has one writer (see detail/thread_slot.hpp).
+    std::atomic<std::uint64_t>& bucket = stripe.counts[bucket_of(value)];
+    bucket.store(bucket.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    stripe.sum_ns.store(stripe.sum_ns.load(std::memory_order_relaxed) + value,
+                        std::memory_order_relaxed);
+  }
+
+  /// A picture of the histogram: percentiles of the last window and since the start.
+  LatencyDistribution distribution() const noexcept;
+
+  /// The bucket of a latency in ns: buckets hold (lower, upper] with upper = bucket_bound().
+  static constexpr int bucket_of(std::uint64_t value) noexcept {
+    const std::uint64_t v = value - (value != 0);  // (lower, upper]: the Prometheus `le` way
+    if (v < kSub) return static_cast<int>(v);
+    const int exponent = 63 - std::countl_zero(v);
+    if (exponent > kMaxExponent) return kBuckets - 1;
+    return kSub + (exponent - kSubBits) * kSub +
+           static_cast<int>((v >> (exponent - kSubBits)) & (kSub - 1));
+  }
+  /// The largest latency in ns that bucket `index` holds.
+  static constexpr std::uint64_t bucket_bound(int index) noexcept {
+    if (index < kSub) return static_cast<std::uint64_t>(index) + 1;
+    const int exponent = (index - kSub) / kSub + kSubBits;
+    const auto sub = static_cast<std::uint64_t>((index - kSub) % kSub);
+    const int shift = exponent - kSubBits;
+    return ((kSub + sub) << shift) + (std::uint64_t{1} << shift);
+  }
+
+ private:
+  using Counts = std::array<std::uint64_t, kBuckets>;
+  struct alignas(kCacheLine) Stripe {
+    std::array<std::atomic<std::uint64_t>, kBuckets> counts{};
+    std::atomic<std::uint64_t> sum_ns{0};
+  };
+  static constexpr std::int64_t kClosing = INT64_MAX;
+
+  // Cold: the first record after the window's end copies the window's counts.
+  void close_window(std::int64_t now) noexcept;
+  void add_totals(Counts& out, std::uint64_t* sum_ns) const noexcept;
+
+  alignas(kCacheLine) std::atomic<std::int64_t> window_end_;
+  const std::int64_t window_ticks_;
+  const std::unique_ptr<Stripe[]> stripes_;
+  // Touched only by the thread holding the closing token (ordered by window_end_).
+  std::unique_ptr<Counts> consumed_;
+  // The last window's counts, published under a sequence lock.
+  std::atomic<std::uint64_t> window_sequence_{0};
+  std::unique_ptr<std::array<std::atomic<std::uint64_t>, kBuckets>> last_window_;
+};
+
+/// The percentiles of bucket counts (exposed for tests).
+LatencyPercentiles percentiles_of(
+    const std::array<std::uint64_t, LatencyHistogram::kBuckets>& counts) noexcept;
+
+}  // namespace detail
+}  // namespace r4c
