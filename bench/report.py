@@ -50,6 +50,7 @@ ORDER = (
     "BM_PipelineTryExecuteRejected",
     "BM_PipelineExecuteRejected",
     "BM_PipelineTryExecuteAdmitted",
+    "BM_AdmittedCallLatencyHistogram",
 )
 # What each policy adds to a pipeline that has only an adaptive limit.
 POLICY_COSTS = (
@@ -261,6 +262,7 @@ def judge(figures, uses_tsc):
                           "(a limit-change listener costs admitted calls nothing)",
                           ("BM_AdmittedCallObserved", 1), ("BM_AdmittedCall", 1), 1.1))
     rows += judge_floors(figures, ratio_row)
+    rows += judge_operations(figures, ratio_row)
     return rows
 
 
@@ -330,6 +332,18 @@ def judge_floors(figures, ratio_row):
                             f"wall {fmt_ns(whole.real_ns)} / {fmt_ns(wall_floor)} ns = {wall:.3f} "
                             f"({'PASS' if wall <= 1.2 else 'FAIL'} on wall)",
                      "PASS" if cpu <= 1.2 else "FAIL"))
+    return rows
+
+
+def judge_operations(figures, ratio_row):
+    """Issue 19's targets: what operating features cost an admitted call."""
+    rows = [ratio_row("18. AdmittedCallLatencyHistogram/threads:1 <= 1.15 x AdmittedCall/threads:1 "
+                      "(latency histograms on)",
+                      ("BM_AdmittedCallLatencyHistogram", 1), ("BM_AdmittedCall", 1), 1.15)]
+    fig = figures.get(("BM_AdmittedCallLatencyHistogram", 1))
+    count = fig.counters.get("allocs_per_call") if fig else None
+    rows.append(("19. allocs_per_call == 0 for AdmittedCallLatencyHistogram (1 thread)",
+                 "missing" if count is None else f"{count}", "PASS" if count == 0 else "FAIL"))
     return rows
 
 
