@@ -3,14 +3,21 @@
 //
 //   BM_AdmittedCallLatencyHistogram  BM_AdmittedCall (adaptive_limit_bench.cpp) on a limit with
 //                                    latencyHistogram on: target <= 1.15 x BM_AdmittedCall
+//   BM_RateLimiterEnforce            try_acquire() with permits to spare (enforce mode)
+//   BM_RateLimiterObserveMode        the same in observe mode: target <= 1.1 x the enforce one
+//   BM_BreakerEnforce                try_acquire() + on_success() on a closed breaker
+//   BM_BreakerObserveMode            the same in observe mode: target <= 1.1 x the enforce one
 //
 // Each runs on 1, 2 and 4 threads that share one policy, timed in real time (bench/threads.hpp).
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdint>
 
 #include "alloc_counter.hpp"
 #include "r4c/adaptive_limit.hpp"
+#include "r4c/circuit_breaker.hpp"
+#include "r4c/rate_limiter.hpp"
 #include "threads.hpp"
 
 namespace {
@@ -46,12 +53,65 @@ void BM_AdmittedCallLatencyHistogram(benchmark::State& state) {
     permit.on_success();
   }
   report_allocations(state, start);
-  if (state.thread_index() == 0) {
-    state.counters["recorded"] = static_cast<double>(limit.snapshot().latency.total.count) /
-                                 static_cast<double>(state.iterations());
+}
+
+// Observe mode costs a permitted call nothing: the mode is read only by a call it would refuse.
+// Far more permits per period than any run takes: every call is permitted.
+r4c::RateLimiterConfig plentiful(r4c::PolicyMode mode) {
+  return r4c::RateLimiterConfig()
+      .limit_for_period(r4c::RateLimiterConfig::kMaxLimitForPeriod)
+      .refresh_period(std::chrono::milliseconds(1))
+      .mode(mode);
+}
+
+void rate_limiter_loop(benchmark::State& state, r4c::RateLimiter& limiter) {
+  (void)limiter.try_acquire();  // the thread's striped-counter slot, before timing
+  for (auto _ : state) {
+    if (!limiter.try_acquire()) [[unlikely]] {
+      state.SkipWithError("the rate limiter refused a call");
+      break;
+    }
   }
 }
 
+void BM_RateLimiterEnforce(benchmark::State& state) {
+  static r4c::RateLimiter limiter("bench-rate-enforce", plentiful(r4c::PolicyMode::enforce));
+  rate_limiter_loop(state, limiter);
+}
+
+void BM_RateLimiterObserveMode(benchmark::State& state) {
+  static r4c::RateLimiter limiter("bench-rate-observe", plentiful(r4c::PolicyMode::observe));
+  rate_limiter_loop(state, limiter);
+}
+
+void breaker_loop(benchmark::State& state, r4c::CircuitBreaker& breaker) {
+  const AllocCount start = thread_alloc_count();
+  for (auto _ : state) {
+    r4c::CircuitBreakerPermit permit = breaker.try_acquire();
+    if (!permit) [[unlikely]] {
+      state.SkipWithError("the breaker refused a call");
+      break;
+    }
+    permit.on_success(std::chrono::nanoseconds(1));
+  }
+  report_allocations(state, start);
+}
+
+void BM_BreakerEnforce(benchmark::State& state) {
+  static r4c::CircuitBreaker breaker("bench-breaker-enforce");
+  breaker_loop(state, breaker);
+}
+
+void BM_BreakerObserveMode(benchmark::State& state) {
+  static r4c::CircuitBreaker breaker("bench-breaker-observe",
+                                     r4c::CircuitBreakerConfig().mode(r4c::PolicyMode::observe));
+  breaker_loop(state, breaker);
+}
+
 BENCHMARK(BM_AdmittedCallLatencyHistogram)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
+BENCHMARK(BM_RateLimiterEnforce)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_RateLimiterObserveMode)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_BreakerEnforce)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_BreakerObserveMode)->Apply(on_1_2_4_threads);
 
 }  // namespace

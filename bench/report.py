@@ -51,6 +51,10 @@ ORDER = (
     "BM_PipelineExecuteRejected",
     "BM_PipelineTryExecuteAdmitted",
     "BM_AdmittedCallLatencyHistogram",
+    "BM_RateLimiterEnforce",
+    "BM_RateLimiterObserveMode",
+    "BM_BreakerEnforce",
+    "BM_BreakerObserveMode",
 )
 # What each policy adds to a pipeline that has only an adaptive limit.
 POLICY_COSTS = (
@@ -344,6 +348,12 @@ def judge_operations(figures, ratio_row):
     count = fig.counters.get("allocs_per_call") if fig else None
     rows.append(("19. allocs_per_call == 0 for AdmittedCallLatencyHistogram (1 thread)",
                  "missing" if count is None else f"{count}", "PASS" if count == 0 else "FAIL"))
+    rows.append(ratio_row("20. RateLimiterObserveMode/threads:1 <= 1.1 x RateLimiterEnforce/threads:1 "
+                          "(a permitted call in observe mode)",
+                          ("BM_RateLimiterObserveMode", 1), ("BM_RateLimiterEnforce", 1), 1.1))
+    rows.append(ratio_row("21. BreakerObserveMode/threads:1 <= 1.1 x BreakerEnforce/threads:1 "
+                          "(a closed breaker's call in observe mode)",
+                          ("BM_BreakerObserveMode", 1), ("BM_BreakerEnforce", 1), 1.1))
     return rows
 
 

@@ -295,7 +295,14 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
   snap.would_have_rejected = would_reject_.total();
   snap.enabled = enabled_;
   snap.in_flight = in_flight_.load(std::memory_order_relaxed);
-  if (latency_) snap.latency = latency_->distribution();
+  if (latency_) {
+    // The histogram's sum is the one the stripes keep for the windows (since the start).
+    std::uint64_t sum_ns = 0;
+    for (const Stripe& stripe : stripes_) {
+      sum_ns += stripe.latency_sum_ns.load(std::memory_order_relaxed);
+    }
+    snap.latency = latency_->distribution(std::chrono::nanoseconds(sum_ns));
+  }
   for (;;) {
     const std::uint64_t before = stats_sequence_.load(std::memory_order_acquire);
     if (before & 1) continue;  // a close is writing; it is short

@@ -22,11 +22,10 @@ LatencyHistogram::LatencyHistogram(std::int64_t window_ticks, std::int64_t now) 
   for (std::atomic<std::uint64_t>& count : *last_window_) count.store(0, std::memory_order_relaxed);
 }
 
-void LatencyHistogram::add_totals(Counts& out, std::uint64_t* sum_ns) const noexcept {
+void LatencyHistogram::add_totals(Counts& out) const noexcept {
   for (std::uint32_t s = 0; s < kThreadSlots; ++s) {
     const Stripe& stripe = stripes_[s];
     for (int b = 0; b < kBuckets; ++b) out[b] += stripe.counts[b].load(std::memory_order_relaxed);
-    if (sum_ns != nullptr) *sum_ns += stripe.sum_ns.load(std::memory_order_relaxed);
   }
 }
 
@@ -39,7 +38,7 @@ void LatencyHistogram::close_window(std::int64_t now) noexcept {
     return;  // another thread ends this window
   }
   Counts totals{};
-  add_totals(totals, nullptr);
+  add_totals(totals);
   // A sample another thread records while we read may be counted in this window or the next,
   // never twice: consumed_ only grows to what was seen.
   const std::uint64_t odd = window_sequence_.load(std::memory_order_relaxed) + 1;
@@ -85,14 +84,13 @@ LatencyPercentiles percentiles_of(
   return out;
 }
 
-LatencyDistribution LatencyHistogram::distribution() const noexcept {
+LatencyDistribution LatencyHistogram::distribution(std::chrono::nanoseconds sum) const noexcept {
   LatencyDistribution out;
   out.enabled = true;
   Counts totals{};
-  std::uint64_t sum_ns = 0;
-  add_totals(totals, &sum_ns);
+  add_totals(totals);
   out.total = percentiles_of(totals);
-  out.sum = std::chrono::nanoseconds(static_cast<std::int64_t>(sum_ns));
+  out.sum = sum;
   std::uint64_t below = 0;
   int b = 0;
   for (int i = 0; i < kLatencyBounds; ++i) {

@@ -7,8 +7,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <random>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -168,6 +170,223 @@ TEST(RateLimiterReconfigureTest, ATimeoutChangeAloneKeepsThePeriod) {
   ASSERT_EQ(waiter.kind, r4c::RateLimiter::Reservation::Kind::later);
   EXPECT_EQ(waiter.ready_at, 1s);
   limiter.end_wait();
+}
+
+// ---- the circuit breaker -----------------------------------------------------------------
+
+constexpr const char* kBreaker =
+    "instances.fuse.circuitBreaker.slidingWindowSize = 4\n"
+    "instances.fuse.circuitBreaker.minimumNumberOfCalls = 4\n"
+    "instances.fuse.circuitBreaker.failureRateThreshold = 50\n"
+    "instances.fuse.circuitBreaker.waitInOpen = 10s\n"
+    "instances.fuse.circuitBreaker.permittedCallsInHalfOpen = 1\n";
+
+r4c::CircuitBreaker& breaker_of(Fixture& f) {
+  return f.registry.circuit_breaker_policy("m", "fuse");
+}
+
+void fail(r4c::CircuitBreaker& breaker, int calls) {
+  for (int i = 0; i < calls; ++i) {
+    r4c::CircuitBreakerPermit permit = breaker.try_acquire();
+    ASSERT_TRUE(permit);
+    permit.on_error(1ms);
+  }
+}
+
+TEST(CircuitBreakerObserveTest, OpensAsInEnforceButLetsTheCallsThroughUnrecorded) {
+  Fixture f(with(kBreaker, "instances.fuse.circuitBreaker.mode = observe\n"));
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  fail(breaker, 4);
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::open);
+  for (int i = 0; i < 3; ++i) {
+    r4c::CircuitBreakerPermit permit = breaker.try_acquire();
+    ASSERT_TRUE(permit);     // observe: let through
+    permit.on_success(1ms);  // not recorded: in enforce it would not have run
+  }
+  r4c::CircuitBreakerSnapshot s = breaker.snapshot();
+  EXPECT_EQ(s.not_permitted_calls, 0u);
+  EXPECT_EQ(s.would_have_rejected, 3u);
+  EXPECT_EQ(s.buffered_calls, 4u);  // the four that opened it, nothing since
+  EXPECT_EQ(s.mode, r4c::PolicyMode::observe);
+  // After the wait: one trial, the rest observed; the trial's success closes it.
+  f.clock->advance(10s);
+  r4c::CircuitBreakerPermit trial = breaker.try_acquire();
+  ASSERT_TRUE(trial);
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::half_open);
+  {
+    r4c::CircuitBreakerPermit extra = breaker.try_acquire();
+    EXPECT_TRUE(extra);
+    extra.on_error(1ms);  // not a trial: rates nothing
+  }
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::half_open);
+  trial.on_success(1ms);
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::closed);
+  EXPECT_EQ(breaker.snapshot().would_have_rejected, 4u);
+  EXPECT_THAT(r4c::metrics::prometheus_text(f.registry),
+              HasSubstr("r4c_circuitbreaker_would_reject_total{kind=\"circuitbreaker\",name="
+                        "\"fuse\"} 4"));
+}
+
+TEST(CircuitBreakerObserveTest, SwitchedToEnforceKeepsTheStateItLearnt) {
+  Fixture f(with(kBreaker, "instances.fuse.circuitBreaker.mode = observe\n"));
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  fail(breaker, 4);
+  (void)f.registry.reconfigure(kBreaker);
+  EXPECT_EQ(breaker.config().mode(), r4c::PolicyMode::enforce);
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::open);
+  EXPECT_FALSE(breaker.try_acquire());
+  EXPECT_EQ(breaker.snapshot().not_permitted_calls, 1u);
+}
+
+TEST(CircuitBreakerReconfigureTest, KeepsItsStateAndWindowWhenTheWindowStays) {
+  Fixture f(kBreaker);
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  fail(breaker, 2);  // 2 of 4: not rated yet
+  const auto changes = f.registry.reconfigure(with(kBreaker,
+                                                   "instances.fuse.circuitBreaker."
+                                                   "minimumNumberOfCalls = 2\n"));
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].key, "minimumNumberOfCalls");
+  EXPECT_EQ(breaker.snapshot().buffered_calls, 2u);  // the window stayed
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::closed);
+  fail(breaker, 1);  // 3 calls, all failed, minimum 2: opens
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::open);
+  // An open breaker stays open, its wait unchanged by a new waitInOpen.
+  (void)f.registry.reconfigure(with(kBreaker,
+                                    "instances.fuse.circuitBreaker.minimumNumberOfCalls = 2\n"
+                                    "instances.fuse.circuitBreaker.waitInOpen = 1s\n"));
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::open);
+  f.clock->advance(1s);
+  EXPECT_FALSE(breaker.try_acquire());
+  f.clock->advance(9s);
+  EXPECT_TRUE(breaker.try_acquire());
+}
+
+TEST(CircuitBreakerReconfigureTest, ANewWindowSizeStartsAnEmptyWindow) {
+  Fixture f(kBreaker);
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  fail(breaker, 3);
+  (void)f.registry.reconfigure(
+      with(kBreaker, "instances.fuse.circuitBreaker.slidingWindowSize = 10\n"));
+  EXPECT_EQ(breaker.snapshot().buffered_calls, 0u);
+  fail(breaker, 3);  // 3 calls in the new window: below the minimum of 4
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::closed);
+  fail(breaker, 1);
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::open);
+}
+
+TEST(CircuitBreakerReconfigureTest, ANewSlowDurationRatesTheNextCalls) {
+  Fixture f(with(kBreaker, "instances.fuse.circuitBreaker.slowCallRateThreshold = 50\n"));
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  for (int i = 0; i < 3; ++i) breaker.try_acquire().on_success(2s);  // slow only beyond 60 s
+  EXPECT_EQ(breaker.snapshot().slow_calls, 0u);
+  (void)f.registry.reconfigure(with(kBreaker,
+                                    "instances.fuse.circuitBreaker.slowCallRateThreshold = 50\n"
+                                    "instances.fuse.circuitBreaker.slowCallDuration = 1s\n"));
+  breaker.try_acquire().on_success(2s);
+  EXPECT_EQ(breaker.snapshot().slow_calls, 1u);
+}
+
+TEST(CircuitBreakerReconfigureTest, RefusesANewRecordOnList) {
+  Fixture f(kBreaker);
+  (void)breaker_of(f);
+  const std::string error = refusal(
+      f.registry, with(kBreaker, "instances.fuse.circuitBreaker.recordOn = CallTimeoutException\n"));
+  EXPECT_THAT(error, HasSubstr("R4C-REG-011"));
+  EXPECT_THAT(error, HasSubstr("recordOn"));
+}
+
+// ---- the timeout -------------------------------------------------------------------------
+
+TEST(TimeoutReconfigureTest, CallsThatStartAfterTheChangeTakeTheNewDuration) {
+  Fixture f("instances.slow.timeout.timeout = 1s\n");
+  r4c::Timeout& timeout = f.registry.timeout_policy("m", "slow");
+  // A call under way keeps the deadline it started with.
+  EXPECT_EQ(timeout.execute([&] {
+    (void)f.registry.reconfigure("instances.slow.timeout.timeout = 500ms\n");
+    f.clock->advance(700ms);
+    return 1;
+  }),
+            1);
+  EXPECT_EQ(timeout.config().timeout(), 500ms);
+  EXPECT_EQ(timeout.snapshot().timeout, 500ms);
+  EXPECT_THROW(timeout.execute([&] { f.clock->advance(700ms); }), r4c::CallTimeoutException);
+  // With a token: its deadline is the new one too.
+  bool stopped = false;
+  EXPECT_THROW(timeout.execute([&](std::stop_token stop) {
+    f.clock->advance(500ms);
+    stopped = stop.stop_requested();
+  }),
+               r4c::CallTimeoutException);
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(timeout.snapshot().timed_out, 2u);
+}
+
+// ---- all of them at once, under TSan -----------------------------------------------------
+
+TEST(LiveOperationsTest, ReconfiguresInALoopWhileEightThreadsCallEachOfThem) {
+  const std::string base =
+      "instances.quota.rateLimiter.limitForPeriod = 1000\n"
+      "instances.quota.rateLimiter.refreshPeriod = 10ms\n"
+      "instances.fuse.circuitBreaker.slidingWindowSize = 20\n"
+      "instances.fuse.circuitBreaker.minimumNumberOfCalls = 10\n"
+      "instances.fuse.circuitBreaker.waitInOpen = 20ms\n"
+      "instances.slow.timeout.timeout = 1s\n";
+  const std::string texts[] = {base,
+                               base +
+                                   "instances.quota.rateLimiter.limitForPeriod = 3\n"
+                                   "instances.quota.rateLimiter.mode = observe\n"
+                                   "instances.fuse.circuitBreaker.slidingWindowSize = 5\n"
+                                   "instances.fuse.circuitBreaker.failureRateThreshold = 20\n"
+                                   "instances.fuse.circuitBreaker.mode = observe\n"
+                                   "instances.slow.timeout.timeout = 20ms\n",
+                               base +
+                                   "instances.quota.rateLimiter.refreshPeriod = 1s\n"
+                                   "instances.fuse.circuitBreaker.slidingWindowType = time_based\n"
+                                   "instances.fuse.circuitBreaker.slidingWindowSize = 2\n"};
+  Fixture f(base);
+  r4c::RateLimiter& limiter = f.limiter();
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  r4c::Timeout& timeout = f.registry.timeout_policy("m", "slow");
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> calls{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::uint64_t i = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        ++i;
+        (void)limiter.try_acquire();
+        if (r4c::CircuitBreakerPermit permit = breaker.try_acquire()) {
+          if ((i + static_cast<std::uint64_t>(t)) % 3 == 0) {
+            permit.on_error(1ms);
+          } else {
+            permit.on_success(1ms);
+          }
+        }
+        (void)timeout.try_execute([] { return 1; });
+        calls.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  std::mt19937 random(r4c::test::test_seed(19));
+  for (int i = 0; i < 300; ++i) {
+    (void)f.registry.reconfigure(texts[random() % 3]);
+    f.clock->advance(7ms);
+    (void)f.registry.snapshot();
+  }
+  stop.store(true);
+  for (std::thread& thread : threads) thread.join();
+  // Every policy is still whole: its settings are the last text's, its counters add up.
+  const r4c::RateLimiterSnapshot rate = limiter.snapshot();
+  EXPECT_LE(rate.available_permissions, rate.limit_for_period);
+  EXPECT_EQ(rate.waiting_calls, 0);
+  const r4c::CircuitBreakerSnapshot fuse = breaker.snapshot();
+  EXPECT_LE(fuse.failed_calls, fuse.buffered_calls);
+  (void)f.registry.reconfigure(base);
+  EXPECT_EQ(limiter.config().limit_for_period(), 1000);
+  EXPECT_EQ(breaker.config().sliding_window_size(), 20);
+  EXPECT_EQ(timeout.config().timeout(), 1s);
 }
 
 }  // namespace

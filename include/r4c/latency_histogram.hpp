@@ -68,7 +68,7 @@ namespace detail {
 /// Thread safety: record() from any thread (a thread with an exclusive slot is its stripe's
 /// only writer; threads beyond detail::kThreadSlots share stripes, and a sample of theirs may
 /// then be lost, never invented); distribution() from any thread.
-/// Allocation: once, at construction (about 160 KiB); none afterwards.
+/// Allocation: once, at construction (about 156 KiB); none afterwards.
 class LatencyHistogram {
  public:
   static constexpr int kSubBits = 3;  // 8 buckets per power of two
@@ -80,7 +80,8 @@ class LatencyHistogram {
   /// the first window ending at `now + window_ticks`.
   LatencyHistogram(std::int64_t window_ticks, std::int64_t now) noexcept;
 
-  /// Records one latency; `now` in the same ticks (ends a window when it is over).
+  /// Records one latency; `now` in the same ticks (ends a window when it is over). The sum of
+  /// the latencies is the owner's: a policy that records a latency already sums it.
   void record(std::int64_t latency_ns, std::int64_t now) noexcept {
     // A record after the window's end belongs to the next window: the end comes first.
     if (now >= window_end_.load(std::memory_order_relaxed)) [[unlikely]]
@@ -90,12 +91,11 @@ class LatencyHistogram {
     // Plain load and store: the stripe has one writer (see detail/thread_slot.hpp).
     std::atomic<std::uint64_t>& bucket = stripe.counts[bucket_of(value)];
     bucket.store(bucket.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    stripe.sum_ns.store(stripe.sum_ns.load(std::memory_order_relaxed) + value,
-                        std::memory_order_relaxed);
   }
 
-  /// A picture of the histogram: percentiles of the last window and since the start.
-  LatencyDistribution distribution() const noexcept;
+  /// A picture of the histogram: percentiles of the last window and since the start; `sum`,
+  /// the sum of every latency recorded, is the owner's.
+  LatencyDistribution distribution(std::chrono::nanoseconds sum) const noexcept;
 
   /// The bucket of a latency in ns: buckets hold (lower, upper] with upper = bucket_bound().
   static constexpr int bucket_of(std::uint64_t value) noexcept {
@@ -119,13 +119,12 @@ class LatencyHistogram {
   using Counts = std::array<std::uint64_t, kBuckets>;
   struct alignas(kCacheLine) Stripe {
     std::array<std::atomic<std::uint64_t>, kBuckets> counts{};
-    std::atomic<std::uint64_t> sum_ns{0};
   };
   static constexpr std::int64_t kClosing = INT64_MAX;
 
   // Cold: the first record after the window's end copies the window's counts.
   void close_window(std::int64_t now) noexcept;
-  void add_totals(Counts& out, std::uint64_t* sum_ns) const noexcept;
+  void add_totals(Counts& out) const noexcept;
 
   alignas(kCacheLine) std::atomic<std::int64_t> window_end_;
   const std::int64_t window_ticks_;
