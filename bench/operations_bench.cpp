@@ -36,23 +36,29 @@ void report_allocations(benchmark::State& state, const AllocCount& start) {
                                                          benchmark::Counter::kAvgIterations);
 }
 
+// One permit per iteration, taken and ended with `end`; the caller's thread has made its first
+// call (which takes its stripe slot, once per thread) before.
+template <class Policy, class End>
+void permit_loop(benchmark::State& state, Policy& policy, End end) {
+  const AllocCount start = thread_alloc_count();
+  for (auto _ : state) {
+    auto permit = policy.try_acquire();
+    if (!permit) [[unlikely]] {
+      state.SkipWithError("the policy refused a call");
+      break;
+    }
+    end(permit);
+  }
+  report_allocations(state, start);
+}
+
 // Default settings with the histogram on: every admitted call records its latency in its
 // thread's stripe.
 void BM_AdmittedCallLatencyHistogram(benchmark::State& state) {
   static r4c::AdaptiveLimit limit{"bench-latency-histogram",
                                   r4c::AdaptiveLimitConfig().latency_histogram(true)};
-  // A thread's first call takes its stripe slot (once per thread): before timing.
   if (r4c::Permit permit = limit.try_acquire()) permit.on_success();
-  const AllocCount start = thread_alloc_count();
-  for (auto _ : state) {
-    r4c::Permit permit = limit.try_acquire();
-    if (!permit) [[unlikely]] {
-      state.SkipWithError("the limit rejected a call");
-      break;
-    }
-    permit.on_success();
-  }
-  report_allocations(state, start);
+  permit_loop(state, limit, [](r4c::Permit& permit) { permit.on_success(); });
 }
 
 // Observe mode costs a permitted call nothing: the mode is read only by a call it would refuse.
@@ -64,14 +70,10 @@ r4c::RateLimiterConfig plentiful(r4c::PolicyMode mode) {
       .mode(mode);
 }
 
+// A rate limiter's permit is a bool: nothing to end.
 void rate_limiter_loop(benchmark::State& state, r4c::RateLimiter& limiter) {
-  (void)limiter.try_acquire();  // the thread's striped-counter slot, before timing
-  for (auto _ : state) {
-    if (!limiter.try_acquire()) [[unlikely]] {
-      state.SkipWithError("the rate limiter refused a call");
-      break;
-    }
-  }
+  (void)limiter.try_acquire();
+  permit_loop(state, limiter, [](bool) {});
 }
 
 void BM_RateLimiterEnforce(benchmark::State& state) {
@@ -84,17 +86,11 @@ void BM_RateLimiterObserveMode(benchmark::State& state) {
   rate_limiter_loop(state, limiter);
 }
 
+// A closed breaker's success (not slow): the lock-free path.
 void breaker_loop(benchmark::State& state, r4c::CircuitBreaker& breaker) {
-  const AllocCount start = thread_alloc_count();
-  for (auto _ : state) {
-    r4c::CircuitBreakerPermit permit = breaker.try_acquire();
-    if (!permit) [[unlikely]] {
-      state.SkipWithError("the breaker refused a call");
-      break;
-    }
+  permit_loop(state, breaker, [](r4c::CircuitBreakerPermit& permit) {
     permit.on_success(std::chrono::nanoseconds(1));
-  }
-  report_allocations(state, start);
+  });
 }
 
 void BM_BreakerEnforce(benchmark::State& state) {

@@ -339,21 +339,25 @@ def judge_floors(figures, ratio_row):
     return rows
 
 
+# Issue 19's ratio targets: (label, benchmark, baseline, bound), each on 1 thread.
+OPERATIONS_RATIOS = (
+    ("18. AdmittedCallLatencyHistogram/threads:1 <= 1.15 x AdmittedCall/threads:1 (latency "
+     "histograms on)", "BM_AdmittedCallLatencyHistogram", "BM_AdmittedCall", 1.15),
+    ("20. RateLimiterObserveMode/threads:1 <= 1.1 x RateLimiterEnforce/threads:1 (a permitted "
+     "call in observe mode)", "BM_RateLimiterObserveMode", "BM_RateLimiterEnforce", 1.1),
+    ("21. BreakerObserveMode/threads:1 <= 1.1 x BreakerEnforce/threads:1 (a closed breaker's "
+     "call in observe mode)", "BM_BreakerObserveMode", "BM_BreakerEnforce", 1.1),
+)
+
+
 def judge_operations(figures, ratio_row):
     """Issue 19's targets: what operating features cost an admitted call."""
-    rows = [ratio_row("18. AdmittedCallLatencyHistogram/threads:1 <= 1.15 x AdmittedCall/threads:1 "
-                      "(latency histograms on)",
-                      ("BM_AdmittedCallLatencyHistogram", 1), ("BM_AdmittedCall", 1), 1.15)]
+    rows = [ratio_row(label, (name, 1), (base, 1), bound)
+            for label, name, base, bound in OPERATIONS_RATIOS]
     fig = figures.get(("BM_AdmittedCallLatencyHistogram", 1))
     count = fig.counters.get("allocs_per_call") if fig else None
-    rows.append(("19. allocs_per_call == 0 for AdmittedCallLatencyHistogram (1 thread)",
-                 "missing" if count is None else f"{count}", "PASS" if count == 0 else "FAIL"))
-    rows.append(ratio_row("20. RateLimiterObserveMode/threads:1 <= 1.1 x RateLimiterEnforce/threads:1 "
-                          "(a permitted call in observe mode)",
-                          ("BM_RateLimiterObserveMode", 1), ("BM_RateLimiterEnforce", 1), 1.1))
-    rows.append(ratio_row("21. BreakerObserveMode/threads:1 <= 1.1 x BreakerEnforce/threads:1 "
-                          "(a closed breaker's call in observe mode)",
-                          ("BM_BreakerObserveMode", 1), ("BM_BreakerEnforce", 1), 1.1))
+    rows.insert(1, ("19. allocs_per_call == 0 for AdmittedCallLatencyHistogram (1 thread)",
+                    "missing" if count is None else f"{count}", "PASS" if count == 0 else "FAIL"))
     return rows
 
 

@@ -16,6 +16,7 @@
 //   std::chrono::nanoseconds p99 = latency.total.p99;
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -99,12 +100,15 @@ class LatencyHistogram {
 
   /// The bucket of a latency in ns: buckets hold (lower, upper] with upper = bucket_bound().
   static constexpr int bucket_of(std::uint64_t value) noexcept {
-    const std::uint64_t v = value - (value != 0);  // (lower, upper]: the Prometheus `le` way
-    if (v < kSub) return static_cast<int>(v);
-    const int exponent = 63 - std::countl_zero(v);
-    if (exponent > kMaxExponent) return kBuckets - 1;
-    return kSub + (exponent - kSubBits) * kSub +
-           static_cast<int>((v >> (exponent - kSubBits)) & (kSub - 1));
+    // Without a branch: a call's latencies straddle the edges below 8 ns and beyond, and a
+    // mispredicted branch would cost more than the rest. (lower, upper]: the Prometheus `le`
+    // way, so v is the value less one.
+    const std::uint64_t v = value - (value != 0);
+    // The power of two of v, at least kSubBits (below 2^kSubBits the buckets are exact); then
+    // v's top kSubBits + 1 bits, which already include the kSub of the octaves below.
+    const int shift = (63 - kSubBits) - std::countl_zero(v | kSub);
+    const auto index = static_cast<std::uint64_t>(shift) * kSub + (v >> shift);
+    return static_cast<int>(std::min<std::uint64_t>(index, kBuckets - 1));
   }
   /// The largest latency in ns that bucket `index` holds.
   static constexpr std::uint64_t bucket_bound(int index) noexcept {
