@@ -22,11 +22,46 @@ LatencyHistogram::LatencyHistogram(std::int64_t window_ticks, std::int64_t now) 
   for (std::atomic<std::uint64_t>& count : *last_window_) count.store(0, std::memory_order_relaxed);
 }
 
-void LatencyHistogram::add_totals(Counts& out) const noexcept {
-  for (std::uint32_t s = 0; s < kThreadSlots; ++s) {
-    const Stripe& stripe = stripes_[s];
-    for (int b = 0; b < kBuckets; ++b) out[b] += stripe.counts[b].load(std::memory_order_relaxed);
+void LatencyHistogram::fold(Stripe& stripe) noexcept {
+  const std::uint64_t end = stripe.next.load(std::memory_order_relaxed);  // the owner's own
+  const std::uint64_t begin = stripe.folded.load(std::memory_order_relaxed);
+  const std::uint64_t odd = stripe.sequence.load(std::memory_order_relaxed) + 1;
+  stripe.sequence.store(odd, std::memory_order_relaxed);
+  // release fence: a reader that sees a count below also sees the odd sequence.
+  std::atomic_thread_fence(std::memory_order_release);
+  for (std::uint64_t p = begin; p < end; ++p) {
+    std::atomic<std::uint64_t>& bucket =
+        stripe.counts[bucket_of(stripe.ring[p % kRing].load(std::memory_order_relaxed))];
+    bucket.store(bucket.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
+  stripe.folded.store(end, std::memory_order_relaxed);
+  // release: the counts and `folded` above happen before the even sequence.
+  stripe.sequence.store(odd + 1, std::memory_order_release);
+}
+
+void LatencyHistogram::add_stripe(const Stripe& stripe, Counts& out) noexcept {
+  Counts counts;
+  for (;;) {
+    const std::uint64_t before = stripe.sequence.load(std::memory_order_acquire);
+    if (before & 1) continue;  // the owner is folding 64 latencies; it is short
+    for (int b = 0; b < kBuckets; ++b) counts[b] = stripe.counts[b].load(std::memory_order_relaxed);
+    const std::uint64_t folded = stripe.folded.load(std::memory_order_relaxed);
+    // acquire: the ring's latencies below `next` are there.
+    const std::uint64_t next = stripe.next.load(std::memory_order_acquire);
+    // The ring's slots [folded, next) are not written again before the next fold, which
+    // changes the sequence: this reading is then retried.
+    for (std::uint64_t p = folded; p < next && p - folded < kRing; ++p) {
+      ++counts[bucket_of(stripe.ring[p % kRing].load(std::memory_order_relaxed))];
+    }
+    // acquire fence: a value from a fold under way brings its sequence change along.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (stripe.sequence.load(std::memory_order_relaxed) == before) break;
+  }
+  for (int b = 0; b < kBuckets; ++b) out[b] += counts[b];
+}
+
+void LatencyHistogram::add_totals(Counts& out) const noexcept {
+  for (std::uint32_t s = 0; s < kThreadSlots; ++s) add_stripe(stripes_[s], out);
 }
 
 void LatencyHistogram::close_window(std::int64_t now) noexcept {
