@@ -172,7 +172,7 @@ class AdaptiveLimitConfig {
   /// validate() refuses observe with max_wait above 0 (R4C-ATR-009): a queue is not observed.
   AdaptiveLimitConfig& mode(PolicyMode value) noexcept;
   /// true: every call that ends with a sample records its latency into a histogram (about
-  /// 160 KiB per limit, allocated when it is built), reported in the snapshot's `latency` and as
+  /// 200 KiB per limit, allocated when it is built), reported in the snapshot's `latency` and as
   /// the Prometheus histogram r4c_adaptivelimit_call_latency_seconds (false: nothing recorded).
   AdaptiveLimitConfig& latency_histogram(bool value) noexcept;
   /// How long a call may wait for a slot when the limit is full (0, the default: it is rejected
