@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <random>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -18,7 +17,7 @@
 
 #include "r4c/metrics.hpp"
 #include "r4c/registry.hpp"
-#include "test_seed.hpp"
+#include "reconfigure_loop.hpp"
 
 namespace {
 
@@ -290,8 +289,9 @@ TEST(CircuitBreakerReconfigureTest, ANewSlowDurationRatesTheNextCalls) {
 TEST(CircuitBreakerReconfigureTest, RefusesANewRecordOnList) {
   Fixture f(kBreaker);
   (void)breaker_of(f);
-  const std::string error = refusal(
-      f.registry, with(kBreaker, "instances.fuse.circuitBreaker.recordOn = CallTimeoutException\n"));
+  const std::string error =
+      refusal(f.registry,
+              with(kBreaker, "instances.fuse.circuitBreaker.recordOn = CallTimeoutException\n"));
   EXPECT_THAT(error, HasSubstr("R4C-REG-011"));
   EXPECT_THAT(error, HasSubstr("recordOn"));
 }
@@ -349,7 +349,6 @@ TEST(LiveOperationsTest, ReconfiguresInALoopWhileEightThreadsCallEachOfThem) {
   r4c::CircuitBreaker& breaker = breaker_of(f);
   r4c::Timeout& timeout = f.registry.timeout_policy("m", "slow");
   std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> calls{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
@@ -365,18 +364,10 @@ TEST(LiveOperationsTest, ReconfiguresInALoopWhileEightThreadsCallEachOfThem) {
           }
         }
         (void)timeout.try_execute([] { return 1; });
-        calls.fetch_add(1, std::memory_order_relaxed);
       }
     });
   }
-  std::mt19937 random(r4c::test::test_seed(19));
-  for (int i = 0; i < 300; ++i) {
-    (void)f.registry.reconfigure(texts[random() % 3]);
-    f.clock->advance(7ms);
-    (void)f.registry.snapshot();
-  }
-  stop.store(true);
-  for (std::thread& thread : threads) thread.join();
+  r4c::test::reconfigure_while_calling(f.registry, *f.clock, texts, 300, 7ms, stop, threads);
   // Every policy is still whole: its settings are the last text's, its counters add up.
   const r4c::RateLimiterSnapshot rate = limiter.snapshot();
   EXPECT_LE(rate.available_permissions, rate.limit_for_period);

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -16,7 +15,7 @@
 #include <vector>
 
 #include "r4c/registry.hpp"
-#include "test_seed.hpp"
+#include "reconfigure_loop.hpp"
 
 namespace {
 
@@ -381,14 +380,7 @@ TEST(RegistryReconfigureTest, ReconfiguresInALoopWhileEightThreadsCall) {
       }
     });
   }
-  std::mt19937 random(r4c::test::test_seed(19));
-  for (int i = 0; i < 400; ++i) {
-    (void)f.registry.reconfigure(texts[random() % 2]);
-    f.clock->advance(30ms);
-    (void)f.registry.snapshot();
-  }
-  stop.store(true);
-  for (std::thread& thread : threads) thread.join();
+  r4c::test::reconfigure_while_calling(f.registry, *f.clock, texts, 400, 30ms, stop, threads);
   EXPECT_GT(admitted.load(), 0u);
   EXPECT_EQ(f.limit.in_flight(), 0);  // every slot came back
   const r4c::AdaptiveLimitSnapshot s = f.limit.snapshot();
