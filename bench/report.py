@@ -50,6 +50,11 @@ ORDER = (
     "BM_PipelineTryExecuteRejected",
     "BM_PipelineExecuteRejected",
     "BM_PipelineTryExecuteAdmitted",
+    "BM_AdmittedCallLatencyHistogram",
+    "BM_RateLimiterEnforce",
+    "BM_RateLimiterObserveMode",
+    "BM_BreakerEnforce",
+    "BM_BreakerObserveMode",
     "BM_PipelineTryExecuteCodeFailure",
 )
 # What each policy adds to a pipeline that has only an adaptive limit.
@@ -262,6 +267,7 @@ def judge(figures, uses_tsc):
                           "(a limit-change listener costs admitted calls nothing)",
                           ("BM_AdmittedCallObserved", 1), ("BM_AdmittedCall", 1), 1.1))
     rows += judge_floors(figures, ratio_row)
+    rows += judge_operations(figures, ratio_row)
     return rows
 
 
@@ -360,6 +366,28 @@ def judge_floors(figures, ratio_row):
                             f"({'PASS' if wall <= 1.2 else 'FAIL'} on wall)",
                      "PASS" if cpu <= 1.2 else "FAIL"))
     rows.append(code_failure_row(figures, ratio_row))
+    return rows
+
+
+# Issue 19's ratio targets: (label, benchmark, baseline, bound), each on 1 thread.
+OPERATIONS_RATIOS = (
+    ("18. AdmittedCallLatencyHistogram/threads:1 <= 1.15 x AdmittedCall/threads:1 (latency "
+     "histograms on)", "BM_AdmittedCallLatencyHistogram", "BM_AdmittedCall", 1.15),
+    ("20. RateLimiterObserveMode/threads:1 <= 1.1 x RateLimiterEnforce/threads:1 (a permitted "
+     "call in observe mode)", "BM_RateLimiterObserveMode", "BM_RateLimiterEnforce", 1.1),
+    ("21. BreakerObserveMode/threads:1 <= 1.1 x BreakerEnforce/threads:1 (a closed breaker's "
+     "call in observe mode)", "BM_BreakerObserveMode", "BM_BreakerEnforce", 1.1),
+)
+
+
+def judge_operations(figures, ratio_row):
+    """Issue 19's targets: what operating features cost an admitted call."""
+    rows = [ratio_row(label, (name, 1), (base, 1), bound)
+            for label, name, base, bound in OPERATIONS_RATIOS]
+    fig = figures.get(("BM_AdmittedCallLatencyHistogram", 1))
+    count = fig.counters.get("allocs_per_call") if fig else None
+    rows.insert(1, ("19. allocs_per_call == 0 for AdmittedCallLatencyHistogram (1 thread)",
+                    "missing" if count is None else f"{count}", "PASS" if count == 0 else "FAIL"))
     return rows
 
 

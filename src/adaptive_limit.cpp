@@ -88,6 +88,9 @@ AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config
       clock_(detail::or_system_clock(clock)),
       window_end_(0),
       window_ticks_(clock_.to_ticks(config.window().count())),
+      latency_(config.latency_histogram()
+                   ? std::make_unique<detail::LatencyHistogram>(window_ticks_, clock_.ticks())
+                   : nullptr),
       queue_(waits_ ? std::make_unique<detail::WaitQueue>() : nullptr),
       partitions_(config.enabled() && !config.partitions().empty()
                       ? std::make_unique<detail::LimitPartitions>(config, window_ticks_)
@@ -312,6 +315,14 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
   snap.would_have_rejected = would_reject_.total();
   snap.enabled = enabled_;
   snap.in_flight = in_flight_.load(std::memory_order_relaxed);
+  if (latency_) {
+    // The histogram's sum is the one the stripes keep for the windows (since the start).
+    std::uint64_t sum_ns = 0;
+    for (const Stripe& stripe : stripes_) {
+      sum_ns += stripe.latency_sum_ns.load(std::memory_order_relaxed);
+    }
+    snap.latency = latency_->distribution(std::chrono::nanoseconds(sum_ns));
+  }
   for (;;) {
     const std::uint64_t before = stats_sequence_.load(std::memory_order_acquire);
     if (before & 1) continue;  // a close is writing; it is short
@@ -724,7 +735,7 @@ bool AdaptiveLimit::live_setting(std::string_view key) noexcept {
   static constexpr std::string_view kFixed[] = {
       "enabled",         "dropOn",      "maxWait",       "maxQueue",       "maxQueueFactor",
       "queueOrder",      "codelTarget", "codelInterval", "criticalShare",  "degradedShare",
-      "bestEffortShare", "bulkShare",   "partitions",    "partitionBorrow"};
+      "bestEffortShare", "bulkShare",   "partitions",    "partitionBorrow", "latencyHistogram"};
   return std::find(std::begin(kFixed), std::end(kFixed), key) == std::end(kFixed);
 }
 
@@ -790,6 +801,10 @@ std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::s
       R::choice<PolicyMode>(
           "mode", "mode", [](auto& c, auto& v) { c.mode(static_cast<PolicyMode>(v.choice)); },
           [](const auto& c) { return detail::value_of(c.mode()); }, false),
+      R::file_only(
+          "latencyHistogram", "latency_histogram", boolean,
+          [](auto& c, auto& v) { c.latency_histogram(v.boolean); },
+          [](const auto& c) { return detail::value_of(c.latency_histogram()); }),
       R::choice<LimitAlgorithm>(
           "algorithm", "algorithm",
           [](auto& c, auto& v) { c.algorithm(static_cast<LimitAlgorithm>(v.choice)); },
@@ -923,6 +938,11 @@ void AdaptiveLimitKind::metrics(const Snapshot& s, metrics::Emitter& out) {
     out.counter("r4c.adaptivelimit.would.reject",
                 "Calls the adaptive limit in observe mode would have rejected and admitted.",
                 count(s.would_have_rejected));
+  }
+  if (s.latency.enabled) {
+    out.histogram("r4c.adaptivelimit.call.latency.seconds",
+                  "Latency of the calls the adaptive limit sampled (latencyHistogram on).",
+                  s.latency);
   }
   for (const LimitPartitionSnapshot& p : s.partitions) {
     const std::vector<metrics::Label> partition = {{"partition", p.name.empty() ? "none" : p.name}};

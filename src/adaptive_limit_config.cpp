@@ -303,6 +303,11 @@ AdaptiveLimitConfig& AdaptiveLimitConfig::mode(PolicyMode value) noexcept {
   return *this;
 }
 
+AdaptiveLimitConfig& AdaptiveLimitConfig::latency_histogram(bool value) noexcept {
+  latency_histogram_ = value;
+  return *this;
+}
+
 AdaptiveLimitConfig& AdaptiveLimitConfig::max_wait(std::chrono::nanoseconds value) {
   check_max_wait(value);
   max_wait_ = value;
@@ -414,6 +419,7 @@ std::optional<SettingDifference> first_difference(const AdaptiveLimitConfig& fir
                static_cast<std::int64_t>(second.random_seed()))
       .compare("enabled", first.enabled(), second.enabled())
       .compare("mode", first.mode(), second.mode())
+      .compare("latency_histogram", first.latency_histogram(), second.latency_histogram())
       .compare("max_wait", first.max_wait(), second.max_wait())
       .compare("max_queue", first.max_queue(), second.max_queue())
       .compare("max_queue_factor", first.max_queue_factor(), second.max_queue_factor())

@@ -11,6 +11,9 @@
 
 namespace r4c {
 
+// Found by DifferenceFinder through argument-dependent lookup.
+static std::string show(PolicyMode value) { return std::string(to_string(value)); }
+
 std::string_view to_string(CircuitBreakerState state) noexcept {
   switch (state) {
     case CircuitBreakerState::closed:
@@ -74,6 +77,14 @@ const CircuitBreakerConfig& validated(const CircuitBreakerConfig& config) {
 const Clock* or_system_clock(std::shared_ptr<Clock>& clock) {
   if (!clock) clock = std::make_shared<SystemClock>();
   return clock.get();
+}
+
+// As resilience4j: a count-based window never needs more calls than it holds.
+std::uint64_t minimum_calls_of(const CircuitBreakerConfig& config) {
+  return static_cast<std::uint64_t>(
+      config.sliding_window_type() == SlidingWindowType::count_based
+          ? std::min(config.minimum_number_of_calls(), config.sliding_window_size())
+          : config.minimum_number_of_calls());
 }
 
 std::int64_t floor_div(std::int64_t value, std::int64_t divisor) {
@@ -197,6 +208,11 @@ CircuitBreakerConfig& CircuitBreakerConfig::state_after_max_wait_in_half_open(
   return *this;
 }
 
+CircuitBreakerConfig& CircuitBreakerConfig::mode(PolicyMode value) noexcept {
+  mode_ = value;
+  return *this;
+}
+
 CircuitBreakerConfig& CircuitBreakerConfig::initial_state(CircuitBreakerState value) {
   if (static_cast<int>(value) > static_cast<int>(CircuitBreakerState::forced_open)) {
     detail::fail(detail::kInvalidValue, "initial_state", detail::show(static_cast<int>(value)),
@@ -285,6 +301,7 @@ std::optional<SettingDifference> first_difference(const CircuitBreakerConfig& fi
       .compare("state_after_max_wait_in_half_open", first.state_after_max_wait_in_half_open(),
                second.state_after_max_wait_in_half_open())
       .compare("initial_state", first.initial_state(), second.initial_state())
+      .compare("mode", first.mode(), second.mode())
       .compare("record_on_predicate", static_cast<bool>(first.record_on_predicate()),
                static_cast<bool>(second.record_on_predicate()))
       .compare("ignore_on_predicate", static_cast<bool>(first.ignore_on_predicate()),
@@ -384,35 +401,32 @@ void CallWindow::reset() {
 CircuitBreaker::CircuitBreaker(std::string instance_id, CircuitBreakerConfig config,
                                std::shared_ptr<Clock> clock)
     : clock_(or_system_clock(clock)),
-      slow_call_duration_(config.slow_call_duration()),
+      slow_call_ns_(config.slow_call_duration().count()),
       time_based_(config.sliding_window_type() == SlidingWindowType::time_based),
       window_(validated(config).sliding_window_type(), config.sliding_window_size()),
       max_half_open_ticks_(clock_.to_ticks(config.max_wait_in_half_open().count())),
       classifies_(!config.ignore_on_types().empty() || !config.record_on_types().empty() ||
                   config.ignore_on_predicate() || config.record_on_predicate()),
-      // As resilience4j: a count-based window never needs more calls than it holds.
-      minimum_calls_(static_cast<std::uint64_t>(
-          config.sliding_window_type() == SlidingWindowType::count_based
-              ? std::min(config.minimum_number_of_calls(), config.sliding_window_size())
-              : config.minimum_number_of_calls())),
+      minimum_calls_(minimum_calls_of(config)),
       instance_id_(std::move(instance_id)),
-      config_(std::move(config)),
+      live_config_(config),
       clock_owner_(std::move(clock)),
       not_permitted_(std::make_exception_ptr(CallNotPermittedException(
           instance_id_, "circuit breaker '" + instance_id_ +
                             "' does not permit the call (open, forced open, or half-open with "
                             "its " +
-                            std::to_string(config_.permitted_calls_in_half_open()) +
+                            std::to_string(config.permitted_calls_in_half_open()) +
                             " trial calls taken): the call was rejected without running"))),
+      observe_(config.mode() == PolicyMode::observe),
       transition_listeners_(std::make_shared<detail::EventHub<CircuitBreakerTransitionEvent>>(
           CircuitBreakerKind::kNames.metrics)) {
-  const CircuitBreakerState initial = config_.initial_state();
+  const CircuitBreakerState initial = config.initial_state();
   if (initial == CircuitBreakerState::closed) return;
   // The initial state is where the breaker starts, not a transition: no count, no event.
   const std::int64_t now = clock_.ticks();
   if (initial == CircuitBreakerState::open) {
     openings_ = 1;
-    open_until_.store(now + clock_.to_ticks(config_.wait_in_open_for(1).count()),
+    open_until_.store(now + clock_.to_ticks(config.wait_in_open_for(1).count()),
                       std::memory_order_relaxed);
   } else if (initial == CircuitBreakerState::half_open) {
     half_open_until_ = now + max_half_open_ticks_;
@@ -432,8 +446,7 @@ CircuitBreakerPermit CircuitBreaker::acquire_slow(std::uint64_t word) noexcept {
     case CircuitBreakerState::metrics_only:  // permitted as when closed, without the lock
       return CircuitBreakerPermit(this, word >> kStateBits);
     case CircuitBreakerState::forced_open:
-      not_permitted_count_.increment();
-      return CircuitBreakerPermit();
+      return refuse();
     default:
       break;
   }
@@ -443,8 +456,7 @@ CircuitBreakerPermit CircuitBreaker::acquire_slow(std::uint64_t word) noexcept {
   // shortened the wait, later, which rejects the call as it would have been a moment before.
   if (state_of(word) == CircuitBreakerState::open &&
       now < open_until_.load(std::memory_order_relaxed)) {
-    not_permitted_count_.increment();
-    return CircuitBreakerPermit();
+    return refuse();
   }
   bool permitted = false;
   {
@@ -465,7 +477,7 @@ CircuitBreakerPermit CircuitBreaker::acquire_slow(std::uint64_t word) noexcept {
         word = word_.load(std::memory_order_relaxed);
         [[fallthrough]];
       case CircuitBreakerState::half_open:
-        if (trials_permitted_ < config_.permitted_calls_in_half_open()) {
+        if (trials_permitted_ < live_config_.get().permitted_calls_in_half_open()) {
           ++trials_permitted_;
           permitted = true;
         }
@@ -474,8 +486,46 @@ CircuitBreakerPermit CircuitBreaker::acquire_slow(std::uint64_t word) noexcept {
   }
   publish_transitions();
   if (permitted) return CircuitBreakerPermit(this, word >> kStateBits);
+  return refuse();
+}
+
+CircuitBreakerPermit CircuitBreaker::refuse() noexcept {
+  if (observe_.load(std::memory_order_relaxed)) {
+    would_reject_.increment();
+    return CircuitBreakerPermit(this, kObservedEpoch);
+  }
   not_permitted_count_.increment();
   return CircuitBreakerPermit();
+}
+
+bool CircuitBreaker::live_setting(std::string_view key) noexcept {
+  return key != "recordOn" && key != "ignoreOn";
+}
+
+void CircuitBreaker::reconfigure(const CircuitBreakerConfig& next) {
+  next.validate();
+  detail::check_fixed_settings<CircuitBreakerKind>(live_config_.get(), next, instance_id_);
+  const CircuitBreakerConfig& current = live_config_.get();
+  const bool new_window = next.sliding_window_type() != current.sliding_window_type() ||
+                          next.sliding_window_size() != current.sliding_window_size();
+  // Everything that may throw (allocation) comes before the breaker changes.
+  std::optional<detail::CallWindow> window;
+  if (new_window) window.emplace(next.sliding_window_type(), next.sliding_window_size());
+  live_config_.replace(next);
+  {
+    Locked locked(*this, clock_.ticks());
+    if (window) {
+      // The successes Locked folded in belong to the old window: they go with it.
+      window_ = std::move(*window);
+      time_based_.store(next.sliding_window_type() == SlidingWindowType::time_based,
+                        std::memory_order_relaxed);
+    }
+    minimum_calls_ = minimum_calls_of(next);
+    max_half_open_ticks_ = clock_.to_ticks(next.max_wait_in_half_open().count());
+    slow_call_ns_.store(next.slow_call_duration().count(), std::memory_order_relaxed);
+    observe_.store(next.mode() == PolicyMode::observe, std::memory_order_relaxed);
+  }
+  publish_transitions();
 }
 
 void CircuitBreaker::resolve_half_open_locked(std::int64_t now) {
@@ -484,7 +534,7 @@ void CircuitBreaker::resolve_half_open_locked(std::int64_t now) {
       now < half_open_until_) {
     return;
   }
-  move_to(config_.state_after_max_wait_in_half_open(), now);
+  move_to(live_config_.get().state_after_max_wait_in_half_open(), now);
 }
 
 CircuitBreaker::Locked::Locked(const CircuitBreaker& breaker, std::int64_t now)
@@ -501,7 +551,7 @@ CircuitBreaker::Locked::~Locked() {
     return;  // stays shut: a success may change the rates or the state may not take it
   }
   std::uint64_t tag = 0;
-  if (breaker_.time_based_) {
+  if (breaker_.time_based_.load(std::memory_order_relaxed)) {
     breaker_.pending_second_ = breaker_.second_of(now_);
     tag = tag_of(breaker_.pending_second_);
   }
@@ -514,7 +564,7 @@ void CircuitBreaker::record_locked_path(std::uint64_t epoch, bool failed,
   // reading sees the outcome as one of the state it leaves, as any late outcome.
   const CircuitBreakerState state = state_of(word_.load(std::memory_order_relaxed));
   if (state == CircuitBreakerState::disabled || state == CircuitBreakerState::forced_open) return;
-  const bool slow = duration >= slow_call_duration_;
+  const bool slow = duration.count() >= slow_call_ns_.load(std::memory_order_relaxed);
   const std::int64_t now = clock_.ticks();
   {
     Locked locked(*this, now);
@@ -558,7 +608,8 @@ void CircuitBreaker::record_locked(std::uint64_t epoch, bool failed, bool slow,
       ++trials_.calls;
       if (failed) ++trials_.failed;
       if (slow) ++trials_.slow;
-      if (trials_.calls >= static_cast<std::uint64_t>(config_.permitted_calls_in_half_open())) {
+      if (trials_.calls >=
+          static_cast<std::uint64_t>(live_config_.get().permitted_calls_in_half_open())) {
         const detail::CallWindow::Totals totals = trials_;
         move_to(rates_exceeded(totals) ? CircuitBreakerState::open : CircuitBreakerState::closed,
                 now, &totals);
@@ -573,7 +624,7 @@ void CircuitBreaker::record_locked(std::uint64_t epoch, bool failed, bool slow,
 void CircuitBreaker::release(std::uint64_t epoch) noexcept {
   // Only a half-open breaker counts what is given back. A release racing with a transition to
   // half-open is one of the state it leaves (its permit's epoch could not match the new one).
-  if (state() != CircuitBreakerState::half_open) return;
+  if (epoch == kObservedEpoch || state() != CircuitBreakerState::half_open) return;
   Locked locked(*this, clock_.ticks());
   const std::uint64_t word = word_.load(std::memory_order_relaxed);
   if (state_of(word) != CircuitBreakerState::half_open) return;
@@ -606,12 +657,14 @@ void CircuitBreaker::record_current_exception(CircuitBreakerPermit& permit,
 int CircuitBreaker::classify_current() const noexcept {
   // resilience4j's precedence: ignored (by type or predicate), else recorded (by type or
   // predicate; everything when neither is set), else a success.
-  if (detail::matches_current(config_.ignore_on_types(), config_.ignore_on_predicate())) {
+  if (detail::matches_current(live_config_.get().ignore_on_types(),
+                              live_config_.get().ignore_on_predicate())) {
     return kIgnored;
   }
-  const bool records_some = !config_.record_on_types().empty() || config_.record_on_predicate();
-  if (records_some &&
-      !detail::matches_current(config_.record_on_types(), config_.record_on_predicate())) {
+  const bool records_some =
+      !live_config_.get().record_on_types().empty() || live_config_.get().record_on_predicate();
+  if (records_some && !detail::matches_current(live_config_.get().record_on_types(),
+                                               live_config_.get().record_on_predicate())) {
     return kSucceeded;
   }
   return kFailed;
@@ -628,8 +681,10 @@ int CircuitBreaker::classify(const std::exception_ptr& failure) const noexcept {
 
 bool CircuitBreaker::rates_exceeded(const detail::CallWindow::Totals& totals) const noexcept {
   const double calls = static_cast<double>(totals.calls);
-  return static_cast<double>(totals.failed) * 100.0 / calls >= config_.failure_rate_threshold() ||
-         static_cast<double>(totals.slow) * 100.0 / calls >= config_.slow_call_rate_threshold();
+  return static_cast<double>(totals.failed) * 100.0 / calls >=
+             live_config_.get().failure_rate_threshold() ||
+         static_cast<double>(totals.slow) * 100.0 / calls >=
+             live_config_.get().slow_call_rate_threshold();
 }
 
 void CircuitBreaker::move_to(CircuitBreakerState state, std::int64_t now,
@@ -658,7 +713,7 @@ void CircuitBreaker::move_to(CircuitBreakerState state, std::int64_t now,
     case CircuitBreakerState::open:
       if (open_wait < 0) {
         ++openings_;
-        open_wait = clock_.to_ticks(config_.wait_in_open_for(openings_).count());
+        open_wait = clock_.to_ticks(live_config_.get().wait_in_open_for(openings_).count());
       }
       open_shows_trials_ = from == CircuitBreakerState::half_open;
       open_until_.store(now + open_wait, std::memory_order_relaxed);
@@ -784,7 +839,7 @@ CircuitBreakerSnapshot CircuitBreaker::snapshot() const {
   if (snap.state == CircuitBreakerState::half_open ||
       (snap.state == CircuitBreakerState::open && open_shows_trials_)) {
     totals = trials_;
-    minimum = static_cast<std::uint64_t>(config_.permitted_calls_in_half_open());
+    minimum = static_cast<std::uint64_t>(live_config_.get().permitted_calls_in_half_open());
   } else {
     window_.advance_to(second_of(now));
     totals = window_.totals();  // empty while disabled or forced open
@@ -799,6 +854,8 @@ CircuitBreakerSnapshot CircuitBreaker::snapshot() const {
         static_cast<double>(totals.slow) * 100.0 / static_cast<double>(totals.calls);
   }
   snap.not_permitted_calls = not_permitted_count_.total();
+  snap.would_have_rejected = would_reject_.total();
+  snap.mode = live_config_.get().mode();
   return snap;
 }
 
@@ -875,7 +932,10 @@ CircuitBreakerKind::settings() noexcept {
           [](const auto& c) { return detail::value_of(c.record_on_types()); }),
       R::row(
           "ignoreOn", "ignore_on", exception_types, [](auto& c, auto& v) { c.ignore_on(v.types); },
-          [](const auto& c) { return detail::value_of(c.ignore_on_types()); })};
+          [](const auto& c) { return detail::value_of(c.ignore_on_types()); }),
+      R::choice<PolicyMode>(
+          "mode", "mode", [](auto& c, auto& v) { c.mode(static_cast<PolicyMode>(v.choice)); },
+          [](const auto& c) { return detail::value_of(c.mode()); }, false)};
   return kSettings;
 }
 
@@ -902,6 +962,12 @@ void CircuitBreakerKind::metrics(const Snapshot& s, metrics::Emitter& out) {
             count(s.buffered_calls));
   out.counter("r4c.circuitbreaker.transitions", "State changes of the circuit breaker.",
               count(s.transitions));
+  // Only in observe mode (or after it), so that an enforcing breaker's metrics stay as they were.
+  if (s.mode == PolicyMode::observe || s.would_have_rejected != 0) {
+    out.counter("r4c.circuitbreaker.would.reject",
+                "Calls the circuit breaker in observe mode would have refused and let through.",
+                count(s.would_have_rejected));
+  }
 }
 
 }  // namespace r4c

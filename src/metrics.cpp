@@ -24,6 +24,25 @@ void Emitter::gauge(std::string_view name, std::string_view help, double value,
   add(name, MetricType::gauge, help, value, std::move(extra));
 }
 
+void Emitter::histogram(std::string_view name, std::string_view help,
+                        const LatencyDistribution& latency) {
+  if (!latency.enabled) return;
+  const auto bucket = [&](std::string le, std::uint64_t value) {
+    add(name, MetricType::histogram, help, count(value), {{"le", std::move(le)}});
+    out_.back().part = "_bucket";
+  };
+  for (int i = 0; i < kLatencyBounds; ++i) {
+    char text[32];
+    const auto [end, error] = std::to_chars(text, text + sizeof text, seconds(latency_bound(i)));
+    bucket(std::string(text, error == std::errc() ? end : text), latency.buckets[i]);
+  }
+  bucket("+Inf", latency.total.count);
+  add(name, MetricType::histogram, help, seconds(latency.sum), {});
+  out_.back().part = "_sum";
+  add(name, MetricType::histogram, help, count(latency.total.count), {});
+  out_.back().part = "_count";
+}
+
 void Emitter::rejected(std::uint64_t count) {
   counter("r4c.calls.rejected", "Calls a policy rejected without running them.",
           static_cast<double>(count));
@@ -138,9 +157,12 @@ std::string prometheus_text(const std::vector<Metric>& metrics) {
     append_help(out, first.help);
     out += "\n# TYPE ";
     out += name;
-    out += first.type == MetricType::counter ? " counter\n" : " gauge\n";
+    out += first.type == MetricType::counter     ? " counter\n"
+           : first.type == MetricType::histogram ? " histogram\n"
+                                                 : " gauge\n";
     for (const Metric* metric : values) {
       out += name;
+      out += metric->part;
       if (!metric->labels.empty()) {
         out += '{';
         bool comma = false;

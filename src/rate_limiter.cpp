@@ -2,6 +2,7 @@
 #include "r4c/rate_limiter.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <type_traits>
 
 #include "config_check.hpp"
@@ -9,6 +10,10 @@
 #include "r4c/metrics.hpp"
 
 namespace r4c {
+
+// Found by DifferenceFinder through argument-dependent lookup.
+static std::string show(PolicyMode value) { return std::string(to_string(value)); }
+
 namespace {
 
 // The state word: the period number in the upper 40 bits, the permits left (signed, biased)
@@ -20,6 +25,9 @@ constexpr std::int64_t kMinPermits = -kPermitBias;
 
 // A weight no period can grant (docs/configuration.md lists the code).
 constexpr std::string_view kWeightOutOfRange = "R4C-USE-001";
+
+// A wait bound that never binds: the schedule's timeout is the bound.
+constexpr std::int64_t kNoLimit = INT64_MAX;
 
 // The weight of a weight-1 call, known at compile time.
 using OnePermit = std::integral_constant<std::int64_t, 1>;
@@ -81,11 +89,22 @@ RateLimiterConfig& RateLimiterConfig::timeout_duration(std::chrono::nanoseconds 
   return *this;
 }
 
+RateLimiterConfig& RateLimiterConfig::mode(PolicyMode value) noexcept {
+  mode_ = value;
+  return *this;
+}
+
 void RateLimiterConfig::validate() const {
   RateLimiterConfig()
       .limit_for_period(limit_for_period_)
       .refresh_period(refresh_period_)
       .timeout_duration(timeout_duration_);
+  if (mode_ == PolicyMode::observe && timeout_duration_.count() > 0) {
+    detail::fail(detail::kBoundsOrRange, "mode",
+                 "observe and timeout_duration is " + detail::show(timeout_duration_),
+                 "timeout_duration 0 in observe mode (an observed limiter lets a call through "
+                 "instead of making it wait)");
+  }
 }
 
 std::optional<SettingDifference> first_difference(const RateLimiterConfig& first,
@@ -94,6 +113,7 @@ std::optional<SettingDifference> first_difference(const RateLimiterConfig& first
       .compare("limit_for_period", first.limit_for_period(), second.limit_for_period())
       .compare("refresh_period", first.refresh_period(), second.refresh_period())
       .compare("timeout_duration", first.timeout_duration(), second.timeout_duration())
+      .compare("mode", first.mode(), second.mode())
       .result();
 }
 
@@ -101,75 +121,104 @@ RateLimiter::RateLimiter(std::string instance_id, RateLimiterConfig config,
                          std::shared_ptr<Clock> clock)
     : state_(pack({0, detail::validated(config).limit_for_period()})),
       clock_(detail::or_system_clock(clock)),
-      start_(clock_.ticks()),
-      period_ticks_(std::max<std::int64_t>(1, clock_.to_ticks(config.refresh_period().count()))),
-      timeout_ticks_(clock_.to_ticks(config.timeout_duration().count())),
-      limit_for_period_(config.limit_for_period()),
+      schedule_(
+          Schedule{clock_.ticks(), 0,
+                   std::max<std::int64_t>(1, clock_.to_ticks(config.refresh_period().count())),
+                   clock_.to_ticks(config.timeout_duration().count()), config.limit_for_period()}),
       instance_id_(std::move(instance_id)),
-      config_(std::move(config)),
+      live_config_(config),
       clock_owner_(std::move(clock)),
       refused_(std::make_exception_ptr(RequestNotPermittedException(
           instance_id_, "rate limiter '" + instance_id_ + "' has no permit for the call (" +
-                            std::to_string(limit_for_period_) + " per " +
-                            detail::show(config_.refresh_period()) + ")"))) {}
+                            std::to_string(config.limit_for_period()) + " per " +
+                            detail::show(config.refresh_period()) + ")"))),
+      observe_(config.mode() == PolicyMode::observe) {}
+
+std::uint64_t RateLimiter::load_state(const Schedule** schedule) const noexcept {
+  for (;;) {
+    // acquire: a word reconfigure() stored comes with the schedule it stored before it.
+    const std::uint64_t word = state_.load(std::memory_order_acquire);
+    if (word != kRebasing) [[likely]] {
+      *schedule = &schedule_.get();
+      return word;
+    }
+    std::this_thread::yield();  // a reconfiguration is re-basing the word; it is short
+  }
+}
 
 template <class Permits>
 std::int64_t RateLimiter::reserve(std::int64_t now, std::int64_t max_wait,
                                   Permits permits) noexcept {
-  std::uint64_t word = state_.load(std::memory_order_relaxed);
-  // The word's period ends at start_ + (period + 1) * period_ticks_: while `now` is before that
-  // end, `now` is in that period (or, read before another thread moved the word on, in an
-  // earlier one, which refilled() treats as that period), and no division is needed. The
-  // product never overflows: the word's period was once (an earlier now - start_) / period_ticks_.
-  const std::int64_t known = unpack(word).period;
-  const std::int64_t period =
-      now < start_ + (known + 1) * period_ticks_ ? known : (now - start_) / period_ticks_;
+  const Schedule* schedule = nullptr;
+  std::uint64_t word = load_state(&schedule);
   for (;;) {
-    const State state = refilled(unpack(word), period, limit_for_period_);
+    const Schedule& s = *schedule;
+    // The word's period ends at start + (period - offset + 1) * period_ticks: while `now` is
+    // before that end, `now` is in that period (or, read before another thread moved the word
+    // on, in an earlier one, which refilled() treats as that period), and no division is
+    // needed. The product never overflows: the word's period was once an earlier
+    // offset + (now - start) / period_ticks.
+    const std::int64_t known = unpack(word).period;
+    const std::int64_t period = now < s.start + (known - s.offset + 1) * s.period_ticks
+                                    ? known
+                                    : s.offset + (now - s.start) / s.period_ticks;
+    const State state = refilled(unpack(word), period, s.limit);
     const std::int64_t left = state.permits - static_cast<std::int64_t>(permits);
     std::int64_t wait = 0;
     if (left < 0) {
       // The k-th reserved permit comes with the ceil(k / limit)-th period from now; a weighted
       // reservation waits for its last permit.
-      const std::int64_t periods_ahead = (-left + limit_for_period_ - 1) / limit_for_period_;
-      wait = start_ + (state.period + periods_ahead) * period_ticks_ - now;
-      if (wait > max_wait || left < kMinPermits) return -1;
+      const std::int64_t periods_ahead = (-left + s.limit - 1) / s.limit;
+      wait = s.start + (state.period - s.offset + periods_ahead) * s.period_ticks - now;
+      if (wait > std::min(max_wait, s.timeout_ticks) || left < kMinPermits) return -1;
     }
-    // relaxed: the word is the whole state; a permit guards no other data.
+    // relaxed on success: the word is the whole state; a permit guards no other data. A word
+    // counted in another schedule than `s` fails the exchange: reconfigure() moves the word to
+    // kRebasing and then to a period no earlier word had. acquire on failure: the word read
+    // comes with its schedule, as in load_state().
     if (state_.compare_exchange_weak(word, pack({state.period, left}), std::memory_order_relaxed,
-                                     std::memory_order_relaxed)) {
+                                     std::memory_order_acquire)) {
       return wait;
     }
+    if (word == kRebasing) word = load_state(&schedule);
+    schedule = &schedule_.get();
   }
 }
 
 void RateLimiter::check_weight(int permits) const {
-  if (permits >= 1 && permits <= limit_for_period_) [[likely]]
+  const std::int32_t limit = schedule_.get().limit;
+  if (permits >= 1 && permits <= limit) [[likely]]
     return;
-  throw ConfigException(kWeightOutOfRange, "rate limiter '" + instance_id_ + "' was asked for " +
-                                               std::to_string(permits) +
-                                               " permits at once; valid: 1 .. " +
-                                               std::to_string(limit_for_period_) +
-                                               " (limit_for_period: no period holds more)");
+  throw ConfigException(kWeightOutOfRange,
+                        "rate limiter '" + instance_id_ + "' was asked for " +
+                            std::to_string(permits) + " permits at once; valid: 1 .. " +
+                            std::to_string(limit) + " (limit_for_period: no period holds more)");
+}
+
+bool RateLimiter::refuse() noexcept {
+  if (observe_.load(std::memory_order_relaxed)) {
+    would_reject_.increment();
+    return true;
+  }
+  rejected_.increment();
+  return false;
 }
 
 bool RateLimiter::try_acquire() noexcept {
   if (reserve(clock_.ticks(), 0, OnePermit{}) == 0) [[likely]]
     return true;
-  rejected_.increment();
-  return false;
+  return refuse();
 }
 
 bool RateLimiter::try_acquire(int permits) {
   check_weight(permits);
   if (reserve(clock_.ticks(), 0, std::int64_t{permits}) == 0) return true;
-  rejected_.increment();
-  return false;
+  return refuse();
 }
 
 RateLimiter::Reservation RateLimiter::reserve_permit() noexcept {
   const std::int64_t now = clock_.ticks();
-  const std::int64_t wait = reserve(now, timeout_ticks_, OnePermit{});
+  const std::int64_t wait = reserve(now, kNoLimit, OnePermit{});
   if (wait == 0) [[likely]]
     return {Reservation::Kind::now, std::chrono::nanoseconds(0)};
   return reserved_later(now, wait);
@@ -178,14 +227,14 @@ RateLimiter::Reservation RateLimiter::reserve_permit() noexcept {
 RateLimiter::Reservation RateLimiter::reserve_permit(int permits) {
   check_weight(permits);
   const std::int64_t now = clock_.ticks();
-  const std::int64_t wait = reserve(now, timeout_ticks_, std::int64_t{permits});
+  const std::int64_t wait = reserve(now, kNoLimit, std::int64_t{permits});
   if (wait == 0) return {Reservation::Kind::now, std::chrono::nanoseconds(0)};
   return reserved_later(now, wait);
 }
 
 RateLimiter::Reservation RateLimiter::reserved_later(std::int64_t now, std::int64_t wait) noexcept {
   if (wait < 0) {
-    rejected_.increment();
+    if (refuse()) return {Reservation::Kind::now, std::chrono::nanoseconds(0)};
     return {};
   }
   waiting_.fetch_add(1, std::memory_order_relaxed);
@@ -218,29 +267,82 @@ void RateLimiter::wait_for(const Reservation& reservation) {
 }
 
 int RateLimiter::drain() noexcept {
-  const std::int64_t period = (clock_.ticks() - start_) / period_ticks_;
-  std::uint64_t word = state_.load(std::memory_order_relaxed);
+  const std::int64_t now = clock_.ticks();
+  const Schedule* schedule = nullptr;
+  std::uint64_t word = load_state(&schedule);
   for (;;) {
-    const State state = refilled(unpack(word), period, limit_for_period_);
+    const Schedule& s = *schedule;
+    const State state =
+        refilled(unpack(word), s.offset + (now - s.start) / s.period_ticks, s.limit);
     if (state.permits <= 0) return 0;  // nothing left, or calls already wait for coming ones
-    // relaxed: as reserve().
+    // As reserve().
     if (state_.compare_exchange_weak(word, pack({state.period, 0}), std::memory_order_relaxed,
-                                     std::memory_order_relaxed)) {
+                                     std::memory_order_acquire)) {
       return static_cast<int>(state.permits);
     }
+    if (word == kRebasing) word = load_state(&schedule);
+    schedule = &schedule_.get();
   }
+}
+
+std::int64_t RateLimiter::permits_at(const Schedule& s, std::uint64_t word,
+                                     std::int64_t now) const noexcept {
+  return refilled(unpack(word), s.offset + (now - s.start) / s.period_ticks, s.limit).permits;
+}
+
+void RateLimiter::reconfigure(const RateLimiterConfig& next) {
+  next.validate();
+  std::lock_guard<std::mutex> lock(reconfigure_mutex_);
+  const RateLimiterConfig& current = live_config_.get();
+  const Schedule& old = schedule_.get();
+  const bool rebase = next.limit_for_period() != current.limit_for_period() ||
+                      next.refresh_period() != current.refresh_period();
+  live_config_.replace(next);  // may throw (allocation): before anything changes
+  Schedule fresh = old;
+  fresh.timeout_ticks = clock_.to_ticks(next.timeout_duration().count());
+  if (!rebase) {
+    schedule_.replace(fresh);
+  } else {
+    // The word goes to kRebasing, so no call reserves while the schedule changes; then a new
+    // period starts now, numbered after every period the word has counted.
+    std::uint64_t word = state_.load(std::memory_order_relaxed);
+    while (!state_.compare_exchange_weak(word, kRebasing, std::memory_order_relaxed,
+                                         std::memory_order_relaxed)) {
+    }
+    const std::int64_t now = clock_.ticks();
+    const std::int64_t left = permits_at(old, word, now);
+    fresh.start = now;
+    fresh.offset =
+        std::max(unpack(word).period, old.offset + (now - old.start) / old.period_ticks) + 1;
+    fresh.period_ticks = std::max<std::int64_t>(1, clock_.to_ticks(next.refresh_period().count()));
+    fresh.limit = next.limit_for_period();
+    // Permits reserved stay owed (negative); what is left carries over, at most a period's worth.
+    const std::int64_t carried = std::min<std::int64_t>(left, fresh.limit);
+    try {
+      schedule_.replace(fresh);
+    } catch (...) {
+      state_.store(word, std::memory_order_release);  // nothing changed
+      throw;
+    }
+    // release: the schedule above happens before any call that reads this word.
+    state_.store(pack({fresh.offset, std::max(carried, kMinPermits)}), std::memory_order_release);
+  }
+  observe_.store(next.mode() == PolicyMode::observe, std::memory_order_relaxed);
 }
 
 RateLimiterSnapshot RateLimiter::snapshot() const {
   RateLimiterSnapshot snap;
-  snap.limit_for_period = limit_for_period_;
-  snap.refresh_period = config_.refresh_period();
-  snap.timeout_duration = config_.timeout_duration();
-  const std::int64_t period = (clock_.ticks() - start_) / period_ticks_;
-  snap.available_permissions = static_cast<int>(
-      refilled(unpack(state_.load(std::memory_order_relaxed)), period, limit_for_period_).permits);
+  const RateLimiterConfig& config = live_config_.get();
+  snap.limit_for_period = config.limit_for_period();
+  snap.refresh_period = config.refresh_period();
+  snap.timeout_duration = config.timeout_duration();
+  snap.mode = config.mode();
+  const Schedule* schedule = nullptr;
+  const std::uint64_t word = load_state(&schedule);
+  snap.available_permissions = static_cast<int>(permits_at(*schedule, word, clock_.ticks()));
   snap.waiting_calls = waiting_.load(std::memory_order_relaxed);
   snap.rejected = rejected_.total();
+  snap.would_have_rejected = would_reject_.total();
   return snap;
 }
 
@@ -260,7 +362,10 @@ std::span<const detail::Setting<RateLimiterKind::Config>> RateLimiterKind::setti
       R::row(
           "timeoutDuration", "timeout_duration", duration,
           [](auto& c, auto& v) { c.timeout_duration(v.duration); },
-          [](const auto& c) { return detail::value_of(c.timeout_duration()); })};
+          [](const auto& c) { return detail::value_of(c.timeout_duration()); }),
+      R::choice<PolicyMode>(
+          "mode", "mode", [](auto& c, auto& v) { c.mode(static_cast<PolicyMode>(v.choice)); },
+          [](const auto& c) { return detail::value_of(c.mode()); }, false)};
   return kSettings;
 }
 
@@ -272,6 +377,12 @@ void RateLimiterKind::metrics(const Snapshot& s, metrics::Emitter& out) {
             s.available_permissions);
   out.gauge("r4c.ratelimiter.waiting.calls", "Calls waiting for a permit of the rate limiter.",
             s.waiting_calls);
+  // Only in observe mode (or after it), so that an enforcing limiter's metrics stay as they were.
+  if (s.mode == PolicyMode::observe || s.would_have_rejected != 0) {
+    out.counter("r4c.ratelimiter.would.reject",
+                "Calls the rate limiter in observe mode would have refused and let through.",
+                metrics::count(s.would_have_rejected));
+  }
 }
 
 }  // namespace r4c

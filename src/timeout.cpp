@@ -50,12 +50,20 @@ std::optional<SettingDifference> first_difference(const TimeoutConfig& first,
 Timeout::Timeout(std::string instance_id, TimeoutConfig config, std::shared_ptr<Clock> clock)
     : clock_(detail::or_system_clock(clock)),
       timeout_ticks_(clock_.to_ticks(detail::validated(config).timeout().count())),
+      timeout_ns_(config.timeout().count()),
       instance_id_(std::move(instance_id)),
-      config_(std::move(config)),
+      live_config_(config),
       clock_owner_(std::move(clock)),
       timed_out_(std::make_exception_ptr(
           CallTimeoutException("timeout '" + instance_id_ + "': the call took " +
-                               detail::show(config_.timeout()) + " or longer"))) {}
+                               detail::show(config.timeout()) + " or longer"))) {}
+
+void Timeout::reconfigure(const TimeoutConfig& next) {
+  next.validate();
+  live_config_.replace(next);
+  timeout_ticks_.store(clock_.to_ticks(next.timeout().count()), std::memory_order_relaxed);
+  timeout_ns_.store(next.timeout().count(), std::memory_order_relaxed);
+}
 
 void Timeout::throw_timed_out() {
   timed_out_count_.increment();
@@ -73,7 +81,7 @@ bool Timeout::is_call_timeout(const std::exception_ptr& error) noexcept {
 }
 
 TimeoutSnapshot Timeout::snapshot() const {
-  return TimeoutSnapshot{config_.timeout(), timed_out_count_.total()};
+  return TimeoutSnapshot{timeout_ns(), timed_out_count_.total()};
 }
 
 // The file keys in the documented order (R4C-CFG-003 lists them so).

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -16,7 +15,7 @@
 #include <vector>
 
 #include "r4c/registry.hpp"
-#include "test_seed.hpp"
+#include "reconfigure_loop.hpp"
 
 namespace {
 
@@ -145,29 +144,30 @@ TEST(RegistryReconfigureTest, EveryBadLineIsReportedAndNothingChanges) {
 
 TEST(RegistryReconfigureTest, ASettingFixedAtCreationIsRefusedWithItsLine) {
   Fixture f(kAimd);
-  auto& timeout = f.registry.timeout_policy("shop::Orders#place", "orders");
+  // The bulkhead is not live-reconfigurable yet: every setting of a live one is fixed.
+  auto& bulkhead = f.registry.bulkhead_policy("shop::Orders#place", "orders");
   try {
     (void)f.registry.reconfigure(with(kAimd,
                                       "instances.orders.adaptiveLimit.maxWait = 10ms\n"
-                                      "instances.orders.timeout.timeout = 3s\n"
+                                      "instances.orders.bulkhead.maxConcurrent = 3\n"
                                       "instances.orders.adaptiveLimit.maxLimit = 50\n"));
     FAIL() << "a fixed setting changed";
   } catch (const r4c::ConfigException& e) {
     ASSERT_EQ(e.errors().size(), 2u) << e.what();
     EXPECT_EQ(e.code(), "R4C-REG-011");
-    // Kinds in pipeline order: the adaptive limit before the timeout.
+    // Kinds in pipeline order: the adaptive limit before the bulkhead.
     EXPECT_THAT(e.errors()[0].message,
                 HasSubstr("config text:6: key instances.orders.adaptiveLimit.maxWait: maxWait"));
     EXPECT_THAT(e.errors()[1].message, HasSubstr("config text:7"));
-    EXPECT_THAT(e.errors()[1].message, HasSubstr("timeout"));
+    EXPECT_THAT(e.errors()[1].message, HasSubstr("bulkhead"));
   }
   EXPECT_EQ(f.limit.config().max_limit(), 100);
-  EXPECT_EQ(timeout.config().timeout(), r4c::TimeoutConfig().timeout());
+  EXPECT_EQ(bulkhead.config().max_concurrent(), r4c::BulkheadConfig().max_concurrent());
   // What no live instance of a fixed kind resolves from may change: it applies to instances
   // made later.
-  (void)f.registry.reconfigure(with(kAimd, "configs.slow.timeout.timeout = 3s\n"));
-  EXPECT_EQ(timeout.config().timeout(), r4c::TimeoutConfig().timeout());
-  EXPECT_EQ(f.registry.timeout_policy("later", "later", "slow").config().timeout(), 3s);
+  (void)f.registry.reconfigure(with(kAimd, "configs.small.bulkhead.maxConcurrent = 3\n"));
+  EXPECT_EQ(bulkhead.config().max_concurrent(), r4c::BulkheadConfig().max_concurrent());
+  EXPECT_EQ(f.registry.bulkhead_policy("later", "later", "small").config().max_concurrent(), 3);
 }
 
 TEST(RegistryReconfigureTest, RetryHedgeAndThrottleTakeTheirNewSettings) {
@@ -380,14 +380,7 @@ TEST(RegistryReconfigureTest, ReconfiguresInALoopWhileEightThreadsCall) {
       }
     });
   }
-  std::mt19937 random(r4c::test::test_seed(19));
-  for (int i = 0; i < 400; ++i) {
-    (void)f.registry.reconfigure(texts[random() % 2]);
-    f.clock->advance(30ms);
-    (void)f.registry.snapshot();
-  }
-  stop.store(true);
-  for (std::thread& thread : threads) thread.join();
+  r4c::test::reconfigure_while_calling(f.registry, *f.clock, texts, 400, 30ms, stop, threads);
   EXPECT_GT(admitted.load(), 0u);
   EXPECT_EQ(f.limit.in_flight(), 0);  // every slot came back
   const r4c::AdaptiveLimitSnapshot s = f.limit.snapshot();

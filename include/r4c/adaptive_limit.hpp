@@ -54,6 +54,7 @@
 #include "r4c/detail/thread_slot.hpp"
 #include "r4c/errors.hpp"
 #include "r4c/events.hpp"
+#include "r4c/latency_histogram.hpp"
 
 namespace r4c {
 namespace metrics {
@@ -171,6 +172,8 @@ struct AdaptiveLimitSnapshot {
   /// observe mode: the calls it would have rejected and admitted instead (never in `rejected`).
   std::uint64_t would_have_rejected = 0;
   PolicyMode mode = PolicyMode::enforce;
+  /// With latency_histogram on: the latencies of the calls that ended with a sample.
+  LatencyDistribution latency;
 };
 
 /// The right to run one call under a limit, from `AdaptiveLimit::try_acquire()`. Converts to
@@ -488,6 +491,8 @@ class AdaptiveLimit {
   const detail::ClockReader clock_;
   std::atomic<std::int64_t> window_end_;
   std::int64_t window_ticks_;  // changed by reconfigure() while it holds the closing token
+  // latency_histogram on: read by every call that ends with a sample; null otherwise.
+  const std::unique_ptr<detail::LatencyHistogram> latency_;
 
   // Written on every admitted call.
   alignas(detail::kCacheLine) std::atomic<std::int32_t> in_flight_{0};
@@ -660,6 +665,7 @@ inline void AdaptiveLimit::complete(Permit& permit, Outcome outcome) noexcept {
   release_slot(permit.partition_);
   const std::int64_t latency = clock_.to_ns(now - permit.start_);
   record_sample(latency > 0 ? latency : 0, outcome == Outcome::kDrop);
+  if (latency_) latency_->record(latency, now);
   if (now >= window_end_.load(std::memory_order_relaxed)) [[unlikely]]
     close_window(now, latency);
 }

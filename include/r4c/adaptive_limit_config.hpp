@@ -205,6 +205,10 @@ class AdaptiveLimitConfig {
   /// `would_have_rejected` the calls it would have rejected, but admits every call (enforce).
   /// validate() refuses observe with max_wait above 0 (R4C-ATR-009): a queue is not observed.
   AdaptiveLimitConfig& mode(PolicyMode value) noexcept;
+  /// true: every call that ends with a sample records its latency into a histogram (about
+  /// 200 KiB per limit, allocated when it is built), reported in the snapshot's `latency` and as
+  /// the Prometheus histogram r4c_adaptivelimit_call_latency_seconds (false: nothing recorded).
+  AdaptiveLimitConfig& latency_histogram(bool value) noexcept;
   /// How long a call may wait for a slot when the limit is full (0, the default: it is rejected
   /// at once, as in resilience4cata). R4C-REG-001 outside 0 .. 1 h.
   AdaptiveLimitConfig& max_wait(std::chrono::nanoseconds value);
@@ -279,6 +283,7 @@ class AdaptiveLimitConfig {
   const JitterSource& probe_jitter() const noexcept { return probe_jitter_; }
   bool enabled() const noexcept { return enabled_; }
   PolicyMode mode() const noexcept { return mode_; }
+  bool latency_histogram() const noexcept { return latency_histogram_; }
   std::chrono::nanoseconds max_wait() const noexcept { return max_wait_; }
   int max_queue() const noexcept { return max_queue_; }
   double max_queue_factor() const noexcept { return max_queue_factor_; }
@@ -326,6 +331,7 @@ class AdaptiveLimitConfig {
   JitterSource probe_jitter_;
   bool enabled_ = true;
   PolicyMode mode_ = PolicyMode::enforce;
+  bool latency_histogram_ = false;
   std::chrono::nanoseconds max_wait_{0};
   int max_queue_ = kDefaultMaxQueue;
   double max_queue_factor_ = 0.0;

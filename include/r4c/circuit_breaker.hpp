@@ -26,6 +26,11 @@
 // Other policies use the non-throwing pair: `try_acquire()` returns a permit, whose
 // on_success/on_error record the outcome (or `try_acquire_permission()` and the breaker's own
 // on_success/on_error/release_permission, as resilience4j spells them).
+//
+// Operating it (docs/operations.md): `mode = observe` runs the whole state machine but lets
+// through the calls it would refuse (counted in `would_have_rejected`, their outcomes not
+// recorded, as in enforce they would not have run); registry.reconfigure() changes a live
+// breaker's settings, keeping its state and window unless the window's type or size changes.
 #pragma once
 
 #include <array>
@@ -45,8 +50,10 @@
 #include <utility>
 #include <vector>
 
+#include "r4c/adaptive_limit_config.hpp"  // PolicyMode
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/live_config.hpp"
 #include "r4c/detail/outcome_predicates.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
@@ -165,6 +172,10 @@ class CircuitBreakerConfig {
   /// The state a new breaker starts in (closed). An open one waits its first wait_in_open from
   /// its construction. R4C-REG-001 for a value outside the enum.
   CircuitBreakerConfig& initial_state(CircuitBreakerState value);
+  /// observe: the breaker moves between its states as in enforce, but a call it would refuse
+  /// runs, counted in `would_have_rejected` and not recorded (enforce, the default).
+  CircuitBreakerConfig& mode(PolicyMode value) noexcept;
+  PolicyMode mode() const noexcept { return mode_; }
   /// The failures that are recorded, matched by dynamic type (derived classes included); any
   /// other failure counts as a success. Replaces the list; empty (the default) records every
   /// failure.
@@ -285,6 +296,7 @@ class CircuitBreakerConfig {
   std::chrono::nanoseconds max_wait_in_half_open_ = kDefaultMaxWaitInHalfOpen;
   CircuitBreakerState state_after_max_wait_in_half_open_ = kDefaultStateAfterMaxWaitInHalfOpen;
   CircuitBreakerState initial_state_ = kDefaultInitialState;
+  PolicyMode mode_ = PolicyMode::enforce;
   detail::ExceptionPredicate record_if_;
   detail::ExceptionPredicate ignore_if_;
   detail::ResultPredicate result_predicate_;
@@ -320,6 +332,9 @@ struct CircuitBreakerSnapshot {
   std::uint64_t not_permitted_calls = 0;
   /// Since creation: state changes.
   std::uint64_t transitions = 0;
+  /// observe mode: calls it would have refused and let through (never in not_permitted_calls).
+  std::uint64_t would_have_rejected = 0;
+  PolicyMode mode = PolicyMode::enforce;
 };
 
 namespace detail {
@@ -353,8 +368,8 @@ class CallWindow {
   static constexpr std::uint8_t kFailed = 1;
   static constexpr std::uint8_t kSlow = 2;
 
-  const SlidingWindowType type_;
-  const std::int64_t size_;
+  SlidingWindowType type_;  // not const: a reconfigured breaker assigns a new window
+  std::int64_t size_;
   std::vector<std::uint8_t> outcomes_;  // count-based: the ring, kFailed | kSlow per call
   std::int64_t next_ = 0;               // count-based: where the next outcome goes
   std::vector<Bucket> buckets_;         // time-based: second s lives at s mod size
@@ -589,7 +604,8 @@ class CircuitBreaker {
   }
   CircuitBreakerHandle handle() const noexcept { return CircuitBreakerHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }
-  const CircuitBreakerConfig& config() const noexcept { return config_; }
+  /// The config now (reconfigure() replaces it).
+  const CircuitBreakerConfig& config() const noexcept { return live_config_.get(); }
   /// The clock durations are measured on (an asynchronous call measures to its completion).
   const std::shared_ptr<Clock>& clock() const noexcept { return clock_owner_; }
   /// A consistent picture of the state and its window.
@@ -604,10 +620,24 @@ class CircuitBreaker {
       std::function<void(const CircuitBreakerTransitionEvent&)> listener) const;
   static constexpr std::size_t kUnpublishedTransitions = 32;
 
+  /// Takes a new config on a live breaker (what registry.reconfigure() calls): validates it
+  /// (ConfigException, nothing changed). The state, the trials and the window stay; a new
+  /// sliding window type or size starts an empty window. Thresholds, the minimum, the slow
+  /// duration and permitted trials rate the next outcome; wait_in_open and
+  /// max_wait_in_half_open apply from the next opening or half-open period; initial_state only
+  /// to breakers built later. recordOn and ignoreOn are fixed (live_setting()). Allocation:
+  /// yes.
+  void reconfigure(const CircuitBreakerConfig& next);
+  /// Whether reconfigure() may change file key `key` (recordOn and ignoreOn: no, their
+  /// verdicts are cached per exception object).
+  static bool live_setting(std::string_view key) noexcept;
+
  private:
   friend class CircuitBreakerPermit;
   static constexpr int kStateBits = 3;
   static constexpr std::uint64_t kCurrentEpoch = ~std::uint64_t{0};
+  // The epoch of a call observe mode let through: its outcome is never recorded.
+  static constexpr std::uint64_t kObservedEpoch = kCurrentEpoch - 1;
 
   static CircuitBreakerState state_of(std::uint64_t word) noexcept {
     return static_cast<CircuitBreakerState>(word & ((1u << kStateBits) - 1));
@@ -618,6 +648,8 @@ class CircuitBreaker {
   // Cold: open (reject or move to half-open) and half-open (count trials).
   CircuitBreakerPermit acquire_slow(std::uint64_t word) noexcept;
   void record(std::uint64_t epoch, bool failed, std::chrono::nanoseconds duration) noexcept {
+    if (epoch == kObservedEpoch) [[unlikely]]
+      return;
     if (!failed && count_clean_success(duration)) [[likely]]
       return;
     record_locked_path(epoch, failed, duration);
@@ -628,8 +660,9 @@ class CircuitBreaker {
   // while the last holder of the lock left the breaker closed and clean (and, time-based, for
   // the second it left tagged). Else false: the locked path records it.
   bool count_clean_success(std::chrono::nanoseconds duration) noexcept {
-    if (duration >= slow_call_duration_) return false;
-    const std::uint64_t tag = time_based_ ? tag_of(second_of(clock_.ticks())) : 0;
+    if (duration.count() >= slow_call_ns_.load(std::memory_order_relaxed)) return false;
+    const std::uint64_t tag =
+        time_based_.load(std::memory_order_relaxed) ? tag_of(second_of(clock_.ticks())) : 0;
     std::uint64_t pending = pending_.load(std::memory_order_relaxed);
     do {
       if ((pending & ~kPendingCount) != tag || (pending & kPendingCount) == kPendingCount) {
@@ -682,8 +715,10 @@ class CircuitBreaker {
   alignas(detail::kCacheLine) std::atomic<std::uint64_t> word_{0};
   std::atomic<std::int64_t> open_until_{0};  // ticks; an open breaker rejects before this
   const detail::ClockReader clock_;
-  const std::chrono::nanoseconds slow_call_duration_;
-  const bool time_based_;
+  // relaxed: changed by reconfigure() under mutex_; a success racing with it is rated either
+  // way, and a tag of the other window type only sends it to the locked path.
+  std::atomic<std::int64_t> slow_call_ns_;
+  std::atomic<bool> time_based_;
 
   // Written by every clean success: a line of its own. kPendingShut while the lock-free path is
   // shut (not closed, or a failure or slow call in the window, or the lock held); else the
@@ -699,19 +734,24 @@ class CircuitBreaker {
   std::int64_t trials_permitted_ = 0;  // half-open: permits granted and not given back
   // Half-open: outcomes of the trial calls; kept as the open state's figures when they reopen it.
   detail::CallWindow::Totals trials_;
-  bool open_shows_trials_ = false;          // open: its figures are trials_, not window_
-  int openings_ = 0;                        // consecutive openings since the last close
-  std::int64_t half_open_until_ = 0;        // ticks; max_wait_in_half_open's end (when set)
-  const std::int64_t max_half_open_ticks_;  // 0: no limit
+  bool open_shows_trials_ = false;    // open: its figures are trials_, not window_
+  int openings_ = 0;                  // consecutive openings since the last close
+  std::int64_t half_open_until_ = 0;  // ticks; max_wait_in_half_open's end (when set)
+  std::int64_t max_half_open_ticks_;  // 0: no limit; under mutex_
   const bool classifies_;  // whether failures are classified at all: no rethrow needed if not
   mutable std::int64_t pending_second_ = 0;  // the second pending_'s tag stands for
 
-  const std::uint64_t minimum_calls_;
+  std::uint64_t minimum_calls_;  // under mutex_
   const std::string instance_id_;
-  const CircuitBreakerConfig config_;
+  detail::LiveConfig<CircuitBreakerConfig> live_config_;
   const std::shared_ptr<Clock> clock_owner_;
   const std::exception_ptr not_permitted_;
   detail::StripedCounter not_permitted_count_;
+  // Observe mode: read only by a call the breaker would refuse.
+  std::atomic<bool> observe_;
+  detail::StripedCounter would_reject_;
+  // A refusal: counted, or in observe mode let through with an observed permit.
+  CircuitBreakerPermit refuse() noexcept;
 
   // Transitions wait here (under mutex_) until a thread without the lock hands them to the
   // listeners: one thread at a time (publishing_), oldest first, so listeners see them in
@@ -761,7 +801,7 @@ inline void CircuitBreaker::record_outcome(CircuitBreakerPermit& permit,
 template <class T>
 void CircuitBreaker::record_result(CircuitBreakerPermit& permit, const T& result,
                                    std::chrono::nanoseconds duration) {
-  const std::function<bool(const T&)>* failed = config_.result_predicate<T>();
+  const std::function<bool(const T&)>* failed = live_config_.get().result_predicate<T>();
   if (failed == nullptr) [[likely]]
     return permit.on_success(duration);
   bool recorded_as_failure = false;

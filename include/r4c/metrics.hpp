@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "r4c/latency_histogram.hpp"
+
 namespace r4c {
 
 class ResilienceRegistry;
@@ -28,7 +30,9 @@ class RegistrySnapshot;
 
 namespace metrics {
 
-enum class MetricType { counter, gauge };
+/// histogram: one value of a Prometheus histogram (a `_bucket` with its `le` label, the `_sum`
+/// or the `_count`; Metric::part says which).
+enum class MetricType { counter, gauge, histogram };
 
 struct Label {
   std::string name;
@@ -43,6 +47,9 @@ struct Metric {
   std::string help;           // one sentence, the same for every value of the name
   std::vector<Label> labels;  // sorted by name: kind, name, then any other (result, state)
   double value = 0;
+  /// A histogram's values: "_bucket", "_sum" or "_count" after the family's name; empty for the
+  /// other types.
+  std::string part = {};
 };
 
 /// Appends one policy instance's metrics to a list, each labelled with the instance's kind and
@@ -57,6 +64,9 @@ class Emitter {
                std::vector<Label> extra = {});
   void gauge(std::string_view name, std::string_view help, double value,
              std::vector<Label> extra = {});
+  /// A latency histogram (in seconds): a `_bucket` per bound of <r4c/latency_histogram.hpp> and
+  /// +Inf, cumulative, then `_sum` and `_count`; nothing when `latency` is not enabled.
+  void histogram(std::string_view name, std::string_view help, const LatencyDistribution& latency);
   /// "r4c.calls.rejected", the counter every policy that refuses calls shares.
   void rejected(std::uint64_t count);
 

@@ -16,6 +16,11 @@
 //
 // In a pipeline it sits outside the adaptive limit: a call the limit rejects has already taken
 // a permit.
+//
+// Operating it (docs/operations.md): `mode = observe` lets every call through and counts in
+// `would_have_rejected` the calls it would have refused; registry.reconfigure() changes
+// limitForPeriod, refreshPeriod, timeoutDuration and mode of a live limiter, the periods
+// re-based from the change, reserved permits and their waiters kept.
 #pragma once
 
 #include <atomic>
@@ -24,13 +29,16 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 
+#include "r4c/adaptive_limit_config.hpp"  // PolicyMode
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
 #include "r4c/detail/handle.hpp"
+#include "r4c/detail/live_config.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
@@ -55,16 +63,23 @@ class RateLimiterConfig {
   RateLimiterConfig& refresh_period(std::chrono::nanoseconds value);
   /// How long a call may wait for a permit (0). R4C-REG-001 outside 0 .. 1 h.
   RateLimiterConfig& timeout_duration(std::chrono::nanoseconds value);
+  /// observe: a call without a permit is let through at once, counted in
+  /// `would_have_rejected` and taking nothing; the permits run as in enforce (the default).
+  /// validate() refuses observe with timeout_duration above 0 (R4C-ATR-009): a wait is not
+  /// observed.
+  RateLimiterConfig& mode(PolicyMode value) noexcept;
 
   int limit_for_period() const noexcept { return limit_for_period_; }
   std::chrono::nanoseconds refresh_period() const noexcept { return refresh_period_; }
   std::chrono::nanoseconds timeout_duration() const noexcept { return timeout_duration_; }
+  PolicyMode mode() const noexcept { return mode_; }
   void validate() const;
 
  private:
   int limit_for_period_ = kDefaultLimitForPeriod;
   std::chrono::nanoseconds refresh_period_ = kDefaultRefreshPeriod;
   std::chrono::nanoseconds timeout_duration_ = kDefaultTimeoutDuration;
+  PolicyMode mode_ = PolicyMode::enforce;
 };
 
 std::optional<SettingDifference> first_difference(const RateLimiterConfig& first,
@@ -78,6 +93,9 @@ struct RateLimiterSnapshot {
   int available_permissions = 0;
   int waiting_calls = 0;
   std::uint64_t rejected = 0;  // exact
+  /// observe mode: calls it would have refused and let through (never in `rejected`).
+  std::uint64_t would_have_rejected = 0;
+  PolicyMode mode = PolicyMode::enforce;
 };
 
 class RateLimiter;
@@ -174,10 +192,38 @@ class RateLimiter {
 
   RateLimiterHandle handle() const noexcept { return RateLimiterHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }
-  const RateLimiterConfig& config() const noexcept { return config_; }
+  /// The config now (reconfigure() replaces it).
+  const RateLimiterConfig& config() const noexcept { return live_config_.get(); }
   RateLimiterSnapshot snapshot() const;
 
+  /// Takes a new config on a live limiter (what registry.reconfigure() calls): validates it
+  /// (ConfigException, nothing changed), then re-bases the periods on now: a new period of the
+  /// new length starts now with the permits left as of now, at most the new limit_for_period;
+  /// permits already reserved stay owed, their waiters wake when they were told. A call
+  /// reserves against either the old or the new schedule, never a mix. Allocation: yes.
+  void reconfigure(const RateLimiterConfig& next);
+
  private:
+  // How the state word's periods map to time; replaced whole by reconfigure(). Period
+  // `offset + k` starts at `start + k * period_ticks`; offsets grow across reconfigurations, so
+  // the word never comes back to a value it had.
+  struct Schedule {
+    std::int64_t start;
+    std::int64_t offset;
+    std::int64_t period_ticks;
+    std::int64_t timeout_ticks;
+    std::int32_t limit;
+  };
+  // The word while reconfigure() replaces the schedule (never a real state).
+  static constexpr std::uint64_t kRebasing = ~std::uint64_t{0};
+  // The word (acquire, never kRebasing) and the schedule it counts in.
+  std::uint64_t load_state(const Schedule** schedule) const noexcept;
+  // The permits as of `now` under `schedule` (state_ read once).
+  std::int64_t permits_at(const Schedule& schedule, std::uint64_t word,
+                          std::int64_t now) const noexcept;
+  // A refusal: counted in `rejected`, or in observe mode in `would_have_rejected` (true: let
+  // the call through).
+  bool refuse() noexcept;
   // Ticks to wait for `permits` permits reserved now, or -1 when they cannot be had within
   // `max_wait`.
   // `Permits`: std::int64_t, or a constant 1 (OnePermit) so that the weight-1 calls compile to
@@ -192,16 +238,16 @@ class RateLimiter {
 
   alignas(detail::kCacheLine) std::atomic<std::uint64_t> state_;  // period << 24 | permits
   alignas(detail::kCacheLine) const detail::ClockReader clock_;
-  const std::int64_t start_;
-  const std::int64_t period_ticks_;
-  const std::int64_t timeout_ticks_;
-  const std::int32_t limit_for_period_;
+  detail::LiveConfig<Schedule> schedule_;
   std::atomic<std::int32_t> waiting_{0};
   const std::string instance_id_;
-  const RateLimiterConfig config_;
+  detail::LiveConfig<RateLimiterConfig> live_config_;
   const std::shared_ptr<Clock> clock_owner_;
   const std::exception_ptr refused_;
   detail::StripedCounter rejected_;
+  detail::StripedCounter would_reject_;
+  std::atomic<bool> observe_;     // read only by a call without a permit
+  std::mutex reconfigure_mutex_;  // one reconfiguration at a time (cold)
 };
 
 /// The rate limiter as a policy kind: what the registry, the pipelines, the metrics and the tools

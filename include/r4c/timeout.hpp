@@ -14,6 +14,9 @@
 // passes on the calling thread, exactly at its time. A callable without a token needs no timer
 // at all: its end is compared with its deadline. Inside an adaptive limit a timeout is the
 // overload signal: CallTimeoutException is a drop by default.
+//
+// registry.reconfigure() may change the timeout of a live instance: calls that start after the
+// change take the new duration, calls under way keep the deadline they started with.
 #pragma once
 
 #include <atomic>
@@ -30,6 +33,7 @@
 #include <utility>
 
 #include "r4c/clock.hpp"
+#include "r4c/detail/live_config.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/detail/timer.hpp"
@@ -170,14 +174,14 @@ class Timeout {
   template <class F>
   auto try_execute(F&& f) {
     if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks_, config_.timeout());
+      detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks(), timeout_ns());
       auto outcome = detail::invoke_outcome(f, deadline.token());
       // One object returned on every path: built in the caller's slot, never copied.
       if (deadline.end_late()) [[unlikely]]
         outcome = late(std::move(outcome));
       return outcome;
     } else {
-      const std::int64_t deadline = clock_.ticks() + timeout_ticks_;
+      const std::int64_t deadline = clock_.ticks() + timeout_ticks();
       auto outcome = detail::invoke_outcome(f);
       if (clock_.ticks() >= deadline) [[unlikely]]
         outcome = late(std::move(outcome));
@@ -201,11 +205,24 @@ class Timeout {
 
   TimeoutHandle handle() const noexcept { return TimeoutHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }
-  const TimeoutConfig& config() const noexcept { return config_; }
+  /// The config now (reconfigure() replaces it).
+  const TimeoutConfig& config() const noexcept { return live_config_.get(); }
   const std::shared_ptr<Clock>& clock() const noexcept { return clock_owner_; }
   TimeoutSnapshot snapshot() const;
 
+  /// Takes a new config on a live timeout (what registry.reconfigure() calls): validates it
+  /// (ConfigException, nothing changed); calls that start afterwards take the new duration,
+  /// calls under way keep their deadline. Allocation: yes.
+  void reconfigure(const TimeoutConfig& next);
+
  private:
+  // relaxed: a call reads its duration once, at its start; nothing else depends on it.
+  std::int64_t timeout_ticks() const noexcept {
+    return timeout_ticks_.load(std::memory_order_relaxed);
+  }
+  std::chrono::nanoseconds timeout_ns() const noexcept {
+    return std::chrono::nanoseconds(timeout_ns_.load(std::memory_order_relaxed));
+  }
   template <class F>
   decltype(auto) execute_with_token(F&& f);
   // A call that ended late: its result or failure becomes this timeout's, but for a
@@ -218,9 +235,10 @@ class Timeout {
   static bool is_call_timeout(const std::exception_ptr& error) noexcept;
 
   const detail::ClockReader clock_;
-  const std::int64_t timeout_ticks_;
+  std::atomic<std::int64_t> timeout_ticks_;
+  std::atomic<std::int64_t> timeout_ns_;
   const std::string instance_id_;
-  const TimeoutConfig config_;
+  detail::LiveConfig<TimeoutConfig> live_config_;
   const std::shared_ptr<Clock> clock_owner_;
   const std::exception_ptr timed_out_;
   detail::StripedCounter timed_out_count_;
@@ -232,7 +250,7 @@ decltype(auto) Timeout::execute(F&& f) {
     return execute_with_token(std::forward<F>(f));
   } else {
     using Result = std::invoke_result_t<F>;
-    const std::int64_t deadline = clock_.ticks() + timeout_ticks_;
+    const std::int64_t deadline = clock_.ticks() + timeout_ticks();
     try {
       if constexpr (std::is_void_v<Result>) {
         std::invoke(std::forward<F>(f));
@@ -260,7 +278,7 @@ template <class F>
 decltype(auto) Timeout::execute_with_token(F&& f) {
   using Result = std::invoke_result_t<F, std::stop_token>;
   // Ends the timer however the call ends; once it has, nothing touches the token's state.
-  detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks_, config_.timeout());
+  detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks(), timeout_ns());
   try {
     if constexpr (std::is_void_v<Result>) {
       std::invoke(std::forward<F>(f), deadline.token());

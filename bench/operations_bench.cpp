@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+// What operating features cost an admitted call (issue #19, docs/performance.md "Operating it"):
+//
+//   BM_AdmittedCallLatencyHistogram  BM_AdmittedCall (adaptive_limit_bench.cpp) on a limit with
+//                                    latencyHistogram on: target <= 1.15 x BM_AdmittedCall
+//   BM_RateLimiterEnforce            try_acquire() with permits to spare (enforce mode)
+//   BM_RateLimiterObserveMode        the same in observe mode: target <= 1.1 x the enforce one
+//   BM_BreakerEnforce                try_acquire() + on_success() on a closed breaker
+//   BM_BreakerObserveMode            the same in observe mode: target <= 1.1 x the enforce one
+//
+// Each runs on 1, 2 and 4 threads that share one policy, timed in real time (bench/threads.hpp).
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdint>
+
+#include "alloc_counter.hpp"
+#include "r4c/adaptive_limit.hpp"
+#include "r4c/circuit_breaker.hpp"
+#include "r4c/rate_limiter.hpp"
+#include "threads.hpp"
+
+namespace {
+
+using r4c::bench::AllocCount;
+using r4c::bench::on_1_2_4_threads;
+using r4c::bench::thread_alloc_count;
+
+// As BM_AdmittedCall: windows close while it runs, so it runs as long.
+constexpr double kWindowedMinTime = 2.0;
+
+// Allocations per call of the calling thread, as the other benchmarks count them.
+void report_allocations(benchmark::State& state, const AllocCount& start) {
+  const AllocCount end = thread_alloc_count();
+  state.counters["allocs_per_call"] = benchmark::Counter(static_cast<double>(end.news - start.news),
+                                                         benchmark::Counter::kAvgIterations);
+}
+
+// One permit per iteration, taken and ended with `end`; the caller's thread has made its first
+// call (which takes its stripe slot, once per thread) before.
+template <class Policy, class End>
+void permit_loop(benchmark::State& state, Policy& policy, End end) {
+  const AllocCount start = thread_alloc_count();
+  for (auto _ : state) {
+    auto permit = policy.try_acquire();
+    if (!permit) [[unlikely]] {
+      state.SkipWithError("the policy refused a call");
+      break;
+    }
+    end(permit);
+  }
+  report_allocations(state, start);
+}
+
+// Default settings with the histogram on: every admitted call records its latency in its
+// thread's stripe.
+void BM_AdmittedCallLatencyHistogram(benchmark::State& state) {
+  static r4c::AdaptiveLimit limit{"bench-latency-histogram",
+                                  r4c::AdaptiveLimitConfig().latency_histogram(true)};
+  if (r4c::Permit permit = limit.try_acquire()) permit.on_success();
+  permit_loop(state, limit, [](r4c::Permit& permit) { permit.on_success(); });
+}
+
+// Observe mode costs a permitted call nothing: the mode is read only by a call it would refuse.
+// Far more permits per period than any run takes: every call is permitted.
+r4c::RateLimiterConfig plentiful(r4c::PolicyMode mode) {
+  return r4c::RateLimiterConfig()
+      .limit_for_period(r4c::RateLimiterConfig::kMaxLimitForPeriod)
+      .refresh_period(std::chrono::milliseconds(1))
+      .mode(mode);
+}
+
+// A rate limiter's permit is a bool: nothing to end.
+void rate_limiter_loop(benchmark::State& state, r4c::RateLimiter& limiter) {
+  (void)limiter.try_acquire();
+  permit_loop(state, limiter, [](bool) {});
+}
+
+void BM_RateLimiterEnforce(benchmark::State& state) {
+  static r4c::RateLimiter limiter("bench-rate-enforce", plentiful(r4c::PolicyMode::enforce));
+  rate_limiter_loop(state, limiter);
+}
+
+void BM_RateLimiterObserveMode(benchmark::State& state) {
+  static r4c::RateLimiter limiter("bench-rate-observe", plentiful(r4c::PolicyMode::observe));
+  rate_limiter_loop(state, limiter);
+}
+
+// A closed breaker's success (not slow): the lock-free path.
+void breaker_loop(benchmark::State& state, r4c::CircuitBreaker& breaker) {
+  permit_loop(state, breaker, [](r4c::CircuitBreakerPermit& permit) {
+    permit.on_success(std::chrono::nanoseconds(1));
+  });
+}
+
+void BM_BreakerEnforce(benchmark::State& state) {
+  static r4c::CircuitBreaker breaker("bench-breaker-enforce");
+  breaker_loop(state, breaker);
+}
+
+void BM_BreakerObserveMode(benchmark::State& state) {
+  static r4c::CircuitBreaker breaker("bench-breaker-observe",
+                                     r4c::CircuitBreakerConfig().mode(r4c::PolicyMode::observe));
+  breaker_loop(state, breaker);
+}
+
+BENCHMARK(BM_AdmittedCallLatencyHistogram)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
+BENCHMARK(BM_RateLimiterEnforce)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_RateLimiterObserveMode)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_BreakerEnforce)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_BreakerObserveMode)->Apply(on_1_2_4_threads);
+
+}  // namespace

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+// The latency histogram's cold half: window ends and reading.
+//
+// Stripes are cumulative and never reset, so each keeps a single writer; the thread that ends
+// a window (the first record after its end, elected by taking window_end_ as a token, as the
+// adaptive limit closes its windows) subtracts what it saw at the previous end and publishes
+// the difference under a sequence lock.
+#include "r4c/latency_histogram.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace r4c::detail {
+
+LatencyHistogram::LatencyHistogram(std::int64_t window_ticks, std::int64_t now) noexcept
+    : window_end_(now + std::max<std::int64_t>(window_ticks, 1)),
+      window_ticks_(std::max<std::int64_t>(window_ticks, 1)),
+      stripes_(std::make_unique<Stripe[]>(kThreadSlots)),
+      consumed_(std::make_unique<Counts>()),
+      last_window_(std::make_unique<std::array<std::atomic<std::uint64_t>, kBuckets>>()) {
+  consumed_->fill(0);
+  for (std::atomic<std::uint64_t>& count : *last_window_) count.store(0, std::memory_order_relaxed);
+}
+
+void LatencyHistogram::fold(Stripe& stripe) noexcept {
+  const std::uint64_t end = stripe.next.load(std::memory_order_relaxed);  // the owner's own
+  const std::uint64_t begin = stripe.folded.load(std::memory_order_relaxed);
+  const std::uint64_t odd = stripe.sequence.load(std::memory_order_relaxed) + 1;
+  stripe.sequence.store(odd, std::memory_order_relaxed);
+  // release fence: a reader that sees a count below also sees the odd sequence.
+  std::atomic_thread_fence(std::memory_order_release);
+  for (std::uint64_t p = begin; p < end; ++p) {
+    std::atomic<std::uint64_t>& bucket =
+        stripe.counts[bucket_of(stripe.ring[p % kRing].load(std::memory_order_relaxed))];
+    bucket.store(bucket.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  stripe.folded.store(end, std::memory_order_relaxed);
+  // release: the counts and `folded` above happen before the even sequence.
+  stripe.sequence.store(odd + 1, std::memory_order_release);
+}
+
+void LatencyHistogram::add_stripe(const Stripe& stripe, Counts& out) noexcept {
+  Counts counts;
+  for (;;) {
+    const std::uint64_t before = stripe.sequence.load(std::memory_order_acquire);
+    if (before & 1) continue;  // the owner is folding 64 latencies; it is short
+    for (int b = 0; b < kBuckets; ++b) counts[b] = stripe.counts[b].load(std::memory_order_relaxed);
+    const std::uint64_t folded = stripe.folded.load(std::memory_order_relaxed);
+    // acquire: the ring's latencies below `next` are there.
+    const std::uint64_t next = stripe.next.load(std::memory_order_acquire);
+    // The ring's slots [folded, next) are not written again before the next fold, which
+    // changes the sequence: this reading is then retried.
+    for (std::uint64_t p = folded; p < next && p - folded < kRing; ++p) {
+      ++counts[bucket_of(stripe.ring[p % kRing].load(std::memory_order_relaxed))];
+    }
+    // acquire fence: a value from a fold under way brings its sequence change along.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (stripe.sequence.load(std::memory_order_relaxed) == before) break;
+  }
+  for (int b = 0; b < kBuckets; ++b) out[b] += counts[b];
+}
+
+void LatencyHistogram::add_totals(Counts& out) const noexcept {
+  for (std::uint32_t s = 0; s < kThreadSlots; ++s) add_stripe(stripes_[s], out);
+}
+
+void LatencyHistogram::close_window(std::int64_t now) noexcept {
+  std::int64_t end = window_end_.load(std::memory_order_relaxed);
+  // acquire: the previous close's consumed_ happens before this one's.
+  if (end == kClosing || now < end ||
+      !window_end_.compare_exchange_strong(end, kClosing, std::memory_order_acquire,
+                                           std::memory_order_relaxed)) {
+    return;  // another thread ends this window
+  }
+  Counts totals{};
+  add_totals(totals);
+  // A sample another thread records while we read may be counted in this window or the next,
+  // never twice: consumed_ only grows to what was seen.
+  const std::uint64_t odd = window_sequence_.load(std::memory_order_relaxed) + 1;
+  window_sequence_.store(odd, std::memory_order_relaxed);
+  // release fence: a reader that sees a count below also sees the odd sequence.
+  std::atomic_thread_fence(std::memory_order_release);
+  for (int b = 0; b < kBuckets; ++b) {
+    const std::uint64_t seen = std::max(totals[b], (*consumed_)[b]);
+    (*last_window_)[b].store(seen - (*consumed_)[b], std::memory_order_relaxed);
+    (*consumed_)[b] = seen;
+  }
+  // release: the counts above happen before the even sequence.
+  window_sequence_.store(odd + 1, std::memory_order_release);
+  // A window ended by a late record starts at that record: a pause leaves no empty windows.
+  // release: this close's consumed_ happens before the next close's acquire.
+  window_end_.store(std::max(end + window_ticks_, now + 1), std::memory_order_release);
+}
+
+LatencyPercentiles percentiles_of(
+    const std::array<std::uint64_t, LatencyHistogram::kBuckets>& counts) noexcept {
+  LatencyPercentiles out;
+  for (std::uint64_t c : counts) out.count += c;
+  if (out.count == 0) return out;
+  const auto at = [&](double q) {
+    // The rank of the q-th quantile (1-based, at least 1), then the bucket that holds it.
+    const auto rank = std::max<std::uint64_t>(
+        1, static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(out.count))));
+    std::uint64_t seen = 0;
+    for (int b = 0; b < LatencyHistogram::kBuckets; ++b) {
+      seen += counts[b];
+      if (seen >= rank) {
+        return std::chrono::nanoseconds(
+            static_cast<std::int64_t>(LatencyHistogram::bucket_bound(b)));
+      }
+    }
+    return std::chrono::nanoseconds(
+        static_cast<std::int64_t>(LatencyHistogram::bucket_bound(LatencyHistogram::kBuckets - 1)));
+  };
+  out.p50 = at(0.5);
+  out.p90 = at(0.9);
+  out.p99 = at(0.99);
+  out.p999 = at(0.999);
+  return out;
+}
+
+LatencyDistribution LatencyHistogram::distribution(std::chrono::nanoseconds sum) const noexcept {
+  LatencyDistribution out;
+  out.enabled = true;
+  Counts totals{};
+  add_totals(totals);
+  out.total = percentiles_of(totals);
+  out.sum = sum;
+  std::uint64_t below = 0;
+  int b = 0;
+  for (int i = 0; i < kLatencyBounds; ++i) {
+    const auto bound = static_cast<std::uint64_t>(latency_bound(i).count());
+    for (; b < kBuckets && bucket_bound(b) <= bound; ++b) below += totals[b];
+    out.buckets[i] = below;
+  }
+  Counts window{};
+  for (;;) {
+    const std::uint64_t before = window_sequence_.load(std::memory_order_acquire);
+    if (before & 1) continue;  // a window end is writing; it is short
+    for (int i = 0; i < kBuckets; ++i)
+      window[i] = (*last_window_)[i].load(std::memory_order_relaxed);
+    // acquire fence: a count from a close under way brings its sequence change along.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (window_sequence_.load(std::memory_order_relaxed) == before) break;
+  }
+  out.window = percentiles_of(window);
+  return out;
+}
+
+}  // namespace r4c::detail

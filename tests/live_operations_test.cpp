@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: Apache-2.0
+// Operating the rate limiter, the circuit breaker and the timeout (docs/operations.md):
+// observe mode and live reconfiguration through registry.reconfigure(), on a ManualClock; the
+// loop test reconfigures while 8 threads call each of them and runs under TSan.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "r4c/metrics.hpp"
+#include "r4c/registry.hpp"
+#include "reconfigure_loop.hpp"
+
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+struct Fixture {
+  std::shared_ptr<r4c::ManualClock> clock = std::make_shared<r4c::ManualClock>();
+  r4c::ResilienceRegistry registry;
+
+  explicit Fixture(const std::string& text)
+      : registry(r4c::testing::registry(clock).config_text(text).build()) {}
+
+  r4c::RateLimiter& limiter() { return registry.rate_limiter_policy("m", "quota"); }
+};
+
+// The error a refused text raised, or "" when it was accepted.
+std::string refusal(r4c::ResilienceRegistry& registry, const std::string& text) {
+  try {
+    (void)registry.reconfigure(text);
+  } catch (const r4c::ConfigException& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Two texts as one (both std::string: g++ 12 warns falsely on a string + a long literal).
+std::string with(std::string_view base, std::string_view more) {
+  return std::string(base) + std::string(more);
+}
+
+constexpr const char* kTwoPerSecond =
+    "instances.quota.rateLimiter.limitForPeriod = 2\n"
+    "instances.quota.rateLimiter.refreshPeriod = 1s\n";
+
+// ---- the rate limiter --------------------------------------------------------------------
+
+TEST(RateLimiterObserveTest, LetsEveryCallThroughAndCountsWhatItWouldHaveRefused) {
+  Fixture f(with(kTwoPerSecond, "instances.quota.rateLimiter.mode = observe\n"));
+  r4c::RateLimiter& limiter = f.limiter();
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(limiter.try_acquire());
+  EXPECT_NO_THROW(limiter.acquire());
+  EXPECT_TRUE(limiter.try_acquire(2));
+  const r4c::RateLimiterSnapshot s = limiter.snapshot();
+  EXPECT_EQ(s.rejected, 0u);
+  EXPECT_EQ(s.would_have_rejected, 5u);   // 2 permits, then 3 + acquire() + the weight of 2
+  EXPECT_EQ(s.available_permissions, 0);  // the permits ran as in enforce
+  EXPECT_EQ(s.mode, r4c::PolicyMode::observe);
+  EXPECT_THAT(
+      r4c::metrics::prometheus_text(f.registry),
+      HasSubstr("r4c_ratelimiter_would_reject_total{kind=\"ratelimiter\",name=\"quota\"} 5"));
+}
+
+TEST(RateLimiterObserveTest, SwitchedToEnforceKeepsThePeriodItCounted) {
+  Fixture f(with(kTwoPerSecond, "instances.quota.rateLimiter.mode = observe\n"));
+  r4c::RateLimiter& limiter = f.limiter();
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(limiter.try_acquire());
+  const auto changes = f.registry.reconfigure(kTwoPerSecond);  // mode back to enforce
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].key, "mode");
+  EXPECT_FALSE(limiter.try_acquire());  // this period's permits were used while observing
+  EXPECT_EQ(limiter.snapshot().rejected, 1u);
+  EXPECT_EQ(limiter.snapshot().would_have_rejected, 1u);
+  f.clock->advance(1s);
+  EXPECT_TRUE(limiter.try_acquire());
+}
+
+TEST(RateLimiterObserveTest, RefusesObserveWithATimeout) {
+  EXPECT_THROW(
+      r4c::RateLimiter(
+          "x", r4c::RateLimiterConfig().mode(r4c::PolicyMode::observe).timeout_duration(10ms)),
+      r4c::ConfigException);
+  Fixture f(kTwoPerSecond);
+  (void)f.limiter();
+  const std::string error = refusal(f.registry, with(kTwoPerSecond,
+                                                     "instances.quota.rateLimiter.mode = observe\n"
+                                                     "instances.quota.rateLimiter.timeoutDuration "
+                                                     "= 1s\n"));
+  EXPECT_THAT(error, HasSubstr("R4C-ATR-009"));
+  EXPECT_EQ(f.limiter().config().mode(), r4c::PolicyMode::enforce);  // nothing applied
+}
+
+TEST(RateLimiterReconfigureTest, ANewLimitStartsAPeriodNowWithThePermitsLeft) {
+  Fixture f(kTwoPerSecond);
+  r4c::RateLimiter& limiter = f.limiter();
+  EXPECT_TRUE(limiter.try_acquire());  // 1 left of 2
+  f.clock->advance(500ms);
+  (void)f.registry.reconfigure(
+      "instances.quota.rateLimiter.limitForPeriod = 5\n"
+      "instances.quota.rateLimiter.refreshPeriod = 1s\n");
+  EXPECT_EQ(limiter.snapshot().limit_for_period, 5);
+  EXPECT_EQ(limiter.snapshot().available_permissions, 1);  // carried over
+  EXPECT_TRUE(limiter.try_acquire());
+  EXPECT_FALSE(limiter.try_acquire());
+  f.clock->advance(999ms);  // the new period began at 0.5 s: still in it at 1.499 s
+  EXPECT_FALSE(limiter.try_acquire());
+  f.clock->advance(1ms);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(limiter.try_acquire()) << i;
+  EXPECT_FALSE(limiter.try_acquire());
+  EXPECT_TRUE(limiter.try_acquire(5) == false);  // the weight bound follows the new limit
+  EXPECT_THROW((void)limiter.try_acquire(6), r4c::ConfigException);
+}
+
+TEST(RateLimiterReconfigureTest, ALowerLimitCapsWhatIsLeftAndAShorterPeriodRefillsSooner) {
+  Fixture f("instances.quota.rateLimiter.limitForPeriod = 10\n");
+  r4c::RateLimiter& limiter = f.limiter();
+  f.clock->advance(300ms);
+  (void)f.registry.reconfigure(
+      "instances.quota.rateLimiter.limitForPeriod = 3\n"
+      "instances.quota.rateLimiter.refreshPeriod = 100ms\n");
+  EXPECT_EQ(limiter.snapshot().available_permissions, 3);  // 10 left, at most the new 3
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(limiter.try_acquire());
+  EXPECT_FALSE(limiter.try_acquire());
+  f.clock->advance(100ms);
+  EXPECT_EQ(limiter.snapshot().available_permissions, 3);
+}
+
+TEST(RateLimiterReconfigureTest, AReservedPermitAndItsWaiterAreKept) {
+  Fixture f(with(kTwoPerSecond, "instances.quota.rateLimiter.timeoutDuration = 2s\n"));
+  r4c::RateLimiter& limiter = f.limiter();
+  EXPECT_TRUE(limiter.try_acquire());
+  EXPECT_TRUE(limiter.try_acquire());
+  const r4c::RateLimiter::Reservation waiter = limiter.reserve_permit();  // owed: period 2
+  ASSERT_EQ(waiter.kind, r4c::RateLimiter::Reservation::Kind::later);
+  EXPECT_EQ(waiter.ready_at, 1s);
+  f.clock->advance(400ms);
+  (void)f.registry.reconfigure(
+      "instances.quota.rateLimiter.limitForPeriod = 4\n"
+      "instances.quota.rateLimiter.refreshPeriod = 1s\n"
+      "instances.quota.rateLimiter.timeoutDuration = 2s\n");
+  EXPECT_EQ(limiter.snapshot().waiting_calls, 1);
+  EXPECT_EQ(limiter.snapshot().available_permissions, -1);  // still owed
+  f.clock->advance(1s);  // the new period at 1.4 s: 4 permits, one of them the waiter's
+  limiter.end_wait();
+  EXPECT_EQ(limiter.snapshot().available_permissions, 3);
+  EXPECT_EQ(limiter.snapshot().waiting_calls, 0);
+}
+
+TEST(RateLimiterReconfigureTest, ATimeoutChangeAloneKeepsThePeriod) {
+  Fixture f(kTwoPerSecond);
+  r4c::RateLimiter& limiter = f.limiter();
+  EXPECT_TRUE(limiter.try_acquire());
+  f.clock->advance(600ms);
+  (void)f.registry.reconfigure(
+      with(kTwoPerSecond, "instances.quota.rateLimiter.timeoutDuration = 500ms\n"));
+  EXPECT_TRUE(limiter.try_acquire());
+  // The period still ends at 1 s: a reservation now waits 400 ms, within the new 500 ms.
+  const r4c::RateLimiter::Reservation waiter = limiter.reserve_permit();
+  ASSERT_EQ(waiter.kind, r4c::RateLimiter::Reservation::Kind::later);
+  EXPECT_EQ(waiter.ready_at, 1s);
+  limiter.end_wait();
+}
+
+// ---- the circuit breaker -----------------------------------------------------------------
+
+constexpr const char* kBreaker =
+    "instances.fuse.circuitBreaker.slidingWindowSize = 4\n"
+    "instances.fuse.circuitBreaker.minimumNumberOfCalls = 4\n"
+    "instances.fuse.circuitBreaker.failureRateThreshold = 50\n"
+    "instances.fuse.circuitBreaker.waitInOpen = 10s\n"
+    "instances.fuse.circuitBreaker.permittedCallsInHalfOpen = 1\n";
+
+r4c::CircuitBreaker& breaker_of(Fixture& f) {
+  return f.registry.circuit_breaker_policy("m", "fuse");
+}
+
+void fail(r4c::CircuitBreaker& breaker, int calls) {
+  for (int i = 0; i < calls; ++i) {
+    r4c::CircuitBreakerPermit permit = breaker.try_acquire();
+    ASSERT_TRUE(permit);
+    permit.on_error(1ms);
+  }
+}
+
+TEST(CircuitBreakerObserveTest, OpensAsInEnforceButLetsTheCallsThroughUnrecorded) {
+  Fixture f(with(kBreaker, "instances.fuse.circuitBreaker.mode = observe\n"));
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  fail(breaker, 4);
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::open);
+  for (int i = 0; i < 3; ++i) {
+    r4c::CircuitBreakerPermit permit = breaker.try_acquire();
+    ASSERT_TRUE(permit);     // observe: let through
+    permit.on_success(1ms);  // not recorded: in enforce it would not have run
+  }
+  r4c::CircuitBreakerSnapshot s = breaker.snapshot();
+  EXPECT_EQ(s.not_permitted_calls, 0u);
+  EXPECT_EQ(s.would_have_rejected, 3u);
+  EXPECT_EQ(s.buffered_calls, 4u);  // the four that opened it, nothing since
+  EXPECT_EQ(s.mode, r4c::PolicyMode::observe);
+  // After the wait: one trial, the rest observed; the trial's success closes it.
+  f.clock->advance(10s);
+  r4c::CircuitBreakerPermit trial = breaker.try_acquire();
+  ASSERT_TRUE(trial);
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::half_open);
+  {
+    r4c::CircuitBreakerPermit extra = breaker.try_acquire();
+    EXPECT_TRUE(extra);
+    extra.on_error(1ms);  // not a trial: rates nothing
+  }
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::half_open);
+  trial.on_success(1ms);
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::closed);
+  EXPECT_EQ(breaker.snapshot().would_have_rejected, 4u);
+  EXPECT_THAT(r4c::metrics::prometheus_text(f.registry),
+              HasSubstr("r4c_circuitbreaker_would_reject_total{kind=\"circuitbreaker\",name="
+                        "\"fuse\"} 4"));
+}
+
+TEST(CircuitBreakerObserveTest, SwitchedToEnforceKeepsTheStateItLearnt) {
+  Fixture f(with(kBreaker, "instances.fuse.circuitBreaker.mode = observe\n"));
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  fail(breaker, 4);
+  (void)f.registry.reconfigure(kBreaker);
+  EXPECT_EQ(breaker.config().mode(), r4c::PolicyMode::enforce);
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::open);
+  EXPECT_FALSE(breaker.try_acquire());
+  EXPECT_EQ(breaker.snapshot().not_permitted_calls, 1u);
+}
+
+TEST(CircuitBreakerReconfigureTest, KeepsItsStateAndWindowWhenTheWindowStays) {
+  Fixture f(kBreaker);
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  fail(breaker, 2);  // 2 of 4: not rated yet
+  const auto changes = f.registry.reconfigure(with(kBreaker,
+                                                   "instances.fuse.circuitBreaker."
+                                                   "minimumNumberOfCalls = 2\n"));
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].key, "minimumNumberOfCalls");
+  EXPECT_EQ(breaker.snapshot().buffered_calls, 2u);  // the window stayed
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::closed);
+  fail(breaker, 1);  // 3 calls, all failed, minimum 2: opens
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::open);
+  // An open breaker stays open, its wait unchanged by a new waitInOpen.
+  (void)f.registry.reconfigure(with(kBreaker,
+                                    "instances.fuse.circuitBreaker.minimumNumberOfCalls = 2\n"
+                                    "instances.fuse.circuitBreaker.waitInOpen = 1s\n"));
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::open);
+  f.clock->advance(1s);
+  EXPECT_FALSE(breaker.try_acquire());
+  f.clock->advance(9s);
+  EXPECT_TRUE(breaker.try_acquire());
+}
+
+TEST(CircuitBreakerReconfigureTest, ANewWindowSizeStartsAnEmptyWindow) {
+  Fixture f(kBreaker);
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  fail(breaker, 3);
+  (void)f.registry.reconfigure(
+      with(kBreaker, "instances.fuse.circuitBreaker.slidingWindowSize = 10\n"));
+  EXPECT_EQ(breaker.snapshot().buffered_calls, 0u);
+  fail(breaker, 3);  // 3 calls in the new window: below the minimum of 4
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::closed);
+  fail(breaker, 1);
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::open);
+}
+
+TEST(CircuitBreakerReconfigureTest, ANewSlowDurationRatesTheNextCalls) {
+  Fixture f(with(kBreaker, "instances.fuse.circuitBreaker.slowCallRateThreshold = 50\n"));
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  for (int i = 0; i < 3; ++i) breaker.try_acquire().on_success(2s);  // slow only beyond 60 s
+  EXPECT_EQ(breaker.snapshot().slow_calls, 0u);
+  (void)f.registry.reconfigure(with(kBreaker,
+                                    "instances.fuse.circuitBreaker.slowCallRateThreshold = 50\n"
+                                    "instances.fuse.circuitBreaker.slowCallDuration = 1s\n"));
+  breaker.try_acquire().on_success(2s);
+  EXPECT_EQ(breaker.snapshot().slow_calls, 1u);
+}
+
+TEST(CircuitBreakerReconfigureTest, RefusesANewRecordOnList) {
+  Fixture f(kBreaker);
+  (void)breaker_of(f);
+  const std::string error =
+      refusal(f.registry,
+              with(kBreaker, "instances.fuse.circuitBreaker.recordOn = CallTimeoutException\n"));
+  EXPECT_THAT(error, HasSubstr("R4C-REG-011"));
+  EXPECT_THAT(error, HasSubstr("recordOn"));
+}
+
+// ---- the timeout -------------------------------------------------------------------------
+
+TEST(TimeoutReconfigureTest, CallsThatStartAfterTheChangeTakeTheNewDuration) {
+  Fixture f("instances.slow.timeout.timeout = 1s\n");
+  r4c::Timeout& timeout = f.registry.timeout_policy("m", "slow");
+  // A call under way keeps the deadline it started with.
+  EXPECT_EQ(timeout.execute([&] {
+    (void)f.registry.reconfigure("instances.slow.timeout.timeout = 500ms\n");
+    f.clock->advance(700ms);
+    return 1;
+  }),
+            1);
+  EXPECT_EQ(timeout.config().timeout(), 500ms);
+  EXPECT_EQ(timeout.snapshot().timeout, 500ms);
+  EXPECT_THROW(timeout.execute([&] { f.clock->advance(700ms); }), r4c::CallTimeoutException);
+  // With a token: its deadline is the new one too.
+  bool stopped = false;
+  EXPECT_THROW(timeout.execute([&](std::stop_token stop) {
+    f.clock->advance(500ms);
+    stopped = stop.stop_requested();
+  }),
+               r4c::CallTimeoutException);
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(timeout.snapshot().timed_out, 2u);
+}
+
+// ---- all of them at once, under TSan -----------------------------------------------------
+
+TEST(LiveOperationsTest, ReconfiguresInALoopWhileEightThreadsCallEachOfThem) {
+  const std::string base =
+      "instances.quota.rateLimiter.limitForPeriod = 1000\n"
+      "instances.quota.rateLimiter.refreshPeriod = 10ms\n"
+      "instances.fuse.circuitBreaker.slidingWindowSize = 20\n"
+      "instances.fuse.circuitBreaker.minimumNumberOfCalls = 10\n"
+      "instances.fuse.circuitBreaker.waitInOpen = 20ms\n"
+      "instances.slow.timeout.timeout = 1s\n";
+  const std::string texts[] = {base,
+                               base +
+                                   "instances.quota.rateLimiter.limitForPeriod = 3\n"
+                                   "instances.quota.rateLimiter.mode = observe\n"
+                                   "instances.fuse.circuitBreaker.slidingWindowSize = 5\n"
+                                   "instances.fuse.circuitBreaker.failureRateThreshold = 20\n"
+                                   "instances.fuse.circuitBreaker.mode = observe\n"
+                                   "instances.slow.timeout.timeout = 20ms\n",
+                               base +
+                                   "instances.quota.rateLimiter.refreshPeriod = 1s\n"
+                                   "instances.fuse.circuitBreaker.slidingWindowType = time_based\n"
+                                   "instances.fuse.circuitBreaker.slidingWindowSize = 2\n"};
+  Fixture f(base);
+  r4c::RateLimiter& limiter = f.limiter();
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  r4c::Timeout& timeout = f.registry.timeout_policy("m", "slow");
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::uint64_t i = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        ++i;
+        (void)limiter.try_acquire();
+        if (r4c::CircuitBreakerPermit permit = breaker.try_acquire()) {
+          if ((i + static_cast<std::uint64_t>(t)) % 3 == 0) {
+            permit.on_error(1ms);
+          } else {
+            permit.on_success(1ms);
+          }
+        }
+        (void)timeout.try_execute([] { return 1; });
+      }
+    });
+  }
+  r4c::test::reconfigure_while_calling(f.registry, *f.clock, texts, 300, 7ms, stop, threads);
+  // Every policy is still whole: its settings are the last text's, its counters add up.
+  const r4c::RateLimiterSnapshot rate = limiter.snapshot();
+  EXPECT_LE(rate.available_permissions, rate.limit_for_period);
+  EXPECT_EQ(rate.waiting_calls, 0);
+  const r4c::CircuitBreakerSnapshot fuse = breaker.snapshot();
+  EXPECT_LE(fuse.failed_calls, fuse.buffered_calls);
+  (void)f.registry.reconfigure(base);
+  EXPECT_EQ(limiter.config().limit_for_period(), 1000);
+  EXPECT_EQ(breaker.config().sliding_window_size(), 20);
+  EXPECT_EQ(timeout.config().timeout(), 1s);
+}
+
+}  // namespace
