@@ -371,11 +371,11 @@ def judge_floors(figures, ratio_row):
 
 # Issue 19's ratio targets: (label, benchmark, baseline, bound), each on 1 thread.
 OPERATIONS_RATIOS = (
-    ("18. AdmittedCallLatencyHistogram/threads:1 <= 1.15 x AdmittedCall/threads:1 (latency "
+    ("19. AdmittedCallLatencyHistogram/threads:1 <= 1.15 x AdmittedCall/threads:1 (latency "
      "histograms on)", "BM_AdmittedCallLatencyHistogram", "BM_AdmittedCall", 1.15),
-    ("20. RateLimiterObserveMode/threads:1 <= 1.1 x RateLimiterEnforce/threads:1 (a permitted "
+    ("21. RateLimiterObserveMode/threads:1 <= 1.1 x RateLimiterEnforce/threads:1 (a permitted "
      "call in observe mode)", "BM_RateLimiterObserveMode", "BM_RateLimiterEnforce", 1.1),
-    ("21. BreakerObserveMode/threads:1 <= 1.1 x BreakerEnforce/threads:1 (a closed breaker's "
+    ("22. BreakerObserveMode/threads:1 <= 1.1 x BreakerEnforce/threads:1 (a closed breaker's "
      "call in observe mode)", "BM_BreakerObserveMode", "BM_BreakerEnforce", 1.1),
 )
 
@@ -386,7 +386,7 @@ def judge_operations(figures, ratio_row):
             for label, name, base, bound in OPERATIONS_RATIOS]
     fig = figures.get(("BM_AdmittedCallLatencyHistogram", 1))
     count = fig.counters.get("allocs_per_call") if fig else None
-    rows.insert(1, ("19. allocs_per_call == 0 for AdmittedCallLatencyHistogram (1 thread)",
+    rows.insert(1, ("20. allocs_per_call == 0 for AdmittedCallLatencyHistogram (1 thread)",
                     "missing" if count is None else f"{count}", "PASS" if count == 0 else "FAIL"))
     return rows
 
