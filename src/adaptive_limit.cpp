@@ -733,8 +733,8 @@ Permit AdaptiveLimit::over_limit(std::uint8_t partition) noexcept {
 bool AdaptiveLimit::live_setting(std::string_view key) noexcept {
   // What the admission path or the wait queue holds as constants, built once.
   static constexpr std::string_view kFixed[] = {
-      "enabled",         "dropOn",      "maxWait",       "maxQueue",       "maxQueueFactor",
-      "queueOrder",      "codelTarget", "codelInterval", "criticalShare",  "degradedShare",
+      "enabled",         "dropOn",      "maxWait",       "maxQueue",        "maxQueueFactor",
+      "queueOrder",      "codelTarget", "codelInterval", "criticalShare",   "degradedShare",
       "bestEffortShare", "bulkShare",   "partitions",    "partitionBorrow", "latencyHistogram"};
   return std::find(std::begin(kFixed), std::end(kFixed), key) == std::end(kFixed);
 }
