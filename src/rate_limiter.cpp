@@ -172,11 +172,13 @@ std::int64_t RateLimiter::reserve(std::int64_t now, std::int64_t max_wait,
       wait = s.start + (state.period - s.offset + periods_ahead) * s.period_ticks - now;
       if (wait > std::min(max_wait, s.timeout_ticks) || left < kMinPermits) return -1;
     }
-    // relaxed on success: the word is the whole state; a permit guards no other data. A word
-    // counted in another schedule than `s` fails the exchange: reconfigure() moves the word to
-    // kRebasing and then to a period no earlier word had. acquire on failure: the word read
-    // comes with its schedule, as in load_state().
-    if (state_.compare_exchange_weak(word, pack({state.period, left}), std::memory_order_relaxed,
+    // A word counted in another schedule than `s` fails the exchange: reconfigure() moves the
+    // word to kRebasing and then to a period no earlier word had. acquire on failure: the word
+    // read comes with its schedule, as in load_state(). On success relaxed would do (the word is
+    // the whole state; a permit guards no other data), but a failure order may not be stronger
+    // than the success order before C++17, and g++ 12 rejects it so in unoptimised builds (on
+    // x86 both are the same instruction).
+    if (state_.compare_exchange_weak(word, pack({state.period, left}), std::memory_order_acquire,
                                      std::memory_order_acquire)) {
       return wait;
     }
@@ -276,7 +278,7 @@ int RateLimiter::drain() noexcept {
         refilled(unpack(word), s.offset + (now - s.start) / s.period_ticks, s.limit);
     if (state.permits <= 0) return 0;  // nothing left, or calls already wait for coming ones
     // As reserve().
-    if (state_.compare_exchange_weak(word, pack({state.period, 0}), std::memory_order_relaxed,
+    if (state_.compare_exchange_weak(word, pack({state.period, 0}), std::memory_order_acquire,
                                      std::memory_order_acquire)) {
       return static_cast<int>(state.permits);
     }
