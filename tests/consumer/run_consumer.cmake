@@ -5,6 +5,10 @@
 file(REMOVE_RECURSE ${WORK_DIR})
 set(args -DR4C_SOURCE_DIR=${R4C_SOURCE_DIR} -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
          "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DR4C_COMPONENTS=${COMPONENTS}")
+if(BUILD_TYPE)
+  string(TOUPPER "${BUILD_TYPE}" config)
+  list(APPEND args "-DCMAKE_CXX_FLAGS_${config}=${CONFIG_CXX_FLAGS}")
+endif()
 # The add_subdirectory mode compiles r4c (and its components) again: through the same ccache as
 # the build under test, on every core, so that packaging does not dominate the test time.
 if(LAUNCHER)

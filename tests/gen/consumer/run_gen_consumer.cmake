@@ -9,10 +9,15 @@ if(failed)
   message(FATAL_ERROR "cmake --install failed")
 endif()
 set(project ${WORK_DIR}/project)
+set(config_flags)
+if(BUILD_TYPE)
+  string(TOUPPER "${BUILD_TYPE}" config)
+  set(config_flags "-DCMAKE_CXX_FLAGS_${config}=${CONFIG_CXX_FLAGS}")
+endif()
 file(COPY ${R4C_SOURCE_DIR}/tests/gen/consumer/project/ DESTINATION ${project})
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${project} -B ${WORK_DIR}/build
                         -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
-                        "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
+                        "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" ${config_flags}
                 RESULT_VARIABLE failed OUTPUT_QUIET)
 if(failed)
   message(FATAL_ERROR "configuring the consumer project failed")
