@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "hedge_test_support.hpp"
 #include "test_seed.hpp"
 
 namespace {
@@ -21,12 +22,9 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-struct SlowReplica : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-struct ShardFull : r4c::BulkheadFullException {
-  using BulkheadFullException::BulkheadFullException;
-};
+using r4c::test::counts;
+using r4c::test::ShardFull;
+using r4c::test::SlowReplica;
 
 // Spins (yielding, never sleeping) until `done` holds.
 template <class Predicate>
@@ -36,11 +34,6 @@ void wait_until(Predicate done) {
 
 // What the attempts of one call share with the test; held by the callable through a
 // shared_ptr, as late attempts may outlive the call.
-// A hedge's counters: calls, hedges launched, won by a hedge, failed.
-std::vector<std::uint64_t> counts(const r4c::HedgeSnapshot& s) {
-  return {s.calls, s.hedges_launched, s.won_by_hedge, s.failed};
-}
-
 struct Attempts {
   std::atomic<int> started{0};
   std::atomic<int> in_flight{0};

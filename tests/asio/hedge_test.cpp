@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "../hedge_test_support.hpp"
 #include "r4c/hedge.hpp"
 
 namespace {
@@ -42,12 +43,10 @@ using r4c::testing::spawn;
 
 using namespace std::chrono_literals;
 
-struct SlowReplica : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-struct ShardFull : r4c::BulkheadFullException {
-  using BulkheadFullException::BulkheadFullException;
-};
+using r4c::test::counts;
+using r4c::test::ShardFull;
+using r4c::test::SlowReplica;
+using Counts = std::vector<std::uint64_t>;
 
 // Spins (yielding) until `done` holds; fails the test after 10 s rather than hanging.
 template <class Predicate>
@@ -235,11 +234,7 @@ TEST_F(AsyncHedgeTest, AFastFirstAttemptLaunchesNoHedgeAndLeavesNoTimer) {
                             });
   EXPECT_TRUE(called);
 
-  const r4c::HedgeSnapshot snapshot = hedge.snapshot();
-  EXPECT_EQ(snapshot.calls, 3u);
-  EXPECT_EQ(snapshot.hedges_launched, 0u);
-  EXPECT_EQ(snapshot.won_by_hedge, 0u);
-  EXPECT_EQ(snapshot.failed, 0u);
+  EXPECT_EQ(counts(hedge.snapshot()), (Counts{3, 0, 0, 0}));
 }
 
 TEST_F(AsyncHedgeTest, ASlowFirstAttemptGetsAHedgeOnTheExecutorWhoseSuccessWinsAndCancelsIt) {
@@ -272,11 +267,7 @@ TEST_F(AsyncHedgeTest, ASlowFirstAttemptGetsAHedgeOnTheExecutorWhoseSuccessWinsA
   replicas_.complete("a#1", "late");  // ignored
   run_ready();
   EXPECT_EQ(a.calls, 1);
-  const r4c::HedgeSnapshot snapshot = hedge.snapshot();
-  EXPECT_EQ(snapshot.calls, 1u);
-  EXPECT_EQ(snapshot.hedges_launched, 1u);
-  EXPECT_EQ(snapshot.won_by_hedge, 1u);
-  EXPECT_EQ(snapshot.failed, 0u);
+  EXPECT_EQ(counts(hedge.snapshot()), (Counts{1, 1, 1, 0}));
 }
 
 TEST_F(AsyncHedgeTest, WhenEveryAttemptFailsTheCallerGetsTheLastFailure) {
@@ -308,11 +299,7 @@ TEST_F(AsyncHedgeTest, WhenEveryAttemptFailsTheCallerGetsTheLastFailure) {
   ASSERT_EQ(b.calls, 1);
   EXPECT_EQ(code_of(b.failure), asio::error::connection_reset);
 
-  const r4c::HedgeSnapshot snapshot = hedge.snapshot();
-  EXPECT_EQ(snapshot.calls, 2u);
-  EXPECT_EQ(snapshot.hedges_launched, 2u);
-  EXPECT_EQ(snapshot.won_by_hedge, 0u);
-  EXPECT_EQ(snapshot.failed, 2u);
+  EXPECT_EQ(counts(hedge.snapshot()), (Counts{2, 2, 0, 2}));
 }
 
 TEST_F(AsyncHedgeTest, AFailedAttemptDoesNotEndTheCallWhileAnotherIsInFlight) {
@@ -421,11 +408,7 @@ TEST_F(AsyncHedgeTest, MaxAttemptsBoundsTheAttemptsAndTheWinnerCancelsEveryOther
   replicas_.fail("a#3", asio::error::make_error_code(asio::error::operation_aborted));
   run_ready();
   EXPECT_EQ(a.calls, 1);
-  const r4c::HedgeSnapshot snapshot = hedge.snapshot();
-  EXPECT_EQ(snapshot.calls, 1u);
-  EXPECT_EQ(snapshot.hedges_launched, 2u);
-  EXPECT_EQ(snapshot.won_by_hedge, 1u);
-  EXPECT_EQ(snapshot.failed, 0u);
+  EXPECT_EQ(counts(hedge.snapshot()), (Counts{1, 2, 1, 0}));
 
   // max_attempts(1) turns hedging off: no delay is armed at all.
   r4c::Hedge& single = make(r4c::HedgeConfig().delay(100ms).max_attempts(1));
@@ -461,11 +444,8 @@ TEST_F(AsyncHedgeTest, CancellingAbortsAtOnceCancelsEveryAttemptAndTakesTheDelay
   replicas_.fail("a#1", asio::error::make_error_code(asio::error::operation_aborted));
   run_ready();
   EXPECT_EQ(a.calls, 1);
-  const r4c::HedgeSnapshot snapshot = hedge.snapshot();
-  EXPECT_EQ(snapshot.calls, 1u);  // ended, with a failure for its caller
-  EXPECT_EQ(snapshot.failed, 1u);
-  EXPECT_EQ(snapshot.hedges_launched, 1u);
-  EXPECT_EQ(snapshot.won_by_hedge, 0u);
+  // Ended, with a failure for its caller.
+  EXPECT_EQ(counts(hedge.snapshot()), (Counts{1, 1, 0, 1}));
 }
 
 // The delay fired and its launch is queued on the caller's executor when the caller cancels:
