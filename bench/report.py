@@ -291,9 +291,9 @@ ALL_PARTS = ("BM_PipelineLimitTimeoutToken", "BM_PipelineLimitBulkhead", "BM_Pip
 
 # A call failing with an error code through the same pipeline: it does what an admitted call does,
 # plus each policy's decision on the code (the retry's and the limit's predicates: two
-# std::function calls) and the breaker's record of a failure, which takes its mutex (only a clean
-# success has the lock-free path). 1.5 x an admitted call leaves room for those (about 20 ns on
-# a 30-45 ns call); a throw instead costs 40-60 x (PipelineExecuteRejected).
+# std::function calls) and the breaker's record of a failure (without its lock while no threshold
+# is within reach; under it once every 32 outcomes or so). 1.5 x an admitted call leaves room for
+# those (about 20 ns on a 30-45 ns call); a throw instead costs 40-60 x (PipelineExecuteRejected).
 CODE_FAILURE_BOUND = 1.5
 
 
