@@ -718,7 +718,7 @@ class CircuitBreaker {
     // 30 bits: bit 62 is kPendingOrdered's.
     return (static_cast<std::uint64_t>(second) & 0x3fff'ffffu) << 32;
   }
-  // mutex_, with the successes counted meanwhile folded into window_ first and the lock-free
+  // mutex_, with the outcomes counted meanwhile folded into window_ first and the lock-free
   // path opened again (or kept shut) by what the holder left.
   class Locked {
    public:
@@ -773,7 +773,8 @@ class CircuitBreaker {
   alignas(detail::kCacheLine) mutable std::atomic<std::uint64_t> pending_{kPendingShut};
 
   // A mutex, not atomics: a transition must change the state, the window and the trial counts
-  // together, and it is taken only on outcomes and off the closed admission path.
+  // together, and it is taken only on outcomes that may decide one (and, once a closed window
+  // holds a failure, on about every 33rd outcome) and off the closed admission path.
   alignas(detail::kCacheLine) mutable std::mutex mutex_;
   mutable detail::CallWindow window_;  // snapshot() forgets expired buckets too
   std::int64_t trials_permitted_ = 0;  // half-open: permits granted and not given back
