@@ -539,23 +539,49 @@ void CircuitBreaker::resolve_half_open_locked(std::int64_t now) {
 
 CircuitBreaker::Locked::Locked(const CircuitBreaker& breaker, std::int64_t now)
     : lock_(breaker.mutex_), breaker_(breaker), now_(now) {
-  // Shut the lock-free path while the lock is held; what it counted comes first.
+  // Shut the lock-free path while the lock is held; what it counted comes first, in order. No
+  // threshold check: the budget the last holder left keeps every rate below its threshold.
   const std::uint64_t pending = breaker.pending_.exchange(kPendingShut, std::memory_order_acquire);
+  if ((pending & kPendingOrdered) != 0) {
+    const std::uint64_t run = (pending >> kRunShift) & kMaxRun;
+    if (run != 0) breaker.window_.record_successes(0, run);
+    const auto ordered = static_cast<int>((pending >> kOrderedShift) & kSixBits);
+    for (int i = 0; i < ordered; ++i) breaker.window_.record(0, ((pending >> i) & 1U) != 0, false);
+    return;
+  }
   const std::uint64_t count = pending & kPendingCount;
   if (count != 0) breaker.window_.record_successes(breaker.pending_second_, count);
 }
 
 CircuitBreaker::Locked::~Locked() {
+  if (breaker_.state() != CircuitBreakerState::closed) return;  // stays shut
   const detail::CallWindow::Totals& totals = breaker_.window_.totals();
-  if (breaker_.state() != CircuitBreakerState::closed || totals.failed != 0 || totals.slow != 0) {
-    return;  // stays shut: a success may change the rates or the state may not take it
+  if (!breaker_.time_based_.load(std::memory_order_relaxed)) {
+    // Count-based: the failures that may come without the lock. A call never lowers the
+    // window's count and never raises its slow calls, and a threshold is only checked from
+    // minimum_calls_ on, so with b failures more the rates stay at most those of
+    // {max(calls, minimum), failed + b, slow}: the largest b below the thresholds there.
+    const detail::CallWindow::Totals floor{std::max(totals.calls, breaker_.minimum_calls_),
+                                           totals.failed, totals.slow};
+    const auto reachable = [&](std::uint64_t more) {
+      detail::CallWindow::Totals t = floor;
+      t.failed += more;
+      return t.calls != 0 && (t.failed != 0 || t.slow != 0) && breaker_.rates_exceeded(t);
+    };
+    if (reachable(0)) return;  // a success could decide: stays shut
+    std::uint64_t budget = 0;  // the largest b that cannot reach a threshold
+    for (std::uint64_t step = kMaxOrdered; step != 0; step /= 2) {
+      if (budget + step <= static_cast<std::uint64_t>(kMaxOrdered) && !reachable(budget + step))
+        budget += step;
+    }
+    breaker_.pending_.store(kPendingOrdered | (budget << kBudgetShift), std::memory_order_release);
+    return;
   }
-  std::uint64_t tag = 0;
-  if (breaker_.time_based_.load(std::memory_order_relaxed)) {
-    breaker_.pending_second_ = breaker_.second_of(now_);
-    tag = tag_of(breaker_.pending_second_);
+  if (totals.failed != 0 || totals.slow != 0) {
+    return;  // stays shut: a success may change the rates
   }
-  breaker_.pending_.store(tag, std::memory_order_release);
+  breaker_.pending_second_ = breaker_.second_of(now_);
+  breaker_.pending_.store(tag_of(breaker_.pending_second_), std::memory_order_release);
 }
 
 void CircuitBreaker::record_locked_path(std::uint64_t epoch, bool failed,

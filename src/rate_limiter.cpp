@@ -134,7 +134,9 @@ RateLimiter::RateLimiter(std::string instance_id, RateLimiterConfig config,
                             detail::show(config.refresh_period()) + ")"))),
       observe_(config.mode() == PolicyMode::observe) {}
 
-std::uint64_t RateLimiter::load_state(const Schedule** schedule) const noexcept {
+// always_inline: on every permit; out of line it cost a call and a frame (15 instructions).
+[[gnu::always_inline]] inline std::uint64_t RateLimiter::load_state(
+    const Schedule** schedule) const noexcept {
   for (;;) {
     // acquire: a word reconfigure() stored comes with the schedule it stored before it.
     const std::uint64_t word = state_.load(std::memory_order_acquire);

@@ -876,7 +876,7 @@ TEST_F(CircuitBreakerTest, LockFreeSuccessesCountInOrderBeforeTheNextFailure) {
   EXPECT_EQ(breaker->snapshot().buffered_calls, 4u);
 }
 
-TEST_F(CircuitBreakerTest, ASuccessAfterAFailureIsRecordedUnderTheLockUntilTheFailureLeaves) {
+TEST_F(CircuitBreakerTest, OutcomesAfterAFailureCountInOrderUntilTheFailureLeaves) {
   auto breaker = make_small(/*window=*/3, /*minimum=*/3);
   fail(*breaker);
   succeed(*breaker);
@@ -889,6 +889,72 @@ TEST_F(CircuitBreakerTest, ASuccessAfterAFailureIsRecordedUnderTheLockUntilTheFa
   fail(*breaker);
   fail(*breaker);  // 2 of 3
   EXPECT_EQ(breaker->state(), State::open);
+}
+
+// A closed count-based breaker records failures without the lock too, as long as no threshold
+// is within reach: against a model of resilience4j's count-based window (the last N calls,
+// rated from the minimum on), random configs and outcomes (slow ones included) open the
+// breaker at exactly the call the model opens at, and every snapshot shows the model's counts.
+TEST_F(CircuitBreakerTest, LockFreeFailuresOpenACountBasedWindowAtExactlyTheModelsCall) {
+  std::mt19937_64 random(r4c::test::test_seed(2121));
+  int openings = 0;
+  for (int round = 0; round < 60; ++round) {
+    const int size = 1 + static_cast<int>(random() % 80);
+    const int minimum = 1 + static_cast<int>(random() % static_cast<unsigned>(size + 10));
+    const double failure_threshold = static_cast<double>(1 + random() % 100);
+    const double slow_threshold = static_cast<double>(1 + random() % 100);
+    const unsigned failure_odds = 1 + static_cast<unsigned>(random() % 100);  // percent
+    auto breaker = make(r4c::CircuitBreakerConfig()
+                            .sliding_window_size(size)
+                            .minimum_number_of_calls(minimum)
+                            .failure_rate_threshold(failure_threshold)
+                            .slow_call_rate_threshold(slow_threshold)
+                            .slow_call_duration(1s));
+    std::vector<std::uint8_t> ring;  // the model: the last `size` calls, 1 failed | 2 slow
+    std::size_t next = 0;
+    std::uint64_t failed = 0, slow = 0;
+    const auto rated = static_cast<std::uint64_t>(std::min(minimum, size));
+    for (int call = 0; call < 600; ++call) {
+      const bool fails = random() % 100 < failure_odds;
+      const bool is_slow = random() % 50 == 0;
+      r4c::CircuitBreakerPermit permit = breaker->try_acquire();
+      ASSERT_TRUE(permit) << "round " << round << " call " << call;
+      const auto duration = is_slow ? std::chrono::nanoseconds(1s) : std::chrono::nanoseconds(1ms);
+      if (fails) {
+        permit.on_error(duration);
+      } else {
+        permit.on_success(duration);
+      }
+      const std::uint8_t outcome = static_cast<std::uint8_t>((fails ? 1 : 0) | (is_slow ? 2 : 0));
+      if (ring.size() < static_cast<std::size_t>(size)) {
+        ring.push_back(outcome);
+      } else {
+        failed -= ring[next] & 1U;
+        slow -= (ring[next] >> 1) & 1U;
+        ring[next] = outcome;
+        next = (next + 1) % ring.size();
+      }
+      failed += fails ? 1 : 0;
+      slow += is_slow ? 1 : 0;
+      const auto calls = static_cast<double>(ring.size());
+      const bool opens = ring.size() >= rated && (failed != 0 || slow != 0) &&
+                         (static_cast<double>(failed) * 100.0 / calls >= failure_threshold ||
+                          static_cast<double>(slow) * 100.0 / calls >= slow_threshold);
+      ASSERT_EQ(breaker->state(), opens ? State::open : State::closed)
+          << "round " << round << " call " << call;
+      if (opens) {
+        ++openings;
+        break;
+      }
+      if (random() % 16 == 0) {  // a snapshot folds what was counted without the lock
+        const r4c::CircuitBreakerSnapshot snap = breaker->snapshot();
+        ASSERT_EQ(snap.buffered_calls, ring.size()) << "round " << round << " call " << call;
+        ASSERT_EQ(snap.failed_calls, failed) << "round " << round << " call " << call;
+        ASSERT_EQ(snap.slow_calls, slow) << "round " << round << " call " << call;
+      }
+    }
+  }
+  EXPECT_GT(openings, 20);  // the rounds opened it at all sorts of points, not just never
 }
 
 TEST_F(CircuitBreakerTest, LockFreeSuccessesOfATimeBasedWindowExpireWithTheirSecond) {

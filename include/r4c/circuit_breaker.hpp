@@ -650,20 +650,33 @@ class CircuitBreaker {
   void record(std::uint64_t epoch, bool failed, std::chrono::nanoseconds duration) noexcept {
     if (epoch == kObservedEpoch) [[unlikely]]
       return;
-    if (!failed && count_clean_success(duration)) [[likely]]
+    if (count_lock_free(failed, duration)) [[likely]]
       return;
     record_locked_path(epoch, failed, duration);
   }
   void record_locked_path(std::uint64_t epoch, bool failed,
                           std::chrono::nanoseconds duration) noexcept;
-  // The lock-free success of a clean closed window: one CAS on pending_, which only succeeds
-  // while the last holder of the lock left the breaker closed and clean (and, time-based, for
-  // the second it left tagged). Else false: the locked path records it.
-  bool count_clean_success(std::chrono::nanoseconds duration) noexcept {
+  // The lock-free record of a closed breaker's outcome (never a slow one): one CAS on
+  // pending_, which only succeeds while the last holder of the lock left it open. Else false:
+  // the locked path records it.
+  bool count_lock_free(bool failed, std::chrono::nanoseconds duration) noexcept {
     if (duration.count() >= slow_call_ns_.load(std::memory_order_relaxed)) return false;
+    std::uint64_t pending = pending_.load(std::memory_order_relaxed);
+    if ((pending & kPendingOrdered) != 0) {
+      do {
+        std::uint64_t next = 0;
+        if (!next_ordered(pending, failed, next)) return false;
+        if (pending_.compare_exchange_weak(pending, next, std::memory_order_relaxed,
+                                           std::memory_order_relaxed)) {
+          return true;
+        }
+      } while ((pending & kPendingOrdered) != 0);
+      return false;  // shut meanwhile (or the window's type changed)
+    }
+    // Time-based: successes of a clean window, tagged with their second.
+    if (failed) return false;
     const std::uint64_t tag =
         time_based_.load(std::memory_order_relaxed) ? tag_of(second_of(clock_.ticks())) : 0;
-    std::uint64_t pending = pending_.load(std::memory_order_relaxed);
     do {
       if ((pending & ~kPendingCount) != tag || (pending & kPendingCount) == kPendingCount) {
         return false;
@@ -672,10 +685,40 @@ class CircuitBreaker {
                                              std::memory_order_relaxed));
     return true;
   }
-  static std::uint64_t tag_of(std::int64_t second) noexcept {
-    return (static_cast<std::uint64_t>(second) & 0x7fff'ffffu) << 32;
+  // A count-based window's pending_ (kPendingOrdered set): the calls, in the order they
+  // ended, that the next holder of the lock records. First a run of successes (kRun), then up
+  // to kMaxOrdered outcomes as bits (1: failed) in ending order; kBudget failures more may
+  // come before the lock must decide: as many as cannot reach a threshold whatever follows.
+  static constexpr std::uint64_t kPendingOrdered = std::uint64_t{1} << 62;
+  static constexpr int kMaxOrdered = 32;    // the bits 0..31
+  static constexpr int kOrderedShift = 32;  // 6 bits: how many of the bits are outcomes
+  static constexpr int kBudgetShift = 38;   // 6 bits: failures it may still take
+  static constexpr int kRunShift = 44;      // 18 bits: successes before the first bit
+  static constexpr std::uint64_t kSixBits = 0x3f;
+  static constexpr std::uint64_t kMaxRun = (std::uint64_t{1} << 18) - 1;
+  // The word after one more outcome, or false when it cannot take it (full, out of budget).
+  static bool next_ordered(std::uint64_t pending, bool failed, std::uint64_t& next) noexcept {
+    const std::uint64_t ordered = (pending >> kOrderedShift) & kSixBits;
+    if (!failed && ordered == 0) {
+      if (((pending >> kRunShift) & kMaxRun) == kMaxRun) return false;
+      next = pending + (std::uint64_t{1} << kRunShift);
+      return true;
+    }
+    if (ordered == static_cast<std::uint64_t>(kMaxOrdered)) return false;
+    if (!failed) {
+      next = pending + (std::uint64_t{1} << kOrderedShift);
+      return true;
+    }
+    if (((pending >> kBudgetShift) & kSixBits) == 0) return false;
+    next = (pending + (std::uint64_t{1} << kOrderedShift) - (std::uint64_t{1} << kBudgetShift)) |
+           (std::uint64_t{1} << ordered);
+    return true;
   }
-  // mutex_, with the successes counted meanwhile folded into window_ first and the lock-free
+  static std::uint64_t tag_of(std::int64_t second) noexcept {
+    // 30 bits: bit 62 is kPendingOrdered's.
+    return (static_cast<std::uint64_t>(second) & 0x3fff'ffffu) << 32;
+  }
+  // mutex_, with the outcomes counted meanwhile folded into window_ first and the lock-free
   // path opened again (or kept shut) by what the holder left.
   class Locked {
    public:
@@ -720,15 +763,18 @@ class CircuitBreaker {
   std::atomic<std::int64_t> slow_call_ns_;
   std::atomic<bool> time_based_;
 
-  // Written by every clean success: a line of its own. kPendingShut while the lock-free path is
-  // shut (not closed, or a failure or slow call in the window, or the lock held); else the
-  // tag of the second its successes fall in (time-based; 0 count-based) | their count.
+  // Written by every lock-free outcome: a line of its own. kPendingShut while the lock-free
+  // path is shut (not closed, the lock held, or, time-based, a failure or slow call in the
+  // window; count-based, a threshold within reach of one more outcome); else, time-based, the
+  // tag of the second its successes fall in | their count; count-based, kPendingOrdered | the
+  // outcomes in order (next_ordered()).
   static constexpr std::uint64_t kPendingShut = std::uint64_t{1} << 63;
   static constexpr std::uint64_t kPendingCount = 0xffff'ffffu;
   alignas(detail::kCacheLine) mutable std::atomic<std::uint64_t> pending_{kPendingShut};
 
   // A mutex, not atomics: a transition must change the state, the window and the trial counts
-  // together, and it is taken only on outcomes and off the closed admission path.
+  // together, and it is taken only on outcomes that may decide one (and, once a closed window
+  // holds a failure, on about every 33rd outcome) and off the closed admission path.
   alignas(detail::kCacheLine) mutable std::mutex mutex_;
   mutable detail::CallWindow window_;  // snapshot() forgets expired buckets too
   std::int64_t trials_permitted_ = 0;  // half-open: permits granted and not given back
