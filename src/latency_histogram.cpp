@@ -119,6 +119,13 @@ LatencyPercentiles percentiles_of(
   return out;
 }
 
+std::chrono::nanoseconds LatencyHistogram::sum() const noexcept {
+  std::uint64_t total = 0;
+  for (std::uint32_t i = 0; i < kThreadSlots; ++i)
+    total += stripes_[i].sum.load(std::memory_order_relaxed);
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(total));
+}
+
 LatencyDistribution LatencyHistogram::distribution(std::chrono::nanoseconds sum) const noexcept {
   LatencyDistribution out;
   out.enabled = true;

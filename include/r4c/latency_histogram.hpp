@@ -82,8 +82,9 @@ class LatencyHistogram {
   LatencyHistogram(std::int64_t window_ticks, std::int64_t now) noexcept;
 
   /// Records one latency; `now` in the same ticks (ends a window when it is over). The sum of
-  /// the latencies is the owner's: a policy that records a latency already sums it.
-  void record(std::int64_t latency_ns, std::int64_t now) noexcept {
+  /// the latencies is the owner's (a policy that records a latency already sums it), unless
+  /// `summed`: the histogram then sums them itself (sum()).
+  void record(std::int64_t latency_ns, std::int64_t now, bool summed = false) noexcept {
     // A record after the window's end belongs to the next window: the end comes first.
     if (now >= window_end_.load(std::memory_order_relaxed)) [[unlikely]]
       close_window(now);
@@ -92,7 +93,12 @@ class LatencyHistogram {
     Stripe& stripe = stripes_[slot.index];
     if (!slot.exclusive) [[unlikely]] {
       stripe.counts[bucket_of(value)].fetch_add(1, std::memory_order_relaxed);
+      if (summed) stripe.sum.fetch_add(value, std::memory_order_relaxed);
       return;
+    }
+    if (summed) {
+      stripe.sum.store(stripe.sum.load(std::memory_order_relaxed) + value,
+                       std::memory_order_relaxed);
     }
     // The latency goes into the stripe's ring, whose slot is known before the latency is: no
     // load waits for it, which a bucket's increment would (its address is the latency's
@@ -109,6 +115,8 @@ class LatencyHistogram {
   /// A picture of the histogram: percentiles of the last window and since the start; `sum`,
   /// the sum of every latency recorded, is the owner's.
   LatencyDistribution distribution(std::chrono::nanoseconds sum) const noexcept;
+  /// The sum of the latencies recorded `summed`.
+  std::chrono::nanoseconds sum() const noexcept;
 
   /// The bucket of a latency in ns: buckets hold (lower, upper] with upper = bucket_bound().
   static constexpr int bucket_of(std::uint64_t value) noexcept {
@@ -141,6 +149,7 @@ class LatencyHistogram {
     alignas(kCacheLine) std::atomic<std::uint64_t> next{0};
     std::atomic<std::uint64_t> folded{0};
     std::atomic<std::uint64_t> sequence{0};
+    std::atomic<std::uint64_t> sum{0};  // record(..., summed): the owner's latencies summed
     alignas(kCacheLine) std::array<std::atomic<std::uint64_t>, kRing> ring{};
   };
   static constexpr std::int64_t kClosing = INT64_MAX;
