@@ -358,12 +358,13 @@ bool Bulkhead::forget(const Listeners& listeners, std::uint8_t bit) const noexce
 void Bulkhead::publish(const Listeners& listeners, std::uint8_t bit, BulkheadEventType type,
                        std::int32_t in_flight) const noexcept {
   if (forget(listeners, bit)) return;
-  listeners.publish(BulkheadEvent{instance_id_, type, in_flight, max_concurrent()});
+  listeners.publish(BulkheadEvent{instance_id_, type, in_flight, config().max_concurrent()});
 }
 
 BulkheadSnapshot Bulkhead::snapshot() const {
   BulkheadSnapshot snap;
-  snap.max_concurrent = max_concurrent();
+  // The setting (the count's limit is it, capped below kListened).
+  snap.max_concurrent = config().max_concurrent();
   snap.mode = observe_.load(std::memory_order_relaxed) ? PolicyMode::observe : PolicyMode::enforce;
   snap.would_have_rejected = would_reject_.total();
   if (latency_) snap.latency = latency_->distribution(latency_->sum());

@@ -279,7 +279,7 @@ class Bulkhead {
   const std::string& instance_id() const noexcept { return instance_id_; }
   /// The config now (reconfigure() replaces it).
   const BulkheadConfig& config() const noexcept { return config_.get(); }
-  /// The slots now (max_concurrent of the config now).
+  /// The slots now: max_concurrent of the config now, capped at 2^30 - 1.
   int max_concurrent() const noexcept { return max_concurrent_.load(std::memory_order_relaxed); }
   /// Whether calls may wait for a slot (max_wait above 0 now).
   bool waits() const noexcept { return config().max_wait().count() > 0; }
@@ -405,7 +405,9 @@ inline void BulkheadPermit::release() noexcept {
 }
 
 inline int BulkheadHandle::in_flight() const noexcept { return policy().in_flight(); }
-inline int BulkheadHandle::max_concurrent() const noexcept { return policy().max_concurrent(); }
+inline int BulkheadHandle::max_concurrent() const noexcept {
+  return policy().config().max_concurrent();
+}
 inline Subscription BulkheadHandle::on_call_permitted(
     std::function<void(const BulkheadEvent&)> listener) const {
   return policy().on_call_permitted(std::move(listener));

@@ -117,6 +117,10 @@ class LatencyHistogram {
   LatencyDistribution distribution(std::chrono::nanoseconds sum) const noexcept;
   /// The sum of the latencies recorded `summed`.
   std::chrono::nanoseconds sum() const noexcept;
+  /// The `quantile` (0 < q < 1) of the latencies recorded since the previous call (since the
+  /// start, the first time), as the percentiles give it (its bucket's upper bound); 0 when none
+  /// were. One caller at a time (an adaptive limit's window closer: samplePercentile).
+  std::int64_t quantile_since_last(double quantile) noexcept;
 
   /// The bucket of a latency in ns: buckets hold (lower, upper] with upper = bucket_bound().
   static constexpr int bucket_of(std::uint64_t value) noexcept {
@@ -170,7 +174,13 @@ class LatencyHistogram {
   // The last window's counts, published under a sequence lock.
   std::atomic<std::uint64_t> window_sequence_{0};
   std::unique_ptr<std::array<std::atomic<std::uint64_t>, kBuckets>> last_window_;
+  // quantile_since_last(): the counts at its previous call (its caller's only).
+  std::unique_ptr<Counts> marked_;
 };
+
+/// The bucket bound at `quantile` of bucket counts that hold `count` latencies (count > 0).
+std::int64_t quantile_of(const std::array<std::uint64_t, LatencyHistogram::kBuckets>& counts,
+                         std::uint64_t count, double quantile) noexcept;
 
 /// The percentiles of bucket counts (exposed for tests).
 LatencyPercentiles percentiles_of(
