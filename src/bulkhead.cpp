@@ -347,9 +347,11 @@ bool Bulkhead::forget(const Listeners& listeners, std::uint8_t bit) const noexce
   }
   if ((before & ~bit & (kPermitted | kFinished)) == 0 && !waits_now() && !latency_) {
     // Nothing on the admitted path is listened to any more: its calls go the short way
-    // again, unless a subscription came meanwhile (it sets its bit, then kListened again).
+    // again, unless a subscription came meanwhile (it sets its bit, then kListened again), or
+    // reconfigure() gave the bulkhead a max_wait (it sets waits_, then kListened).
     in_flight_.fetch_and(~kListened, std::memory_order_seq_cst);
-    if ((listening_.load(std::memory_order_seq_cst) & (kPermitted | kFinished)) != 0)
+    if ((listening_.load(std::memory_order_seq_cst) & (kPermitted | kFinished)) != 0 ||
+        waits_.load(std::memory_order_seq_cst))
       in_flight_.fetch_or(kListened, std::memory_order_seq_cst);
   }
   return true;
@@ -409,8 +411,9 @@ void Bulkhead::reconfigure(const BulkheadConfig& next) {
     // From now on every call passes the mutex; calls holding a slot taken the short way
     // release it the short way, and the next release or wait on the mutex path gives
     // what they free to the waiters.
-    waits_.store(true, std::memory_order_relaxed);
-    in_flight_.fetch_or(kListened, std::memory_order_relaxed);
+    // seq_cst: ordered with forget()'s clearing of kListened and its second look.
+    waits_.store(true, std::memory_order_seq_cst);
+    in_flight_.fetch_or(kListened, std::memory_order_seq_cst);
   }
   grant_free_slots();
 }
@@ -427,13 +430,13 @@ std::span<const detail::Setting<BulkheadKind::Config>> BulkheadKind::settings() 
       R::row(
           "maxWait", "max_wait", duration, [](auto& c, auto& v) { c.max_wait(v.duration); },
           [](const auto& c) { return detail::value_of(c.max_wait()); }),
-      R::choice<PolicyMode>(
-          "mode", "mode", [](auto& c, auto& v) { c.mode(static_cast<PolicyMode>(v.choice)); },
-          [](const auto& c) { return detail::value_of(c.mode()); }, false),
       R::file_only(
           "latencyHistogram", "latency_histogram", boolean,
           [](auto& c, auto& v) { c.latency_histogram(v.boolean); },
-          [](const auto& c) { return detail::value_of(c.latency_histogram()); })};
+          [](const auto& c) { return detail::value_of(c.latency_histogram()); }),
+      R::choice<PolicyMode>(
+          "mode", "mode", [](auto& c, auto& v) { c.mode(static_cast<PolicyMode>(v.choice)); },
+          [](const auto& c) { return detail::value_of(c.mode()); }, false)};
   return kSettings;
 }
 
