@@ -328,24 +328,33 @@ TEST(TimeoutReconfigureTest, CallsThatStartAfterTheChangeTakeTheNewDuration) {
 // A waiting caller runs on its own thread, watched through the snapshot's `waiting` (yielding,
 // never sleeping).
 
+// A bulkhead "pool" of `max_concurrent` slots whose calls wait up to `max_wait`.
+std::string pool(int max_concurrent, std::string_view max_wait) {
+  return "instances.pool.bulkhead.maxConcurrent = " + std::to_string(max_concurrent) +
+         "\ninstances.pool.bulkhead.maxWait = " + std::string(max_wait) + "\n";
+}
+
 struct BulkheadFixture : Fixture {
   std::vector<std::thread> threads;
+  std::atomic<int> granted{0};       // callers of wait_on_thread() that got a slot
+  std::atomic<bool> release{false};  // lets them give it back
 
   using Fixture::Fixture;
   ~BulkheadFixture() { join(); }
 
   r4c::Bulkhead& bulkhead() { return registry.bulkhead_policy("m", "pool"); }
   void join() {
+    release.store(true);
     for (std::thread& thread : threads) thread.join();
     threads.clear();
   }
 
   // Starts a caller of acquire() on a thread that holds the slot it gets until `release` is
-  // set; returns once it waits. `granted` counts the callers that got a slot.
-  void wait_on_thread(std::atomic<int>& granted, std::atomic<bool>& release) {
+  // set; returns once it waits.
+  void wait_on_thread() {
     r4c::Bulkhead& b = bulkhead();
     const int before = b.snapshot().waiting;
-    threads.emplace_back([&b, &granted, &release] {
+    threads.emplace_back([this, &b] {
       r4c::BulkheadPermit permit = b.acquire();
       if (!permit) return;
       granted.fetch_add(1);
@@ -428,29 +437,22 @@ TEST(BulkheadObserveTest, SwitchedToEnforceKeepsItsCallsInFlight) {
 // ---- live reconfiguration ----------------------------------------------------------------
 
 TEST(BulkheadReconfigureTest, AHigherLimitHandsItsNewSlotsToTheWaiters) {
-  BulkheadFixture f(
-      "instances.pool.bulkhead.maxConcurrent = 1\n"
-      "instances.pool.bulkhead.maxWait = 1s\n");
+  BulkheadFixture f(pool(1, "1s"));
   r4c::Bulkhead& bulkhead = f.bulkhead();
   r4c::BulkheadPermit held = bulkhead.try_acquire();
   ASSERT_TRUE(held);
-  std::atomic<int> granted{0};
-  std::atomic<bool> release{false};
-  f.wait_on_thread(granted, release);
-  f.wait_on_thread(granted, release);
-  f.wait_on_thread(granted, release);
-  (void)f.registry.reconfigure(
-      "instances.pool.bulkhead.maxConcurrent = 3\n"
-      "instances.pool.bulkhead.maxWait = 1s\n");
-  wait_until(granted, 2);  // two new slots, two waiters, without a release
+  f.wait_on_thread();
+  f.wait_on_thread();
+  f.wait_on_thread();
+  (void)f.registry.reconfigure(pool(3, "1s"));
+  wait_until(f.granted, 2);  // two new slots, two waiters, without a release
   r4c::BulkheadSnapshot s = bulkhead.snapshot();
   EXPECT_EQ(s.max_concurrent, 3);
   EXPECT_EQ(s.in_flight, 3);
   EXPECT_EQ(s.waiting, 1);
   EXPECT_EQ(s.waits_granted, 2u);
   held.release();  // the third waiter gets this one
-  wait_until(granted, 3);
-  release.store(true);
+  wait_until(f.granted, 3);
   f.join();
   s = bulkhead.snapshot();
   EXPECT_EQ(s.in_flight, 0);
@@ -458,28 +460,21 @@ TEST(BulkheadReconfigureTest, AHigherLimitHandsItsNewSlotsToTheWaiters) {
 }
 
 TEST(BulkheadReconfigureTest, ALowerLimitLetsTheCallsInFlightAndTheWaitersDrain) {
-  BulkheadFixture f(
-      "instances.pool.bulkhead.maxConcurrent = 3\n"
-      "instances.pool.bulkhead.maxWait = 1s\n");
+  BulkheadFixture f(pool(3, "1s"));
   r4c::Bulkhead& bulkhead = f.bulkhead();
   std::vector<r4c::BulkheadPermit> permits;
   for (int i = 0; i < 3; ++i) permits.push_back(bulkhead.try_acquire());
-  std::atomic<int> granted{0};
-  std::atomic<bool> release{false};
-  f.wait_on_thread(granted, release);
-  (void)f.registry.reconfigure(
-      "instances.pool.bulkhead.maxConcurrent = 1\n"
-      "instances.pool.bulkhead.maxWait = 1s\n");
+  f.wait_on_thread();
+  (void)f.registry.reconfigure(pool(1, "1s"));
   EXPECT_EQ(bulkhead.in_flight(), 3);  // nobody lost a slot
   permits.pop_back();
   permits.pop_back();  // 1 in flight: still no slot below the new limit
   EXPECT_EQ(bulkhead.snapshot().waiting, 1);
-  EXPECT_EQ(granted.load(), 0);
+  EXPECT_EQ(f.granted.load(), 0);
   permits.pop_back();  // 0 in flight: the waiter's
-  wait_until(granted, 1);
+  wait_until(f.granted, 1);
   EXPECT_EQ(bulkhead.in_flight(), 1);
   EXPECT_FALSE(bulkhead.try_acquire());
-  release.store(true);
   f.join();
   EXPECT_EQ(bulkhead.snapshot().rejected, 1u);
   EXPECT_EQ(bulkhead.in_flight(), 0);
@@ -490,15 +485,12 @@ TEST(BulkheadReconfigureTest, AMaxWaitGivenLiveMakesCallsWaitForSlotsTakenBefore
   r4c::Bulkhead& bulkhead = f.bulkhead();
   r4c::BulkheadPermit held = bulkhead.try_acquire();  // the short way: no max_wait yet
   EXPECT_FALSE(bulkhead.acquire());
-  (void)f.registry.reconfigure(
-      "instances.pool.bulkhead.maxConcurrent = 1\n"
-      "instances.pool.bulkhead.maxWait = 1s\n");
+  (void)f.registry.reconfigure(pool(1, "1s"));
   EXPECT_TRUE(bulkhead.waits());
-  std::atomic<int> granted{0};
-  std::atomic<bool> release{true};
-  f.wait_on_thread(granted, release);
+  f.release.store(true);
+  f.wait_on_thread();
   held.release();  // taken before the change, released the short way: still handed over
-  wait_until(granted, 1);
+  wait_until(f.granted, 1);
   f.join();
   EXPECT_EQ(bulkhead.snapshot().waits_granted, 1u);
   // And a wait times out after the new max_wait.
@@ -514,20 +506,17 @@ TEST(BulkheadReconfigureTest, AMaxWaitGivenLiveMakesCallsWaitForSlotsTakenBefore
 }
 
 TEST(BulkheadReconfigureTest, AMaxWaitTakenAwayKeepsTheWaitersAndRejectsNewCallsAtOnce) {
-  BulkheadFixture f(
-      "instances.pool.bulkhead.maxConcurrent = 1\n"
-      "instances.pool.bulkhead.maxWait = 1s\n");
+  BulkheadFixture f(pool(1, "1s"));
   r4c::Bulkhead& bulkhead = f.bulkhead();
   r4c::BulkheadPermit held = bulkhead.try_acquire();
-  std::atomic<int> granted{0};
-  std::atomic<bool> release{true};
-  f.wait_on_thread(granted, release);
+  f.release.store(true);
+  f.wait_on_thread();
   (void)f.registry.reconfigure("instances.pool.bulkhead.maxConcurrent = 1\n");
   EXPECT_FALSE(bulkhead.waits());
   EXPECT_THROW(bulkhead.execute([] {}), r4c::BulkheadFullException);  // no wait now
   EXPECT_EQ(bulkhead.snapshot().waiting, 1);
   held.release();
-  wait_until(granted, 1);
+  wait_until(f.granted, 1);
   f.join();
   const r4c::BulkheadSnapshot s = bulkhead.snapshot();
   EXPECT_EQ(s.rejected_by_reason[0], 1u);  // full

@@ -204,7 +204,7 @@ class BulkheadHandle : public detail::HandleBase<Bulkhead> {
 
 /// At most max_concurrent calls at once. Lock-free; no allocation per call. With max_wait set,
 /// execute() and acquire() wait for a slot on the bulkhead's clock (the registry's), under one
-/// mutex that only a bulkhead with max_wait takes.
+/// mutex that only a bulkhead that has had a max_wait takes (reconfigure()).
 /// Thread safety: every member may be called from any number of threads.
 class Bulkhead {
  public:
