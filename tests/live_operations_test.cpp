@@ -370,10 +370,12 @@ void wait_until(const std::atomic<int>& value, int expected) {
 
 // ---- observe mode ------------------------------------------------------------------------
 
+constexpr const char* kObservingPool =
+    "instances.pool.bulkhead.maxConcurrent = 2\n"
+    "instances.pool.bulkhead.mode = observe\n";
+
 TEST(BulkheadObserveTest, LetsEveryCallThroughAndCountsWhatItWouldHaveRejected) {
-  BulkheadFixture f(
-      "instances.pool.bulkhead.maxConcurrent = 2\n"
-      "instances.pool.bulkhead.mode = observe\n");
+  BulkheadFixture f(kObservingPool);
   r4c::Bulkhead& bulkhead = f.bulkhead();
   std::vector<r4c::BulkheadPermit> permits;
   for (int i = 0; i < 4; ++i) {
@@ -415,9 +417,7 @@ TEST(BulkheadObserveTest, RefusesObserveWithAMaxWait) {
 }
 
 TEST(BulkheadObserveTest, SwitchedToEnforceKeepsItsCallsInFlight) {
-  BulkheadFixture f(
-      "instances.pool.bulkhead.maxConcurrent = 2\n"
-      "instances.pool.bulkhead.mode = observe\n");
+  BulkheadFixture f(kObservingPool);
   r4c::Bulkhead& bulkhead = f.bulkhead();
   std::vector<r4c::BulkheadPermit> permits;
   for (int i = 0; i < 3; ++i) permits.push_back(bulkhead.try_acquire());
