@@ -7,6 +7,10 @@
 //   BM_RateLimiterObserveMode        the same in observe mode: target <= 1.1 x the enforce one
 //   BM_BreakerEnforce                try_acquire() + on_success() on a closed breaker
 //   BM_BreakerObserveMode            the same in observe mode: target <= 1.1 x the enforce one
+//   BM_BulkheadEnforce               try_acquire() + release() with slots to spare (enforce)
+//   BM_BulkheadObserveMode           the same in observe mode: target <= 1.1 x the enforce one
+//   BM_BulkheadLatencyHistogram      BM_BulkheadEnforce with latencyHistogram on: target
+//                                    <= 1.15 x BM_BulkheadEnforce
 //
 // Each runs on 1, 2 and 4 threads that share one policy, timed in real time (bench/threads.hpp).
 #include <benchmark/benchmark.h>
@@ -16,6 +20,7 @@
 
 #include "alloc_counter.hpp"
 #include "r4c/adaptive_limit.hpp"
+#include "r4c/bulkhead.hpp"
 #include "r4c/circuit_breaker.hpp"
 #include "r4c/rate_limiter.hpp"
 #include "threads.hpp"
@@ -104,10 +109,42 @@ void BM_BreakerObserveMode(benchmark::State& state) {
   breaker_loop(state, breaker);
 }
 
+// Slots to spare for every thread: every call is admitted. Observe mode is read only by a call
+// a full bulkhead would reject.
+r4c::BulkheadConfig roomy(r4c::PolicyMode mode) {
+  return r4c::BulkheadConfig().max_concurrent(64).mode(mode);
+}
+
+void bulkhead_loop(benchmark::State& state, r4c::Bulkhead& bulkhead) {
+  permit_loop(state, bulkhead, [](r4c::BulkheadPermit& permit) { permit.release(); });
+}
+
+void BM_BulkheadEnforce(benchmark::State& state) {
+  static r4c::Bulkhead bulkhead("bench-bulkhead-enforce", roomy(r4c::PolicyMode::enforce));
+  bulkhead_loop(state, bulkhead);
+}
+
+void BM_BulkheadObserveMode(benchmark::State& state) {
+  static r4c::Bulkhead bulkhead("bench-bulkhead-observe", roomy(r4c::PolicyMode::observe));
+  bulkhead_loop(state, bulkhead);
+}
+
+// Each call reads the bulkhead's clock when it takes its slot and when it gives it back (the
+// bulkhead times nothing else), then records the latency in its thread's stripe.
+void BM_BulkheadLatencyHistogram(benchmark::State& state) {
+  static r4c::Bulkhead bulkhead("bench-bulkhead-latency",
+                                roomy(r4c::PolicyMode::enforce).latency_histogram(true));
+  bulkhead.try_acquire().release();  // the thread's stripe slot, once
+  bulkhead_loop(state, bulkhead);
+}
+
 BENCHMARK(BM_AdmittedCallLatencyHistogram)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
 BENCHMARK(BM_RateLimiterEnforce)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_RateLimiterObserveMode)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_BreakerEnforce)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_BreakerObserveMode)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_BulkheadEnforce)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_BulkheadObserveMode)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_BulkheadLatencyHistogram)->Apply(on_1_2_4_threads);
 
 }  // namespace

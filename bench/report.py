@@ -388,6 +388,10 @@ OPERATIONS_RATIOS = (
      "call in observe mode)", "BM_RateLimiterObserveMode", "BM_RateLimiterEnforce", 1.1),
     ("22. BreakerObserveMode/threads:1 <= 1.1 x BreakerEnforce/threads:1 (a closed breaker's "
      "call in observe mode)", "BM_BreakerObserveMode", "BM_BreakerEnforce", 1.1),
+    ("23. BulkheadObserveMode/threads:1 <= 1.1 x BulkheadEnforce/threads:1 (an admitted call "
+     "in observe mode)", "BM_BulkheadObserveMode", "BM_BulkheadEnforce", 1.1),
+    ("24. BulkheadLatencyHistogram/threads:1 <= 1.15 x BulkheadEnforce/threads:1 (latency "
+     "histograms on)", "BM_BulkheadLatencyHistogram", "BM_BulkheadEnforce", 1.15),
 )
 
 

@@ -257,9 +257,14 @@ void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noex
   // The calls in flight now are in flight during the next window too.
   const std::int32_t max_in_flight = window_max_in_flight_.exchange(
       in_flight_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  const detail::WindowAggregate aggregate{
-      static_cast<std::int64_t>(window.latency_sum_ns / window.samples), max_in_flight,
-      window.drops > 0, window.samples, clock_.to_clock_ns(now)};
+  // samplePercentile: the window's sample is a percentile of its latencies (the histogram's,
+  // since the previous window's end) instead of their average.
+  std::int64_t sample_ns = static_cast<std::int64_t>(window.latency_sum_ns / window.samples);
+  if (const double percentile = live_config_->sample_percentile(); percentile > 0.0 && latency_) {
+    if (const std::int64_t at = latency_->quantile_since_last(percentile); at > 0) sample_ns = at;
+  }
+  const detail::WindowAggregate aggregate{sample_ns, max_in_flight, window.drops > 0,
+                                          window.samples, clock_.to_clock_ns(now)};
   const std::int32_t previous = limit_.load(std::memory_order_relaxed);
   std::int32_t next = estimator_.update(aggregate);
   const double fractional = estimator_.fractional_limit();
@@ -805,6 +810,10 @@ std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::s
           "latencyHistogram", "latency_histogram", boolean,
           [](auto& c, auto& v) { c.latency_histogram(v.boolean); },
           [](const auto& c) { return detail::value_of(c.latency_histogram()); }),
+      R::file_only(
+          "samplePercentile", "sample_percentile", number,
+          [](auto& c, auto& v) { c.sample_percentile(v.number); },
+          [](const auto& c) { return detail::value_of(c.sample_percentile()); }),
       R::choice<LimitAlgorithm>(
           "algorithm", "algorithm",
           [](auto& c, auto& v) { c.algorithm(static_cast<LimitAlgorithm>(v.choice)); },

@@ -308,6 +308,15 @@ AdaptiveLimitConfig& AdaptiveLimitConfig::latency_histogram(bool value) noexcept
   return *this;
 }
 
+AdaptiveLimitConfig& AdaptiveLimitConfig::sample_percentile(double value) {
+  if (!(value >= 0.0 && value < 1.0)) {
+    fail(kInvalidValue, "sample_percentile", show(value),
+         "0 (the window's average) or a percentile in (0, 1), e.g. 0.99");
+  }
+  sample_percentile_ = value;
+  return *this;
+}
+
 AdaptiveLimitConfig& AdaptiveLimitConfig::max_wait(std::chrono::nanoseconds value) {
   check_max_wait(value);
   max_wait_ = value;
@@ -420,6 +429,7 @@ std::optional<SettingDifference> first_difference(const AdaptiveLimitConfig& fir
       .compare("enabled", first.enabled(), second.enabled())
       .compare("mode", first.mode(), second.mode())
       .compare("latency_histogram", first.latency_histogram(), second.latency_histogram())
+      .compare("sample_percentile", first.sample_percentile(), second.sample_percentile())
       .compare("max_wait", first.max_wait(), second.max_wait())
       .compare("max_queue", first.max_queue(), second.max_queue())
       .compare("max_queue_factor", first.max_queue_factor(), second.max_queue_factor())
@@ -488,6 +498,14 @@ void AdaptiveLimitConfig::validate() const {
          "shares that sum to at most 1");
   }
 
+  AdaptiveLimitConfig().sample_percentile(sample_percentile_);
+  if (sample_percentile_ > 0.0 && !latency_histogram_) {
+    throw ConfigException(kBoundsOrRange,
+                          "sample_percentile is " + show(sample_percentile_) +
+                              " and latency_histogram is false; valid: latency_histogram true "
+                              "with a sample_percentile (the percentile is read from it), or "
+                              "sample_percentile 0");
+  }
   if (mode_ == PolicyMode::observe && max_wait_.count() > 0) {
     throw ConfigException(kBoundsOrRange,
                           "mode is observe and max_wait is " + show(max_wait_) +

@@ -11,6 +11,9 @@
 
 namespace r4c {
 
+// Found by DifferenceFinder through argument-dependent lookup.
+static std::string show(PolicyMode value) { return std::string(to_string(value)); }
+
 BulkheadConfig& BulkheadConfig::max_concurrent(int value) {
   if (value < 1)
     detail::fail(detail::kLimitBelowOne, "max_concurrent", detail::show(value), "an integer >= 1");
@@ -26,8 +29,24 @@ BulkheadConfig& BulkheadConfig::max_wait(std::chrono::nanoseconds value) {
   return *this;
 }
 
+BulkheadConfig& BulkheadConfig::mode(PolicyMode value) noexcept {
+  mode_ = value;
+  return *this;
+}
+
+BulkheadConfig& BulkheadConfig::latency_histogram(bool value) noexcept {
+  latency_histogram_ = value;
+  return *this;
+}
+
 void BulkheadConfig::validate() const {
   BulkheadConfig().max_concurrent(max_concurrent_).max_wait(max_wait_);
+  if (mode_ == PolicyMode::observe && max_wait_.count() > 0) {
+    detail::fail(detail::kBoundsOrRange, "mode",
+                 "observe and max_wait is " + detail::show(max_wait_),
+                 "max_wait 0 in observe mode (an observing bulkhead lets a call through instead "
+                 "of making it wait)");
+  }
 }
 
 std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
@@ -35,6 +54,8 @@ std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
   return detail::DifferenceFinder()
       .compare("max_concurrent", first.max_concurrent(), second.max_concurrent())
       .compare("max_wait", first.max_wait(), second.max_wait())
+      .compare("mode", first.mode(), second.mode())
+      .compare("latency_histogram", first.latency_histogram(), second.latency_histogram())
       .result();
 }
 
@@ -85,23 +106,32 @@ struct Bulkhead::WaitQueue {
   }
 };
 
+// A latency histogram's window (the bulkhead has no window of its own).
+constexpr std::chrono::nanoseconds kLatencyWindow = std::chrono::seconds(1);
+
 Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config, std::shared_ptr<Clock> clock)
     : max_concurrent_(std::min(detail::validated(config).max_concurrent(), kListened - 1)),
+      observe_(config.mode() == PolicyMode::observe),
       permitted_listeners_(std::make_shared<Listeners>(BulkheadKind::kNames.metrics)),
       rejected_listeners_(std::make_shared<Listeners>(BulkheadKind::kNames.metrics)),
       finished_listeners_(std::make_shared<Listeners>(BulkheadKind::kNames.metrics)),
       instance_id_(std::move(instance_id)),
-      config_(std::move(config)),
+      config_(config),
       full_(std::make_exception_ptr(BulkheadFullException(
           instance_id_, "bulkhead '" + instance_id_ + "' is full (max_concurrent " +
-                            std::to_string(config_.max_concurrent()) +
+                            std::to_string(config.max_concurrent()) +
                             "): the call was rejected without running"))),
-      waits_(config_.max_wait().count() > 0),
-      queue_(waits_ ? std::make_unique<WaitQueue>() : nullptr),
-      clock_(waits_ && !clock ? std::make_shared<SystemClock>() : std::move(clock)) {
+      waits_(config.max_wait().count() > 0),
+      clock_(clock ? std::move(clock) : std::make_shared<SystemClock>()),
+      // Always there: reconfigure() may give a bulkhead that did not wait a max_wait.
+      queue_(std::make_unique<WaitQueue>()),
+      latency_(config.latency_histogram() ? std::make_unique<detail::LatencyHistogram>(
+                                                kLatencyWindow.count(), clock_->now().count())
+                                          : nullptr) {
   // Every call of a bulkhead that waits takes the out-of-line path, which counts under the
-  // queue's mutex, and every release hands its slot to the oldest waiter there.
-  if (waits_) in_flight_.fetch_or(kListened, std::memory_order_relaxed);
+  // queue's mutex, and every release hands its slot to the oldest waiter there; every call
+  // of one that records latencies takes it too, to stamp its permit.
+  if (waits_now() || latency_) in_flight_.fetch_or(kListened, std::memory_order_relaxed);
 }
 
 Bulkhead::~Bulkhead() = default;
@@ -111,21 +141,22 @@ BulkheadPermit Bulkhead::admitted(std::int32_t running) noexcept {
   if ((listening & kPermitted) != 0)
     publish(*permitted_listeners_, kPermitted, BulkheadEventType::call_permitted, running);
   // A waiting bulkhead's releases always take the announced path (they hand slots over).
-  const bool announce =
-      waits_ || ((listening & kFinished) != 0 && !forget(*finished_listeners_, kFinished));
-  return BulkheadPermit(this, announce);
+  const bool announce = waits_now() || latency_ ||
+                        ((listening & kFinished) != 0 && !forget(*finished_listeners_, kFinished));
+  return BulkheadPermit(this, announce, now_ns());
 }
 
 BulkheadPermit Bulkhead::refused(std::int32_t running, BulkheadRejectReason reason) noexcept {
   rejected_.increment();
-  if (queue_) queue_->rejected[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
+  if (waits_now())
+    queue_->rejected[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
   if (listening(kRejected))
     publish(*rejected_listeners_, kRejected, BulkheadEventType::call_rejected, running);
   return BulkheadPermit();
 }
 
 BulkheadPermit Bulkhead::acquire(std::stop_token stop) noexcept {
-  if (!waits_) return try_acquire();
+  if (!waits()) return try_acquire();
   return wait_for_slot(true, stop);
 }
 
@@ -133,7 +164,10 @@ BulkheadPermit Bulkhead::admit_now() noexcept {
   std::unique_lock lock(queue_->mutex);
   const std::int32_t running = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
   // No barging: a free slot is a newcomer's only while nobody waits.
-  if (queue_->head != nullptr || running >= max_concurrent_) return BulkheadPermit();
+  if (queue_->head != nullptr || running >= max_concurrent()) {
+    if (!observe_.load(std::memory_order_relaxed)) return BulkheadPermit();
+    would_reject_.increment();
+  }
   in_flight_.fetch_add(1, std::memory_order_relaxed);
   lock.unlock();
   return admitted(running + 1);
@@ -142,9 +176,15 @@ BulkheadPermit Bulkhead::admit_now() noexcept {
 Bulkhead::WaitStart Bulkhead::begin_wait(detail::BulkheadWaiter& waiter, bool stopped) noexcept {
   WaitQueue& queue = *queue_;
   std::scoped_lock lock(queue.mutex);
-  const std::int32_t running = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
+  std::int32_t running = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
   if (waiter.state != WaitState::pending) return {waiter.state, running};  // cancelled first
-  if (queue.head == nullptr && running < max_concurrent_) {
+  // Slots left free by releases off the mutex path (before the bulkhead waited) go to the
+  // waiters before this caller.
+  if (queue.head != nullptr && running < max_concurrent()) {
+    grant_free_slots();
+    running = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
+  }
+  if (queue.head == nullptr && running < max_concurrent()) {
     in_flight_.fetch_add(1, std::memory_order_relaxed);
     waiter.state = WaitState::granted;
     return {WaitState::granted, running + 1};
@@ -170,7 +210,9 @@ Bulkhead::WaitState Bulkhead::end_wait(detail::BulkheadWaiter& waiter, WaitState
 }
 
 BulkheadPermit Bulkhead::wait_for_slot(bool may_wait, const std::stop_token& stop) noexcept {
-  if (!may_wait) {
+  // The wait's length now: reconfigure() may have set it to 0 since the bulkhead waited.
+  const std::chrono::nanoseconds max_wait = config().max_wait();
+  if (!may_wait || max_wait.count() == 0) {
     // try_acquire() never waits: the free slot of a bulkhead nobody waits for, or a refusal.
     BulkheadPermit permit = admit_now();
     if (!permit) return refused(in_flight());
@@ -192,7 +234,7 @@ BulkheadPermit Bulkhead::wait_for_slot(bool may_wait, const std::stop_token& sto
   } timer(*this, me);
   bool scheduled = true;
   try {
-    clock_->schedule(timer, me.since + config_.max_wait());
+    clock_->schedule(timer, me.since + max_wait);
   } catch (...) {
     scheduled = false;  // no timer (std::bad_alloc): the wait ends at once
     (void)end_wait(me, WaitState::timed_out);
@@ -235,34 +277,58 @@ Subscription Bulkhead::on_call_finished(std::function<void(const BulkheadEvent&)
 }
 
 BulkheadPermit Bulkhead::acquire_slowly(bool may_wait) noexcept {
-  if (waits_) return wait_for_slot(may_wait, std::stop_token());
+  if (waits_now()) return wait_for_slot(may_wait, std::stop_token());
   std::int32_t state = in_flight_.load(std::memory_order_relaxed);
+  bool over = false;
   for (;;) {
     const std::int32_t running = state & (kListened - 1);
-    if (running >= max_concurrent_) return refused(running);
+    over = running >= max_concurrent();
+    // observe: the call goes through on a slot beyond the limit.
+    if (over && !observe_.load(std::memory_order_relaxed)) return refused(running);
     // relaxed: a slot guards no data; kListened stays as it is.
     if (in_flight_.compare_exchange_weak(state, state + 1, std::memory_order_relaxed,
                                          std::memory_order_relaxed)) {
+      if (over) would_reject_.increment();
       return admitted(running + 1);
     }
   }
 }
 
-void Bulkhead::finish_announced() noexcept {
+void Bulkhead::grant_free_slots() noexcept {
+  std::int32_t running = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
+  while (queue_->head != nullptr && running < max_concurrent()) {
+    detail::BulkheadWaiter& oldest = *queue_->head;
+    const std::int64_t waited = (clock_->now() - oldest.since).count();
+    queue_->wait_ns.fetch_add(std::max<std::int64_t>(waited, 0), std::memory_order_relaxed);
+    queue_->waits_granted.fetch_add(1, std::memory_order_relaxed);
+    in_flight_.fetch_add(1, std::memory_order_relaxed);  // counted for the waiter
+    ++running;
+    queue_->end(oldest, WaitState::granted);
+  }
+}
+
+void Bulkhead::released_listened() noexcept {
+  // A slot taken the short way before reconfigure() gave the bulkhead a max_wait: its waiters
+  // get it, as a release on the mutex path would give it to them.
+  if (!waits_now()) return;
+  std::scoped_lock lock(queue_->mutex);
+  grant_free_slots();
+}
+
+void Bulkhead::finish_announced(std::int64_t since) noexcept {
+  if (latency_) {
+    const std::int64_t now = clock_->now().count();
+    latency_->record(now - since, now, /*summed=*/true);
+  }
   std::int32_t left = 0;
-  if (waits_) {
+  if (waits_now()) {
     // Under the mutex, so that a caller that found the bulkhead full is listed before this
-    // release looks for it: the slot goes to the oldest waiter, still counted.
+    // release looks for it: the freed slot goes to the oldest waiter, unless a lower limit
+    // keeps it (then every slot free below the limit, also one a release off this path left).
     std::scoped_lock lock(queue_->mutex);
-    if (detail::BulkheadWaiter* oldest = queue_->head) {
-      const std::int64_t waited = (clock_->now() - oldest->since).count();
-      queue_->wait_ns.fetch_add(std::max<std::int64_t>(waited, 0), std::memory_order_relaxed);
-      queue_->waits_granted.fetch_add(1, std::memory_order_relaxed);
-      queue_->end(*oldest, WaitState::granted);
-      left = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
-    } else {
-      left = (in_flight_.fetch_sub(1, std::memory_order_relaxed) - 1) & (kListened - 1);
-    }
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    grant_free_slots();
+    left = in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
   } else {
     left = (in_flight_.fetch_sub(1, std::memory_order_relaxed) - 1) & (kListened - 1);
   }
@@ -279,11 +345,13 @@ bool Bulkhead::forget(const Listeners& listeners, std::uint8_t bit) const noexce
     listening_.fetch_or(bit, std::memory_order_seq_cst);
     return false;
   }
-  if ((before & ~bit & (kPermitted | kFinished)) == 0 && !waits_) {
+  if ((before & ~bit & (kPermitted | kFinished)) == 0 && !waits_now() && !latency_) {
     // Nothing on the admitted path is listened to any more: its calls go the short way
-    // again, unless a subscription came meanwhile (it sets its bit, then kListened again).
+    // again, unless a subscription came meanwhile (it sets its bit, then kListened again), or
+    // reconfigure() gave the bulkhead a max_wait (it sets waits_, then kListened).
     in_flight_.fetch_and(~kListened, std::memory_order_seq_cst);
-    if ((listening_.load(std::memory_order_seq_cst) & (kPermitted | kFinished)) != 0)
+    if ((listening_.load(std::memory_order_seq_cst) & (kPermitted | kFinished)) != 0 ||
+        waits_.load(std::memory_order_seq_cst))
       in_flight_.fetch_or(kListened, std::memory_order_seq_cst);
   }
   return true;
@@ -292,16 +360,20 @@ bool Bulkhead::forget(const Listeners& listeners, std::uint8_t bit) const noexce
 void Bulkhead::publish(const Listeners& listeners, std::uint8_t bit, BulkheadEventType type,
                        std::int32_t in_flight) const noexcept {
   if (forget(listeners, bit)) return;
-  listeners.publish(BulkheadEvent{instance_id_, type, in_flight, config_.max_concurrent()});
+  listeners.publish(BulkheadEvent{instance_id_, type, in_flight, config().max_concurrent()});
 }
 
 BulkheadSnapshot Bulkhead::snapshot() const {
   BulkheadSnapshot snap;
-  snap.max_concurrent = config_.max_concurrent();
+  // The setting (the count's limit is it, capped below kListened).
+  snap.max_concurrent = config().max_concurrent();
+  snap.mode = observe_.load(std::memory_order_relaxed) ? PolicyMode::observe : PolicyMode::enforce;
+  snap.would_have_rejected = would_reject_.total();
+  if (latency_) snap.latency = latency_->distribution(latency_->sum());
   snap.in_flight = in_flight();
   snap.available = snap.in_flight < snap.max_concurrent ? snap.max_concurrent - snap.in_flight : 0;
   snap.rejected = rejected_.total();
-  if (queue_) {
+  if (waits_now()) {
     {
       std::scoped_lock lock(queue_->mutex);
       snap.waiting = queue_->size;
@@ -323,6 +395,29 @@ BulkheadSnapshot Bulkhead::snapshot() const {
   return snap;
 }
 
+bool Bulkhead::live_setting(std::string_view key) noexcept { return key != "latencyHistogram"; }
+
+void Bulkhead::reconfigure(const BulkheadConfig& next) {
+  next.validate();
+  std::lock_guard<std::mutex> lock(reconfigure_mutex_);
+  detail::check_fixed_settings<BulkheadKind>(config_.get(), next, instance_id_);
+  config_.replace(next);  // may throw (allocation): before anything changes
+  observe_.store(next.mode() == PolicyMode::observe, std::memory_order_relaxed);
+  // Under the queue's mutex: a waiter is listed, or granted, against one limit, and a raised
+  // limit's new slots go to the oldest waiters at once. A lower limit takes nothing back.
+  std::scoped_lock queue_lock(queue_->mutex);
+  max_concurrent_.store(std::min(next.max_concurrent(), kListened - 1), std::memory_order_relaxed);
+  if (next.max_wait().count() > 0 && !waits_now()) {
+    // From now on every call passes the mutex; calls holding a slot taken the short way
+    // release it the short way, and the next release or wait on the mutex path gives
+    // what they free to the waiters.
+    // seq_cst: ordered with forget()'s clearing of kListened and its second look.
+    waits_.store(true, std::memory_order_seq_cst);
+    in_flight_.fetch_or(kListened, std::memory_order_seq_cst);
+  }
+  grant_free_slots();
+}
+
 // The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<BulkheadKind::Config>> BulkheadKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
@@ -334,7 +429,14 @@ std::span<const detail::Setting<BulkheadKind::Config>> BulkheadKind::settings() 
           [](const auto& c) { return detail::value_of(c.max_concurrent()); }),
       R::row(
           "maxWait", "max_wait", duration, [](auto& c, auto& v) { c.max_wait(v.duration); },
-          [](const auto& c) { return detail::value_of(c.max_wait()); })};
+          [](const auto& c) { return detail::value_of(c.max_wait()); }),
+      R::file_only(
+          "latencyHistogram", "latency_histogram", boolean,
+          [](auto& c, auto& v) { c.latency_histogram(v.boolean); },
+          [](const auto& c) { return detail::value_of(c.latency_histogram()); }),
+      R::choice<PolicyMode>(
+          "mode", "mode", [](auto& c, auto& v) { c.mode(static_cast<PolicyMode>(v.choice)); },
+          [](const auto& c) { return detail::value_of(c.mode()); }, false)};
   return kSettings;
 }
 
@@ -344,6 +446,17 @@ void BulkheadKind::metrics(const Snapshot& s, metrics::Emitter& out) {
   out.gauge("r4c.bulkhead.available.concurrent.calls", "Free slots of the bulkhead.", s.available);
   out.gauge("r4c.bulkhead.max.allowed.concurrent.calls", "Slots of the bulkhead.",
             s.max_concurrent);
+  // Only in observe mode (or after it), so that an enforcing bulkhead's metrics stay as they were.
+  if (s.mode == PolicyMode::observe || s.would_have_rejected != 0) {
+    out.counter("r4c.bulkhead.would.reject",
+                "Calls the bulkhead in observe mode would have rejected and let through.",
+                metrics::count(s.would_have_rejected));
+  }
+  if (s.latency.enabled) {
+    out.histogram("r4c.bulkhead.call.latency.seconds",
+                  "How long the bulkhead's calls held their slot (latencyHistogram on).",
+                  s.latency);
+  }
   // Only for a bulkhead that waits (or has waited), so that a plain one's metrics stay as
   // they were.
   std::uint64_t waited = s.waits_granted;

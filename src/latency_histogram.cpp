@@ -17,8 +17,10 @@ LatencyHistogram::LatencyHistogram(std::int64_t window_ticks, std::int64_t now) 
       window_ticks_(std::max<std::int64_t>(window_ticks, 1)),
       stripes_(std::make_unique<Stripe[]>(kThreadSlots)),
       consumed_(std::make_unique<Counts>()),
-      last_window_(std::make_unique<std::array<std::atomic<std::uint64_t>, kBuckets>>()) {
+      last_window_(std::make_unique<std::array<std::atomic<std::uint64_t>, kBuckets>>()),
+      marked_(std::make_unique<Counts>()) {
   consumed_->fill(0);
+  marked_->fill(0);
   for (std::atomic<std::uint64_t>& count : *last_window_) count.store(0, std::memory_order_relaxed);
 }
 
@@ -92,31 +94,53 @@ void LatencyHistogram::close_window(std::int64_t now) noexcept {
   window_end_.store(std::max(end + window_ticks_, now + 1), std::memory_order_release);
 }
 
+std::int64_t quantile_of(const std::array<std::uint64_t, LatencyHistogram::kBuckets>& counts,
+                         std::uint64_t count, double quantile) noexcept {
+  // The rank of the quantile (1-based, at least 1), then the bucket that holds it.
+  const auto rank = std::max<std::uint64_t>(
+      1, static_cast<std::uint64_t>(std::ceil(quantile * static_cast<double>(count))));
+  std::uint64_t seen = 0;
+  for (int b = 0; b < LatencyHistogram::kBuckets; ++b) {
+    seen += counts[b];
+    if (seen >= rank) return static_cast<std::int64_t>(LatencyHistogram::bucket_bound(b));
+  }
+  return static_cast<std::int64_t>(LatencyHistogram::bucket_bound(LatencyHistogram::kBuckets - 1));
+}
+
 LatencyPercentiles percentiles_of(
     const std::array<std::uint64_t, LatencyHistogram::kBuckets>& counts) noexcept {
   LatencyPercentiles out;
   for (std::uint64_t c : counts) out.count += c;
   if (out.count == 0) return out;
   const auto at = [&](double q) {
-    // The rank of the q-th quantile (1-based, at least 1), then the bucket that holds it.
-    const auto rank = std::max<std::uint64_t>(
-        1, static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(out.count))));
-    std::uint64_t seen = 0;
-    for (int b = 0; b < LatencyHistogram::kBuckets; ++b) {
-      seen += counts[b];
-      if (seen >= rank) {
-        return std::chrono::nanoseconds(
-            static_cast<std::int64_t>(LatencyHistogram::bucket_bound(b)));
-      }
-    }
-    return std::chrono::nanoseconds(
-        static_cast<std::int64_t>(LatencyHistogram::bucket_bound(LatencyHistogram::kBuckets - 1)));
+    return std::chrono::nanoseconds(quantile_of(counts, out.count, q));
   };
   out.p50 = at(0.5);
   out.p90 = at(0.9);
   out.p99 = at(0.99);
   out.p999 = at(0.999);
   return out;
+}
+
+std::int64_t LatencyHistogram::quantile_since_last(double quantile) noexcept {
+  Counts now{};
+  add_totals(now);
+  std::uint64_t count = 0;
+  for (int b = 0; b < kBuckets; ++b) {
+    // Counts only grow; a reading that lost a shared stripe's racing sample is not below 0.
+    const std::uint64_t before = (*marked_)[b];
+    (*marked_)[b] = std::max(before, now[b]);
+    now[b] = now[b] > before ? now[b] - before : 0;
+    count += now[b];
+  }
+  return count == 0 ? 0 : quantile_of(now, count, quantile);
+}
+
+std::chrono::nanoseconds LatencyHistogram::sum() const noexcept {
+  std::uint64_t total = 0;
+  for (std::uint32_t i = 0; i < kThreadSlots; ++i)
+    total += stripes_[i].sum.load(std::memory_order_relaxed);
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(total));
 }
 
 LatencyDistribution LatencyHistogram::distribution(std::chrono::nanoseconds sum) const noexcept {

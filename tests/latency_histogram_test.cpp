@@ -201,4 +201,46 @@ TEST(AdaptiveLimitLatencyTest, CannotBeSwitchedOnALiveLimit) {
   EXPECT_FALSE(f.limit.snapshot().latency.enabled);
 }
 
+// samplePercentile: the window's sample is a percentile of its latencies (Netflix
+// concurrency-limits' PercentileSampleWindow), not their average.
+TEST(AdaptiveLimitLatencyTest, ASamplePercentileIsTheWindowsSample) {
+  const std::string settings =
+      std::string(kOn) + "instances.orders.adaptiveLimit.minWindowSamples = 1\n";
+  LimitFixture average(settings);
+  LimitFixture p90(settings + "instances.orders.adaptiveLimit.samplePercentile = 0.9\n");
+  for (LimitFixture* f : {&average, &p90}) {
+    for (int i = 0; i < 9; ++i) f->call(1ms);
+    f->call(100ms);
+    f->clock->advance(1s);
+    f->call(1ms);  // closes the window
+  }
+  // The average of 9 x 1 ms and 100 ms (and, maybe, the closing 1 ms) is about 10 ms; their
+  // 90th percentile is 1 ms, reported as its bucket's bound.
+  EXPECT_GE(average.limit.snapshot().window_latency, 10ms);
+  EXPECT_EQ(p90.limit.snapshot().window_latency, bound_of(1ms));
+  EXPECT_EQ(p90.limit.snapshot().windows, 1u);
+  // Live: back to the average for the next window.
+  (void)p90.registry.reconfigure(settings);
+  EXPECT_EQ(p90.limit.config().sample_percentile(), 0.0);
+  for (int i = 0; i < 9; ++i) p90.call(1ms);
+  p90.call(100ms);
+  p90.clock->advance(1s);
+  p90.call(1ms);
+  EXPECT_GE(p90.limit.snapshot().window_latency, 9ms);
+}
+
+TEST(AdaptiveLimitLatencyTest, ASamplePercentileNeedsTheHistogramAndAPercentile) {
+  EXPECT_THROW(r4c::AdaptiveLimitConfig().sample_percentile(1.0), r4c::ConfigException);
+  EXPECT_THROW(r4c::AdaptiveLimitConfig().sample_percentile(-0.5), r4c::ConfigException);
+  try {
+    r4c::AdaptiveLimitConfig().sample_percentile(0.99).validate();
+    ADD_FAILURE() << "a sample percentile without a histogram was accepted";
+  } catch (const r4c::ConfigException& e) {
+    EXPECT_EQ(e.code(), "R4C-ATR-009");
+    EXPECT_THAT(e.what(), HasSubstr("latency_histogram true"));
+  }
+  EXPECT_NO_THROW(
+      r4c::AdaptiveLimitConfig().latency_histogram(true).sample_percentile(0.99).validate());
+}
+
 }  // namespace

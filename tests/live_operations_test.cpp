@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Operating the rate limiter, the circuit breaker and the timeout (docs/operations.md):
-// observe mode and live reconfiguration through registry.reconfigure(), on a ManualClock; the
-// loop test reconfigures while 8 threads call each of them and runs under TSan.
+// Operating the rate limiter, the circuit breaker, the timeout and the bulkhead
+// (docs/operations.md): observe mode and live reconfiguration through registry.reconfigure(),
+// the bulkhead's latency histogram, on a ManualClock; the loop tests reconfigure while 8
+// threads call and run under TSan.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -22,6 +23,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 
 struct Fixture {
@@ -320,6 +322,322 @@ TEST(TimeoutReconfigureTest, CallsThatStartAfterTheChangeTakeTheNewDuration) {
                r4c::CallTimeoutException);
   EXPECT_TRUE(stopped);
   EXPECT_EQ(timeout.snapshot().timed_out, 2u);
+}
+
+// ---- the bulkhead ------------------------------------------------------------------------
+// A waiting caller runs on its own thread, watched through the snapshot's `waiting` (yielding,
+// never sleeping).
+
+// A bulkhead "pool" of `max_concurrent` slots whose calls wait up to `max_wait`.
+std::string pool(int max_concurrent, std::string_view max_wait) {
+  return "instances.pool.bulkhead.maxConcurrent = " + std::to_string(max_concurrent) +
+         "\ninstances.pool.bulkhead.maxWait = " + std::string(max_wait) + "\n";
+}
+
+struct BulkheadFixture : Fixture {
+  std::vector<std::thread> threads;
+  std::atomic<int> granted{0};       // callers of wait_on_thread() that got a slot
+  std::atomic<bool> release{false};  // lets them give it back
+
+  using Fixture::Fixture;
+  ~BulkheadFixture() { join(); }
+
+  r4c::Bulkhead& bulkhead() { return registry.bulkhead_policy("m", "pool"); }
+  void join() {
+    release.store(true);
+    for (std::thread& thread : threads) thread.join();
+    threads.clear();
+  }
+
+  // Starts a caller of acquire() on a thread that holds the slot it gets until `release` is
+  // set; returns once it waits.
+  void wait_on_thread() {
+    r4c::Bulkhead& b = bulkhead();
+    const int before = b.snapshot().waiting;
+    threads.emplace_back([this, &b] {
+      r4c::BulkheadPermit permit = b.acquire();
+      if (!permit) return;
+      granted.fetch_add(1);
+      while (!release.load()) std::this_thread::yield();
+    });
+    while (b.snapshot().waiting == before) std::this_thread::yield();
+  }
+};
+
+void wait_until(const std::atomic<int>& value, int expected) {
+  while (value.load() != expected) std::this_thread::yield();
+}
+
+// ---- observe mode ------------------------------------------------------------------------
+
+constexpr const char* kObservingPool =
+    "instances.pool.bulkhead.maxConcurrent = 2\n"
+    "instances.pool.bulkhead.mode = observe\n";
+
+TEST(BulkheadObserveTest, LetsEveryCallThroughAndCountsWhatItWouldHaveRejected) {
+  BulkheadFixture f(kObservingPool);
+  r4c::Bulkhead& bulkhead = f.bulkhead();
+  std::vector<r4c::BulkheadPermit> permits;
+  for (int i = 0; i < 4; ++i) {
+    permits.push_back(bulkhead.try_acquire());
+    EXPECT_TRUE(permits.back());
+  }
+  EXPECT_EQ(bulkhead.execute([] { return 7; }), 7);
+  r4c::BulkheadSnapshot s = bulkhead.snapshot();
+  EXPECT_EQ(s.rejected, 0u);
+  EXPECT_EQ(s.would_have_rejected, 3u);  // the third, the fourth and the execute()
+  EXPECT_EQ(s.in_flight, 4);             // the calls let through hold slots beyond the limit
+  EXPECT_EQ(s.available, 0);
+  EXPECT_EQ(s.mode, r4c::PolicyMode::observe);
+  EXPECT_THAT(r4c::metrics::prometheus_text(f.registry),
+              HasSubstr("r4c_bulkhead_would_reject_total{kind=\"bulkhead\",name=\"pool\"} 3"));
+  permits.clear();
+  EXPECT_EQ(bulkhead.in_flight(), 0);
+}
+
+TEST(BulkheadObserveTest, AnEnforcingBulkheadPublishesNoWouldRejectMetric) {
+  BulkheadFixture f("instances.pool.bulkhead.maxConcurrent = 1\n");
+  r4c::BulkheadPermit held = f.bulkhead().try_acquire();
+  EXPECT_FALSE(f.bulkhead().try_acquire());
+  EXPECT_EQ(f.bulkhead().snapshot().would_have_rejected, 0u);
+  EXPECT_THAT(r4c::metrics::prometheus_text(f.registry), Not(HasSubstr("would_reject")));
+}
+
+TEST(BulkheadObserveTest, RefusesObserveWithAMaxWait) {
+  EXPECT_THROW(r4c::BulkheadConfig().max_wait(1s).mode(r4c::PolicyMode::observe).validate(),
+               r4c::ConfigException);
+  BulkheadFixture f("instances.pool.bulkhead.maxWait = 1s\n");
+  (void)f.bulkhead();
+  const std::string error = refusal(f.registry,
+                                    "instances.pool.bulkhead.maxWait = 1s\n"
+                                    "instances.pool.bulkhead.mode = observe\n");
+  EXPECT_THAT(error, HasSubstr("R4C-ATR-009"));
+  EXPECT_THAT(error, HasSubstr("max_wait 0 in observe mode"));
+  EXPECT_EQ(f.bulkhead().config().mode(), r4c::PolicyMode::enforce);  // nothing changed
+}
+
+TEST(BulkheadObserveTest, SwitchedToEnforceKeepsItsCallsInFlight) {
+  BulkheadFixture f(kObservingPool);
+  r4c::Bulkhead& bulkhead = f.bulkhead();
+  std::vector<r4c::BulkheadPermit> permits;
+  for (int i = 0; i < 3; ++i) permits.push_back(bulkhead.try_acquire());
+  (void)f.registry.reconfigure("instances.pool.bulkhead.maxConcurrent = 2\n");
+  EXPECT_EQ(bulkhead.config().mode(), r4c::PolicyMode::enforce);
+  EXPECT_EQ(bulkhead.in_flight(), 3);
+  EXPECT_FALSE(bulkhead.try_acquire());  // 3 in flight, 2 slots: rejected now
+  permits.pop_back();
+  EXPECT_FALSE(bulkhead.try_acquire());  // 2 in flight
+  permits.pop_back();
+  EXPECT_TRUE(bulkhead.try_acquire());
+  const r4c::BulkheadSnapshot s = bulkhead.snapshot();
+  EXPECT_EQ(s.rejected, 2u);
+  EXPECT_EQ(s.would_have_rejected, 1u);
+}
+
+// ---- live reconfiguration ----------------------------------------------------------------
+
+TEST(BulkheadReconfigureTest, AHigherLimitHandsItsNewSlotsToTheWaiters) {
+  BulkheadFixture f(pool(1, "1s"));
+  r4c::Bulkhead& bulkhead = f.bulkhead();
+  r4c::BulkheadPermit held = bulkhead.try_acquire();
+  ASSERT_TRUE(held);
+  f.wait_on_thread();
+  f.wait_on_thread();
+  f.wait_on_thread();
+  (void)f.registry.reconfigure(pool(3, "1s"));
+  wait_until(f.granted, 2);  // two new slots, two waiters, without a release
+  r4c::BulkheadSnapshot s = bulkhead.snapshot();
+  EXPECT_EQ(s.max_concurrent, 3);
+  EXPECT_EQ(s.in_flight, 3);
+  EXPECT_EQ(s.waiting, 1);
+  EXPECT_EQ(s.waits_granted, 2u);
+  held.release();  // the third waiter gets this one
+  wait_until(f.granted, 3);
+  f.join();
+  s = bulkhead.snapshot();
+  EXPECT_EQ(s.in_flight, 0);
+  EXPECT_EQ(s.rejected, 0u);
+}
+
+TEST(BulkheadReconfigureTest, ALowerLimitLetsTheCallsInFlightAndTheWaitersDrain) {
+  BulkheadFixture f(pool(3, "1s"));
+  r4c::Bulkhead& bulkhead = f.bulkhead();
+  std::vector<r4c::BulkheadPermit> permits;
+  for (int i = 0; i < 3; ++i) permits.push_back(bulkhead.try_acquire());
+  f.wait_on_thread();
+  (void)f.registry.reconfigure(pool(1, "1s"));
+  EXPECT_EQ(bulkhead.in_flight(), 3);  // nobody lost a slot
+  permits.pop_back();
+  permits.pop_back();  // 1 in flight: still no slot below the new limit
+  EXPECT_EQ(bulkhead.snapshot().waiting, 1);
+  EXPECT_EQ(f.granted.load(), 0);
+  permits.pop_back();  // 0 in flight: the waiter's
+  wait_until(f.granted, 1);
+  EXPECT_EQ(bulkhead.in_flight(), 1);
+  EXPECT_FALSE(bulkhead.try_acquire());
+  f.join();
+  EXPECT_EQ(bulkhead.snapshot().rejected, 1u);
+  EXPECT_EQ(bulkhead.in_flight(), 0);
+}
+
+TEST(BulkheadReconfigureTest, AMaxWaitGivenLiveMakesCallsWaitForSlotsTakenBefore) {
+  BulkheadFixture f("instances.pool.bulkhead.maxConcurrent = 1\n");
+  r4c::Bulkhead& bulkhead = f.bulkhead();
+  r4c::BulkheadPermit held = bulkhead.try_acquire();  // the short way: no max_wait yet
+  EXPECT_FALSE(bulkhead.acquire());
+  (void)f.registry.reconfigure(pool(1, "1s"));
+  EXPECT_TRUE(bulkhead.waits());
+  f.release.store(true);
+  f.wait_on_thread();
+  held.release();  // taken before the change, released the short way: still handed over
+  wait_until(f.granted, 1);
+  f.join();
+  EXPECT_EQ(bulkhead.snapshot().waits_granted, 1u);
+  // And a wait times out after the new max_wait.
+  held = bulkhead.try_acquire();
+  std::atomic<int> rejected{0};
+  f.threads.emplace_back([&] {
+    if (!bulkhead.acquire()) rejected.fetch_add(1);
+  });
+  while (bulkhead.snapshot().waiting == 0) std::this_thread::yield();
+  f.clock->advance(1s);
+  wait_until(rejected, 1);
+  EXPECT_EQ(bulkhead.snapshot().rejected_by_reason[1], 1u);  // wait_timeout
+}
+
+TEST(BulkheadReconfigureTest, AMaxWaitTakenAwayKeepsTheWaitersAndRejectsNewCallsAtOnce) {
+  BulkheadFixture f(pool(1, "1s"));
+  r4c::Bulkhead& bulkhead = f.bulkhead();
+  r4c::BulkheadPermit held = bulkhead.try_acquire();
+  f.release.store(true);
+  f.wait_on_thread();
+  (void)f.registry.reconfigure("instances.pool.bulkhead.maxConcurrent = 1\n");
+  EXPECT_FALSE(bulkhead.waits());
+  EXPECT_THROW(bulkhead.execute([] {}), r4c::BulkheadFullException);  // no wait now
+  EXPECT_EQ(bulkhead.snapshot().waiting, 1);
+  held.release();
+  wait_until(f.granted, 1);
+  f.join();
+  const r4c::BulkheadSnapshot s = bulkhead.snapshot();
+  EXPECT_EQ(s.rejected_by_reason[0], 1u);  // full
+  EXPECT_EQ(s.waits_granted, 1u);
+  EXPECT_EQ(s.in_flight, 0);
+}
+
+TEST(BulkheadReconfigureTest, RefusesToSwitchTheLatencyHistogramOnLive) {
+  BulkheadFixture f("instances.pool.bulkhead.maxConcurrent = 2\n");
+  (void)f.bulkhead();
+  const std::string error =
+      refusal(f.registry, "instances.pool.bulkhead.latencyHistogram = true\n");
+  EXPECT_THAT(error, HasSubstr("R4C-REG-011"));
+  EXPECT_THAT(error, HasSubstr("latencyHistogram"));
+  EXPECT_FALSE(f.bulkhead().config().latency_histogram());
+}
+
+// ---- latency histogram -------------------------------------------------------------------
+
+TEST(BulkheadLatencyHistogramTest, RecordsHowLongEachCallHeldItsSlot) {
+  BulkheadFixture f("instances.pool.bulkhead.latencyHistogram = true\n");
+  r4c::Bulkhead& bulkhead = f.bulkhead();
+  for (int i = 1; i <= 100; ++i) {
+    bulkhead.execute([&] { f.clock->advance(std::chrono::microseconds(10 * i)); });
+  }
+  {
+    r4c::BulkheadPermit permit = bulkhead.try_acquire();  // a permit's slot counts too
+    f.clock->advance(2ms);
+  }
+  const r4c::BulkheadSnapshot s = bulkhead.snapshot();
+  ASSERT_TRUE(s.latency.enabled);
+  EXPECT_EQ(s.latency.total.count, 101u);
+  EXPECT_EQ(s.latency.sum, std::chrono::microseconds(10 * 5050) + 2ms);
+  // Percentiles: the bucket bound at or above the exact value, at most 1/8 above it.
+  EXPECT_GE(s.latency.total.p50, 500us);
+  EXPECT_LE(s.latency.total.p50, 500us + 500us / 8);
+  EXPECT_GE(s.latency.total.p99, 990us);
+  EXPECT_LE(s.latency.total.p99, 990us + 990us / 8);
+  EXPECT_GE(s.latency.total.p999, 2000us);
+  EXPECT_LE(s.latency.total.p999, 2000us + 2000us / 8);
+  const std::string text = r4c::metrics::prometheus_text(f.registry);
+  EXPECT_THAT(text, HasSubstr("# TYPE r4c_bulkhead_call_latency_seconds histogram"));
+  EXPECT_THAT(text, HasSubstr("r4c_bulkhead_call_latency_seconds_count{kind=\"bulkhead\",name="
+                              "\"pool\"} 101"));
+  EXPECT_THAT(text, HasSubstr("r4c_bulkhead_call_latency_seconds_sum{kind=\"bulkhead\",name="
+                              "\"pool\"} 0.0525"));
+}
+
+TEST(BulkheadLatencyHistogramTest, TheLastWindowIsTheLastSecondThatEnded) {
+  BulkheadFixture f("instances.pool.bulkhead.latencyHistogram = true\n");
+  r4c::Bulkhead& bulkhead = f.bulkhead();
+  bulkhead.execute([&] { f.clock->advance(100ms); });
+  f.clock->advance(1s);  // the next call ends the first window
+  bulkhead.execute([&] { f.clock->advance(1ms); });
+  bulkhead.execute([&] { f.clock->advance(1ms); });
+  const r4c::BulkheadSnapshot s = bulkhead.snapshot();
+  EXPECT_EQ(s.latency.window.count, 1u);
+  EXPECT_GE(s.latency.window.p50, 100ms);
+  EXPECT_EQ(s.latency.total.count, 3u);
+}
+
+TEST(BulkheadLatencyHistogramTest, OffByDefault) {
+  BulkheadFixture f("instances.pool.bulkhead.maxConcurrent = 2\n");
+  f.bulkhead().execute([&] { f.clock->advance(1ms); });
+  EXPECT_FALSE(f.bulkhead().snapshot().latency.enabled);
+  EXPECT_EQ(f.bulkhead().snapshot().latency.total.count, 0u);
+  EXPECT_THAT(r4c::metrics::prometheus_text(f.registry), Not(HasSubstr("latency_seconds")));
+}
+
+// ---- under TSan --------------------------------------------------------------------------
+
+TEST(BulkheadOperationsTest, ReconfiguresInALoopWhileEightThreadsCall) {
+  const std::string base = "instances.pool.bulkhead.maxConcurrent = 4\n";
+  const std::string texts[] = {base,
+                               "instances.pool.bulkhead.maxConcurrent = 1\n"
+                               "instances.pool.bulkhead.maxWait = 5ms\n",
+                               "instances.pool.bulkhead.maxConcurrent = 16\n"
+                               "instances.pool.bulkhead.maxWait = 1ms\n",
+                               "instances.pool.bulkhead.maxConcurrent = 2\n"
+                               "instances.pool.bulkhead.mode = observe\n"};
+  BulkheadFixture f(base);
+  r4c::Bulkhead& bulkhead = f.bulkhead();
+  std::atomic<bool> stop{false};
+  std::stop_source ending;  // ends the waits of the last calls
+  std::atomic<std::uint64_t> ran{0};
+  std::atomic<std::uint64_t> refused{0};
+  std::atomic<int> started{0};
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    while (!stop.load()) std::this_thread::yield();
+    ending.request_stop();
+  });
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::uint64_t i = 1; i == 1 || !stop.load(std::memory_order_relaxed); ++i) {
+        const bool waits = (i + static_cast<std::uint64_t>(t)) % 3 == 0;
+        if (r4c::BulkheadPermit permit =
+                waits ? bulkhead.acquire(ending.get_token()) : bulkhead.try_acquire()) {
+          ran.fetch_add(1);
+          std::this_thread::yield();  // hold the slot a little
+        } else {
+          refused.fetch_add(1);
+        }
+        if (i == 1) started.fetch_add(1);
+      }
+    });
+  }
+  // Every thread has called once before the first reconfiguration (on one core too).
+  while (started.load() != 8) std::this_thread::yield();
+  r4c::test::reconfigure_while_calling(f.registry, *f.clock, texts, 300, 2ms, stop, threads);
+  // Every slot came back, nobody waits, the counts add up.
+  const r4c::BulkheadSnapshot s = bulkhead.snapshot();
+  EXPECT_EQ(s.in_flight, 0);
+  EXPECT_EQ(s.waiting, 0);
+  EXPECT_GT(ran.load(), 0u);
+  // Every empty permit was counted once, in `rejected` (observe counts none).
+  EXPECT_EQ(refused.load(), s.rejected);
+  (void)f.registry.reconfigure(base);
+  EXPECT_EQ(bulkhead.max_concurrent(), 4);
+  EXPECT_EQ(bulkhead.config().max_wait(), 0ns);
+  EXPECT_TRUE(bulkhead.try_acquire());
 }
 
 // ---- all of them at once, under TSan -----------------------------------------------------

@@ -146,6 +146,10 @@ TEST(RegistryDescribeTest, RendersJsonWithEscapedStrings) {
                               R"("settings":[{"key":"maxConcurrent","value":"25",)"
                               R"("source":"default","origin":"","fileKey":""},)"
                               R"({"key":"maxWait","value":"0s","source":"default",)"
+                              R"("origin":"","fileKey":""},)"
+                              R"({"key":"latencyHistogram","value":"false","source":"default",)"
+                              R"("origin":"","fileKey":""},)"
+                              R"({"key":"mode","value":"enforce","source":"default",)"
                               R"("origin":"","fileKey":""}]})"));
   EXPECT_EQ(json.rfind("{\"policies\":[", 0), 0u);
   EXPECT_EQ(json.substr(json.size() - 4), "\n]}\n");

@@ -144,12 +144,12 @@ TEST(RegistryReconfigureTest, EveryBadLineIsReportedAndNothingChanges) {
 
 TEST(RegistryReconfigureTest, ASettingFixedAtCreationIsRefusedWithItsLine) {
   Fixture f(kAimd);
-  // The bulkhead is not live-reconfigurable yet: every setting of a live one is fixed.
+  // The bulkhead's latencyHistogram is fixed while it runs.
   auto& bulkhead = f.registry.bulkhead_policy("shop::Orders#place", "orders");
   try {
     (void)f.registry.reconfigure(with(kAimd,
                                       "instances.orders.adaptiveLimit.maxWait = 10ms\n"
-                                      "instances.orders.bulkhead.maxConcurrent = 3\n"
+                                      "instances.orders.bulkhead.latencyHistogram = true\n"
                                       "instances.orders.adaptiveLimit.maxLimit = 50\n"));
     FAIL() << "a fixed setting changed";
   } catch (const r4c::ConfigException& e) {
@@ -162,10 +162,12 @@ TEST(RegistryReconfigureTest, ASettingFixedAtCreationIsRefusedWithItsLine) {
     EXPECT_THAT(e.errors()[1].message, HasSubstr("bulkhead"));
   }
   EXPECT_EQ(f.limit.config().max_limit(), 100);
-  EXPECT_EQ(bulkhead.config().max_concurrent(), r4c::BulkheadConfig().max_concurrent());
-  // What no live instance of a fixed kind resolves from may change: it applies to instances
-  // made later.
-  (void)f.registry.reconfigure(with(kAimd, "configs.small.bulkhead.maxConcurrent = 3\n"));
+  EXPECT_FALSE(bulkhead.config().latency_histogram());
+  // What no live instance resolves from (a fixed setting included) may change: it applies to
+  // instances made later.
+  (void)f.registry.reconfigure(with(kAimd,
+                                    "configs.small.bulkhead.maxConcurrent = 3\n"
+                                    "configs.small.bulkhead.latencyHistogram = true\n"));
   EXPECT_EQ(bulkhead.config().max_concurrent(), r4c::BulkheadConfig().max_concurrent());
   EXPECT_EQ(f.registry.bulkhead_policy("later", "later", "small").config().max_concurrent(), 3);
 }

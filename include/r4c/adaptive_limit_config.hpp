@@ -209,6 +209,12 @@ class AdaptiveLimitConfig {
   /// 200 KiB per limit, allocated when it is built), reported in the snapshot's `latency` and as
   /// the Prometheus histogram r4c_adaptivelimit_call_latency_seconds (false: nothing recorded).
   AdaptiveLimitConfig& latency_histogram(bool value) noexcept;
+  /// Above 0 (e.g. 0.99): the window's latency sample is this percentile of the window's
+  /// latencies, read from the latency histogram (Netflix concurrency-limits'
+  /// PercentileSampleWindow), instead of their average; 0, the default: the average.
+  /// R4C-REG-001 outside [0, 1); validate() refuses it above 0 without latency_histogram
+  /// (R4C-ATR-009).
+  AdaptiveLimitConfig& sample_percentile(double value);
   /// How long a call may wait for a slot when the limit is full (0, the default: it is rejected
   /// at once, as in resilience4cata). R4C-REG-001 outside 0 .. 1 h.
   AdaptiveLimitConfig& max_wait(std::chrono::nanoseconds value);
@@ -284,6 +290,7 @@ class AdaptiveLimitConfig {
   bool enabled() const noexcept { return enabled_; }
   PolicyMode mode() const noexcept { return mode_; }
   bool latency_histogram() const noexcept { return latency_histogram_; }
+  double sample_percentile() const noexcept { return sample_percentile_; }
   std::chrono::nanoseconds max_wait() const noexcept { return max_wait_; }
   int max_queue() const noexcept { return max_queue_; }
   double max_queue_factor() const noexcept { return max_queue_factor_; }
@@ -332,6 +339,7 @@ class AdaptiveLimitConfig {
   bool enabled_ = true;
   PolicyMode mode_ = PolicyMode::enforce;
   bool latency_histogram_ = false;
+  double sample_percentile_ = 0.0;
   std::chrono::nanoseconds max_wait_{0};
   int max_queue_ = kDefaultMaxQueue;
   double max_queue_factor_ = 0.0;

@@ -14,6 +14,11 @@
 //
 //   r4c::Subscription s = bulkhead.on_call_rejected(
 //       [](const r4c::BulkheadEvent& e) { log("{} full ({})", e.instance_id, e.max_concurrent); });
+//
+// Operating it (docs/operations.md): `mode = observe` lets every call through and counts in
+// `would_have_rejected` the calls a full bulkhead would have refused; registry.reconfigure()
+// changes maxConcurrent, maxWait and mode of a live bulkhead (calls in flight and waiters are
+// kept); `latencyHistogram = true` records how long calls hold their slot.
 #pragma once
 
 #include <array>
@@ -23,21 +28,26 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <utility>
 
+#include "r4c/adaptive_limit_config.hpp"  // PolicyMode
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
 #include "r4c/detail/event_hub.hpp"
 #include "r4c/detail/handle.hpp"
+#include "r4c/detail/live_config.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
 #include "r4c/errors.hpp"
 #include "r4c/events.hpp"
 #include "r4c/exception_type.hpp"
+#include "r4c/latency_histogram.hpp"
 
 namespace r4c {
 namespace metrics {
@@ -58,12 +68,25 @@ class BulkheadConfig {
   /// R4C-REG-001 outside 0 .. 1 h.
   BulkheadConfig& max_wait(std::chrono::nanoseconds value);
   std::chrono::nanoseconds max_wait() const noexcept { return max_wait_; }
+  /// observe: a full bulkhead lets the call through anyway (it holds a slot beyond
+  /// max_concurrent) and counts it in `would_have_rejected`; enforce (the default) rejects it.
+  /// validate() refuses observe with max_wait above 0 (R4C-ATR-009): an observing bulkhead
+  /// lets a call through instead of making it wait.
+  BulkheadConfig& mode(PolicyMode value) noexcept;
+  PolicyMode mode() const noexcept { return mode_; }
+  /// Records how long each call holds its slot in a latency histogram
+  /// (<r4c/latency_histogram.hpp>): snapshot().latency and a Prometheus histogram. Off by default;
+  /// fixed while running.
+  BulkheadConfig& latency_histogram(bool value) noexcept;
+  bool latency_histogram() const noexcept { return latency_histogram_; }
   /// Checks every setting; throws ConfigException.
   void validate() const;
 
  private:
   int max_concurrent_ = kDefaultMaxConcurrent;
   std::chrono::nanoseconds max_wait_{0};
+  PolicyMode mode_ = PolicyMode::enforce;
+  bool latency_histogram_ = false;
 };
 
 std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
@@ -95,6 +118,12 @@ struct BulkheadSnapshot {
   std::chrono::nanoseconds wait_time{0};  // total time granted waits waited
   /// Rejections by BulkheadRejectReason; they sum to `rejected`.
   std::array<std::uint64_t, kBulkheadRejectReasons> rejected_by_reason{};
+  /// observe mode: calls a full bulkhead would have rejected and let through (never in
+  /// `rejected`).
+  std::uint64_t would_have_rejected = 0;
+  PolicyMode mode = PolicyMode::enforce;
+  /// How long calls held their slot (latencyHistogram on; the window is one second).
+  LatencyDistribution latency;
 };
 
 class Bulkhead;
@@ -130,12 +159,15 @@ class [[nodiscard]] BulkheadPermit {
  public:
   BulkheadPermit() noexcept = default;
   BulkheadPermit(BulkheadPermit&& other) noexcept
-      : bulkhead_(std::exchange(other.bulkhead_, nullptr)), announce_(other.announce_) {}
+      : bulkhead_(std::exchange(other.bulkhead_, nullptr)),
+        announce_(other.announce_),
+        since_(other.since_) {}
   BulkheadPermit& operator=(BulkheadPermit&& other) noexcept {
     if (this != &other) {
       release();
       bulkhead_ = std::exchange(other.bulkhead_, nullptr);
       announce_ = other.announce_;
+      since_ = other.since_;
     }
     return *this;
   }
@@ -148,12 +180,14 @@ class [[nodiscard]] BulkheadPermit {
 
  private:
   friend class Bulkhead;
-  BulkheadPermit(Bulkhead* bulkhead, bool announce) noexcept
-      : bulkhead_(bulkhead), announce_(announce) {}
+  BulkheadPermit(Bulkhead* bulkhead, bool announce, std::int64_t since = 0) noexcept
+      : bulkhead_(bulkhead), announce_(announce), since_(since) {}
   Bulkhead* bulkhead_ = nullptr;
-  // Whether call_finished had listeners when the slot was taken: the release then publishes,
-  // and a release nobody listens to reads nothing of the bulkhead's but its count.
+  // Whether call_finished had listeners when the slot was taken (or the bulkhead waits or
+  // records latencies): the release then takes the out-of-line path, and a release nobody
+  // listens to reads nothing of the bulkhead's but its count.
   bool announce_ = false;
+  std::int64_t since_ = 0;  // latencyHistogram: when the slot was taken, in clock ns
 };
 
 /// A view of a bulkhead for operators and tests. Valid while the bulkhead lives.
@@ -170,7 +204,7 @@ class BulkheadHandle : public detail::HandleBase<Bulkhead> {
 
 /// At most max_concurrent calls at once. Lock-free; no allocation per call. With max_wait set,
 /// execute() and acquire() wait for a slot on the bulkhead's clock (the registry's), under one
-/// mutex that only a bulkhead with max_wait takes.
+/// mutex that only a bulkhead that has had a max_wait takes (reconfigure()).
 /// Thread safety: every member may be called from any number of threads.
 class Bulkhead {
  public:
@@ -193,7 +227,8 @@ class Bulkhead {
       // A listened-to bulkhead's count carries kListened, above any max_concurrent: its calls
       // and the full bulkhead's take the one out-of-line branch, the others the path of a
       // bulkhead without events.
-      if (running >= max_concurrent_) [[unlikely]]
+      // relaxed: reconfigure() may change the limit; a call sees the old or the new one.
+      if (running >= max_concurrent_.load(std::memory_order_relaxed)) [[unlikely]]
         return acquire_slowly(may_wait);
       // relaxed: a slot guards no data.
     } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
@@ -242,15 +277,28 @@ class Bulkhead {
 
   BulkheadHandle handle() const noexcept { return BulkheadHandle(*this); }
   const std::string& instance_id() const noexcept { return instance_id_; }
-  const BulkheadConfig& config() const noexcept { return config_; }
-  /// Whether calls may wait for a slot (max_wait above 0).
-  bool waits() const noexcept { return waits_; }
-  /// The clock the bulkhead times its waits on (null without max_wait).
+  /// The config now (reconfigure() replaces it).
+  const BulkheadConfig& config() const noexcept { return config_.get(); }
+  /// The slots now: max_concurrent of the config now, capped at 2^30 - 1.
+  int max_concurrent() const noexcept { return max_concurrent_.load(std::memory_order_relaxed); }
+  /// Whether calls may wait for a slot (max_wait above 0 now).
+  bool waits() const noexcept { return config().max_wait().count() > 0; }
+  /// The clock the bulkhead times its waits and latencies on (a SystemClock when none was given).
   const std::shared_ptr<Clock>& clock() const noexcept { return clock_; }
   int in_flight() const noexcept {
     return in_flight_.load(std::memory_order_relaxed) & (kListened - 1);
   }
   BulkheadSnapshot snapshot() const;
+
+  /// Takes a new config on a live bulkhead (what registry.reconfigure() calls): validates it
+  /// (ConfigException, nothing changed). A higher max_concurrent hands the new slots to the
+  /// oldest waiters at once; a lower one lets the calls in flight finish (no new call gets a
+  /// slot until they are below it) and keeps the waiters waiting. A new max_wait applies to
+  /// the waits that start after it; once a bulkhead has waited, its calls keep taking the
+  /// waiting bulkhead's path. latencyHistogram is fixed (R4C-REG-011). Allocation: yes.
+  void reconfigure(const BulkheadConfig& next);
+  /// Whether reconfigure() takes a new value of file key `key` (latencyHistogram: no).
+  static bool live_setting(std::string_view key) noexcept;
 
   /// Calls `listener` for every call that takes a slot, on the caller's thread, until the
   /// Subscription ends (see <r4c/events.hpp>). The three kinds of event have their own
@@ -292,14 +340,18 @@ class Bulkhead {
   bool forget(const Listeners& listeners, std::uint8_t bit) const noexcept;
   void publish(const Listeners& listeners, std::uint8_t bit, BulkheadEventType type,
                std::int32_t in_flight) const noexcept;
-  void finish(bool announce) noexcept {
+  void finish(bool announce, std::int64_t since) noexcept {
     if (announce) [[unlikely]] {
-      finish_announced();
+      finish_announced(since);
       return;
     }
-    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    // A count with kListened: the bulkhead has begun to wait, or is listened to, since the
+    // slot was taken (the result of the subtraction costs nothing more).
+    if (in_flight_.fetch_sub(1, std::memory_order_relaxed) >= kListened) [[unlikely]]
+      released_listened();
   }
-  void finish_announced() noexcept;
+  void finish_announced(std::int64_t since) noexcept;
+  void released_listened() noexcept;
   // max_wait: the waiters and the mutex that guards them and every change of the count.
   struct WaitQueue;
   BulkheadPermit admitted(std::int32_t running) noexcept;  // publishes call_permitted
@@ -316,29 +368,40 @@ class Bulkhead {
   WaitStart begin_wait(detail::BulkheadWaiter& waiter, bool stopped) noexcept;
   // Ends the wait with `end` unless it has ended; returns how it ended (under the mutex).
   WaitState end_wait(detail::BulkheadWaiter& waiter, WaitState end) noexcept;
-  // A slot now, when one is free and nobody waits; counts nothing otherwise.
+  // A slot now, when one is free and nobody waits (in observe mode, always: counted in
+  // would_have_rejected when it was not free); counts nothing otherwise.
   BulkheadPermit admit_now() noexcept;
+  // Under the queue's mutex: hands every free slot to the oldest waiters.
+  void grant_free_slots() noexcept;
+  bool waits_now() const noexcept { return waits_.load(std::memory_order_relaxed); }
+  std::int64_t now_ns() const noexcept { return latency_ ? clock_->now().count() : 0; }
 
   // The calls holding a slot, and kListened (set by a const subscription: mutable).
   alignas(detail::kCacheLine) mutable std::atomic<std::int32_t> in_flight_{0};
-  // Read by every call, written never: apart from the slot count's line.
-  alignas(detail::kCacheLine) const std::int32_t max_concurrent_;
+  // Read by every call, written by reconfigure() only: apart from the slot count's line.
+  alignas(detail::kCacheLine) std::atomic<std::int32_t> max_concurrent_;
+  std::atomic<bool> observe_;
   // Read only off the admitted path (acquire_slowly and the announced release).
   mutable std::atomic<std::uint8_t> listening_{0};
   const std::shared_ptr<Listeners> permitted_listeners_;
   const std::shared_ptr<Listeners> rejected_listeners_;
   const std::shared_ptr<Listeners> finished_listeners_;
   const std::string instance_id_;
-  const BulkheadConfig config_;
+  detail::LiveConfig<BulkheadConfig> config_;
   const std::exception_ptr full_;
   detail::StripedCounter rejected_;
-  const bool waits_;  // max_wait above 0: its calls pass the mutex (kListened stays set)
-  const std::unique_ptr<WaitQueue> queue_;
+  detail::StripedCounter would_reject_;
+  // max_wait has been above 0: its calls pass the mutex (kListened stays set). Set once, under
+  // the queue's mutex, never cleared (a waiter listed then is served by the mutex path).
+  std::atomic<bool> waits_;
   const std::shared_ptr<Clock> clock_;
+  const std::unique_ptr<WaitQueue> queue_;
+  const std::unique_ptr<detail::LatencyHistogram> latency_;
+  std::mutex reconfigure_mutex_;  // one reconfiguration at a time (cold)
 };
 
 inline void BulkheadPermit::release() noexcept {
-  if (Bulkhead* bulkhead = std::exchange(bulkhead_, nullptr)) bulkhead->finish(announce_);
+  if (Bulkhead* bulkhead = std::exchange(bulkhead_, nullptr)) bulkhead->finish(announce_, since_);
 }
 
 inline int BulkheadHandle::in_flight() const noexcept { return policy().in_flight(); }

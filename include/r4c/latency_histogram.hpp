@@ -82,8 +82,9 @@ class LatencyHistogram {
   LatencyHistogram(std::int64_t window_ticks, std::int64_t now) noexcept;
 
   /// Records one latency; `now` in the same ticks (ends a window when it is over). The sum of
-  /// the latencies is the owner's: a policy that records a latency already sums it.
-  void record(std::int64_t latency_ns, std::int64_t now) noexcept {
+  /// the latencies is the owner's (a policy that records a latency already sums it), unless
+  /// `summed`: the histogram then sums them itself (sum()).
+  void record(std::int64_t latency_ns, std::int64_t now, bool summed = false) noexcept {
     // A record after the window's end belongs to the next window: the end comes first.
     if (now >= window_end_.load(std::memory_order_relaxed)) [[unlikely]]
       close_window(now);
@@ -92,7 +93,12 @@ class LatencyHistogram {
     Stripe& stripe = stripes_[slot.index];
     if (!slot.exclusive) [[unlikely]] {
       stripe.counts[bucket_of(value)].fetch_add(1, std::memory_order_relaxed);
+      if (summed) stripe.sum.fetch_add(value, std::memory_order_relaxed);
       return;
+    }
+    if (summed) {
+      stripe.sum.store(stripe.sum.load(std::memory_order_relaxed) + value,
+                       std::memory_order_relaxed);
     }
     // The latency goes into the stripe's ring, whose slot is known before the latency is: no
     // load waits for it, which a bucket's increment would (its address is the latency's
@@ -109,6 +115,12 @@ class LatencyHistogram {
   /// A picture of the histogram: percentiles of the last window and since the start; `sum`,
   /// the sum of every latency recorded, is the owner's.
   LatencyDistribution distribution(std::chrono::nanoseconds sum) const noexcept;
+  /// The sum of the latencies recorded `summed`.
+  std::chrono::nanoseconds sum() const noexcept;
+  /// The `quantile` (0 < q < 1) of the latencies recorded since the previous call (since the
+  /// start, the first time), as the percentiles give it (its bucket's upper bound); 0 when none
+  /// were. One caller at a time (an adaptive limit's window closer: samplePercentile).
+  std::int64_t quantile_since_last(double quantile) noexcept;
 
   /// The bucket of a latency in ns: buckets hold (lower, upper] with upper = bucket_bound().
   static constexpr int bucket_of(std::uint64_t value) noexcept {
@@ -141,6 +153,7 @@ class LatencyHistogram {
     alignas(kCacheLine) std::atomic<std::uint64_t> next{0};
     std::atomic<std::uint64_t> folded{0};
     std::atomic<std::uint64_t> sequence{0};
+    std::atomic<std::uint64_t> sum{0};  // record(..., summed): the owner's latencies summed
     alignas(kCacheLine) std::array<std::atomic<std::uint64_t>, kRing> ring{};
   };
   static constexpr std::int64_t kClosing = INT64_MAX;
@@ -161,7 +174,13 @@ class LatencyHistogram {
   // The last window's counts, published under a sequence lock.
   std::atomic<std::uint64_t> window_sequence_{0};
   std::unique_ptr<std::array<std::atomic<std::uint64_t>, kBuckets>> last_window_;
+  // quantile_since_last(): the counts at its previous call (its caller's only).
+  std::unique_ptr<Counts> marked_;
 };
+
+/// The bucket bound at `quantile` of bucket counts that hold `count` latencies (count > 0).
+std::int64_t quantile_of(const std::array<std::uint64_t, LatencyHistogram::kBuckets>& counts,
+                         std::uint64_t count, double quantile) noexcept;
 
 /// The percentiles of bucket counts (exposed for tests).
 LatencyPercentiles percentiles_of(

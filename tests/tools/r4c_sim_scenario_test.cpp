@@ -292,14 +292,14 @@ TEST(ScenarioTest, ReadsPoliciesAndLimitSettingsInTheLibrarysWords) {
             "test.toml:8: R4C-ATR-001: groups[1].limit.window is '1.5s'; " + kLibraryDuration);
   EXPECT_EQ(error_of(head + "limit = { long_window = 1.5 }\n"),
             "test.toml:8: groups[1].limit.long_window is 1.5; expected an integer");
-  EXPECT_EQ(error_of(head + "limit = { algorithm = \"aimd\" }\n"),
-            "test.toml:8: unknown key \"algorithm\" in groups[1].limit; did you mean "
-            "\"alpha\"? (valid: mode, latency_histogram, initial_limit, min_limit, max_limit, "
-            "window, "
-            "min_window_samples, smoothing, rtt_tolerance, long_window, queue_size, "
-            "backoff_ratio, probe_multiplier, alpha, beta, max_wait, max_queue, "
-            "max_queue_factor, queue_order, codel_target, codel_interval, critical_share, "
-            "degraded_share, best_effort_share, bulk_share, partitions, partition_borrow)");
+  EXPECT_EQ(
+      error_of(head + "limit = { algorithm = \"aimd\" }\n"),
+      "test.toml:8: unknown key \"algorithm\" in groups[1].limit; did you mean "
+      "\"alpha\"? (valid: mode, latency_histogram, sample_percentile, initial_limit, min_limit, "
+      "max_limit, window, min_window_samples, smoothing, rtt_tolerance, long_window, queue_size, "
+      "backoff_ratio, probe_multiplier, alpha, beta, max_wait, max_queue, "
+      "max_queue_factor, queue_order, codel_target, codel_interval, critical_share, "
+      "degraded_share, best_effort_share, bulk_share, partitions, partition_borrow)");
 }
 
 // A group names a partition of its limit table's partitions.
