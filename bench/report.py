@@ -57,6 +57,9 @@ ORDER = (
     "BM_BreakerObserveMode",
     "BM_PipelineTryExecuteCodeFailure",
     "BM_AdmittedCallWithClass",
+    "BM_BulkheadEnforce",
+    "BM_BulkheadObserveMode",
+    "BM_BulkheadLatencyHistogram",
 )
 # What each policy adds to a pipeline that has only an adaptive limit.
 POLICY_COSTS = (
@@ -388,9 +391,9 @@ OPERATIONS_RATIOS = (
      "call in observe mode)", "BM_RateLimiterObserveMode", "BM_RateLimiterEnforce", 1.1),
     ("22. BreakerObserveMode/threads:1 <= 1.1 x BreakerEnforce/threads:1 (a closed breaker's "
      "call in observe mode)", "BM_BreakerObserveMode", "BM_BreakerEnforce", 1.1),
-    ("23. BulkheadObserveMode/threads:1 <= 1.1 x BulkheadEnforce/threads:1 (an admitted call "
+    ("24. BulkheadObserveMode/threads:1 <= 1.1 x BulkheadEnforce/threads:1 (an admitted call "
      "in observe mode)", "BM_BulkheadObserveMode", "BM_BulkheadEnforce", 1.1),
-    ("24. BulkheadLatencyHistogram/threads:1 <= 1.15 x BulkheadEnforce/threads:1 (latency "
+    ("25. BulkheadLatencyHistogram/threads:1 <= 1.15 x BulkheadEnforce/threads:1 (latency "
      "histograms on)", "BM_BulkheadLatencyHistogram", "BM_BulkheadEnforce", 1.15),
 )
 
