@@ -47,6 +47,7 @@
 #include "r4c/clock.hpp"
 #include "r4c/detail/admission.hpp"
 #include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/handle.hpp"
 #include "r4c/detail/limit_algorithms.hpp"
 #include "r4c/detail/live_config.hpp"
 #include "r4c/detail/setting.hpp"
@@ -57,14 +58,8 @@
 #include "r4c/latency_histogram.hpp"
 
 namespace r4c {
-namespace metrics {
-class Emitter;
-}  // namespace metrics
-
 class AdaptiveLimit;
 namespace detail {
-template <class Event>
-class EventHub;
 struct LimitQueueAccess;
 }  // namespace detail
 
@@ -231,21 +226,16 @@ class [[nodiscard]] Permit {
 };
 
 /// A cheap, copyable view of a limit for operators and tests. Valid while the limit lives.
-class AdaptiveLimitHandle {
+class AdaptiveLimitHandle : public detail::HandleBase<AdaptiveLimit> {
  public:
-  explicit AdaptiveLimitHandle(const AdaptiveLimit& limit) noexcept : limit_(&limit) {}
+  using HandleBase::HandleBase;
   /// How many calls may run at once now.
   int limit() const noexcept;
   /// How many calls hold a slot right now.
   int in_flight() const noexcept;
-  AdaptiveLimitSnapshot snapshot() const;
-  const std::string& instance_id() const noexcept;
   /// Calls `listener` whenever a window changes the limit, until the Subscription ends (see
   /// <r4c/events.hpp>).
   Subscription on_limit_change(std::function<void(const LimitChangeEvent&)> listener) const;
-
- private:
-  const AdaptiveLimit* limit_;
 };
 
 /// A concurrency limit that moves once per window with the dependency's latency and drops.
@@ -723,38 +713,24 @@ decltype(auto) AdaptiveLimit::execute(CallClass cls, LimitPartition partition, F
   }
 }
 
-inline int AdaptiveLimitHandle::limit() const noexcept { return limit_->limit(); }
-inline int AdaptiveLimitHandle::in_flight() const noexcept { return limit_->in_flight(); }
-inline AdaptiveLimitSnapshot AdaptiveLimitHandle::snapshot() const { return limit_->snapshot(); }
+inline int AdaptiveLimitHandle::limit() const noexcept { return policy().limit(); }
+inline int AdaptiveLimitHandle::in_flight() const noexcept { return policy().in_flight(); }
 inline Subscription AdaptiveLimitHandle::on_limit_change(
     std::function<void(const LimitChangeEvent&)> listener) const {
-  return limit_->on_limit_change(std::move(listener));
-}
-inline const std::string& AdaptiveLimitHandle::instance_id() const noexcept {
-  return limit_->instance_id();
+  return policy().on_limit_change(std::move(listener));
 }
 
 /// The adaptive limit as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct AdaptiveLimitKind {
-  using Config = AdaptiveLimitConfig;
-  using Policy = AdaptiveLimit;
-  using Snapshot = AdaptiveLimitSnapshot;
-  using Handle = AdaptiveLimitHandle;
-  /// The exception the policy itself fails a call with (its refusal); the file's exception
-  /// lists know it by its class name.
-  using Exception = LimitExceededException;
+struct AdaptiveLimitKind
+    : detail::KindBase<AdaptiveLimitConfig, AdaptiveLimit, AdaptiveLimitSnapshot,
+                       AdaptiveLimitHandle, LimitExceededException, true> {
   static constexpr KindNames kNames = {"adaptive_limit", "adaptiveLimit", "adaptive limit",
                                        "adaptivelimit"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
-  /// A new instance; a registry's resources give it its clock.
-  template <class Resources>
-  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
-    return std::make_unique<AdaptiveLimit>(std::move(id), std::move(config), resources.clock());
-  }
 };
 
 }  // namespace r4c

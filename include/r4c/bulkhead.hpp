@@ -50,10 +50,6 @@
 #include "r4c/latency_histogram.hpp"
 
 namespace r4c {
-namespace metrics {
-class Emitter;
-}  // namespace metrics
-
 /// Settings of a bulkhead.
 class BulkheadConfig {
  public:

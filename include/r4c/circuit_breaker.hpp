@@ -53,6 +53,7 @@
 #include "r4c/adaptive_limit_config.hpp"  // PolicyMode
 #include "r4c/clock.hpp"
 #include "r4c/detail/cache_line.hpp"
+#include "r4c/detail/handle.hpp"
 #include "r4c/detail/live_config.hpp"
 #include "r4c/detail/outcome_predicates.hpp"
 #include "r4c/detail/setting.hpp"
@@ -63,14 +64,6 @@
 #include "r4c/text.hpp"
 
 namespace r4c {
-namespace metrics {
-class Emitter;
-}  // namespace metrics
-namespace detail {
-template <class Event>
-class EventHub;
-}
-
 /// The state of a circuit breaker. closed, open and half_open follow the calls; the others
 /// change only by a transition_to_... call or the initial state.
 enum class CircuitBreakerState : std::uint8_t {
@@ -420,19 +413,15 @@ class [[nodiscard]] CircuitBreakerPermit {
 };
 
 /// A view of a circuit breaker for operators and tests. Valid while the breaker lives.
-class CircuitBreakerHandle {
+class CircuitBreakerHandle : public detail::HandleBase<CircuitBreaker> {
  public:
-  explicit CircuitBreakerHandle(const CircuitBreaker& breaker) noexcept : breaker_(&breaker) {}
+  using HandleBase::HandleBase;
+  /// The breaker's state now.
   CircuitBreakerState state() const noexcept;
-  CircuitBreakerSnapshot snapshot() const;
-  const std::string& instance_id() const noexcept;
   /// Calls `listener` on every state transition, until the Subscription ends (see
   /// <r4c/events.hpp>).
   Subscription on_state_transition(
       std::function<void(const CircuitBreakerTransitionEvent&)> listener) const;
-
- private:
-  const CircuitBreaker* breaker_;
 };
 
 /// Stops calls to a dependency that fails or is slow too often; see the top of this header.
@@ -812,7 +801,7 @@ class CircuitBreaker {
 
 inline Subscription CircuitBreakerHandle::on_state_transition(
     std::function<void(const CircuitBreakerTransitionEvent&)> listener) const {
-  return breaker_->on_state_transition(std::move(listener));
+  return policy().on_state_transition(std::move(listener));
 }
 
 inline void CircuitBreakerPermit::on_success(std::chrono::nanoseconds duration) noexcept {
@@ -888,37 +877,19 @@ decltype(auto) CircuitBreaker::execute(F&& f) {
   }
 }
 
-inline CircuitBreakerState CircuitBreakerHandle::state() const noexcept {
-  return breaker_->state();
-}
-inline CircuitBreakerSnapshot CircuitBreakerHandle::snapshot() const {
-  return breaker_->snapshot();
-}
-inline const std::string& CircuitBreakerHandle::instance_id() const noexcept {
-  return breaker_->instance_id();
-}
+inline CircuitBreakerState CircuitBreakerHandle::state() const noexcept { return policy().state(); }
 
 /// The circuit breaker as a policy kind: what the registry, the pipelines, the metrics and the
 /// tools know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct CircuitBreakerKind {
-  using Config = CircuitBreakerConfig;
-  using Policy = CircuitBreaker;
-  using Snapshot = CircuitBreakerSnapshot;
-  using Handle = CircuitBreakerHandle;
-  /// The exception the policy itself fails a call with (its refusal); the file's exception
-  /// lists know it by its class name.
-  using Exception = CallNotPermittedException;
+struct CircuitBreakerKind
+    : detail::KindBase<CircuitBreakerConfig, CircuitBreaker, CircuitBreakerSnapshot,
+                       CircuitBreakerHandle, CallNotPermittedException, true> {
   static constexpr KindNames kNames = {"circuit_breaker", "circuitBreaker", "circuit breaker",
                                        "circuitbreaker"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
-  /// A new instance; a registry's resources give it its clock.
-  template <class Resources>
-  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
-    return std::make_unique<CircuitBreaker>(std::move(id), std::move(config), resources.clock());
-  }
 };
 
 }  // namespace r4c

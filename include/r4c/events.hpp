@@ -95,7 +95,9 @@ struct BulkheadEvent {
 
 namespace detail {
 class EventHubBase;
-}
+template <class Event>
+class EventHub;  // a policy's listeners of one event type (<r4c/detail/event_hub.hpp>)
+}  // namespace detail
 
 /// The owner of one listener; ends it when destroyed or reset. Movable, not copyable. An empty
 /// Subscription (default-constructed, moved from or reset) owns nothing.

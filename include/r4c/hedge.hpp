@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "r4c/clock.hpp"
+#include "r4c/detail/handle.hpp"
 #include "r4c/detail/live_config.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
@@ -42,10 +43,6 @@
 #include "r4c/executor.hpp"
 
 namespace r4c {
-namespace metrics {
-class Emitter;
-}  // namespace metrics
-
 /// Settings of a hedge. A setter rejects a bad value at once (the config keeps its old value).
 class HedgeConfig {
  public:
@@ -90,16 +87,9 @@ struct HedgeSnapshot {
 class Hedge;
 
 /// A view of a hedge for operators and tests. Valid while the hedge lives.
-class HedgeHandle {
+class HedgeHandle : public detail::HandleBase<Hedge> {
  public:
-  explicit HedgeHandle(const Hedge& hedge) noexcept : hedge_(&hedge) {}
-  /// The hedge's counters now.
-  HedgeSnapshot snapshot() const;
-  /// The hedge's id.
-  const std::string& instance_id() const noexcept;
-
- private:
-  const Hedge* hedge_;
+  using HandleBase::HandleBase;
 };
 
 namespace detail {
@@ -324,27 +314,18 @@ decltype(auto) Hedge::execute(F&& f) {
   }
 }
 
-inline HedgeSnapshot HedgeHandle::snapshot() const { return hedge_->snapshot(); }
-inline const std::string& HedgeHandle::instance_id() const noexcept {
-  return hedge_->instance_id();
-}
-
 /// The hedge as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct HedgeKind {
-  using Config = HedgeConfig;
-  using Policy = Hedge;
-  using Snapshot = HedgeSnapshot;
-  using Handle = HedgeHandle;
-  /// The exception the policy itself fails a call with (none: it passes on what an attempt threw);
-  /// the file's exception lists know it by its class name.
-  using Exception = void;
+/// It fails a call with no exception of its own (Exception is void): it passes on what an
+/// attempt threw.
+struct HedgeKind : detail::KindBase<HedgeConfig, Hedge, HedgeSnapshot, HedgeHandle, void, true> {
   static constexpr KindNames kNames = {"hedge", "hedge", "hedge", "hedge"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
-  /// A new instance; a registry's resources give it its clock and the executor the attempts run on.
+  /// A new instance; a registry's resources give it its clock and the executor the attempts run
+  /// on (hides KindBase::make).
   template <class Resources>
   static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
     return std::make_unique<Hedge>(std::move(id), std::move(config), resources.clock(),

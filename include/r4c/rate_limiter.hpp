@@ -45,10 +45,6 @@
 #include "r4c/exception_type.hpp"
 
 namespace r4c {
-namespace metrics {
-class Emitter;
-}  // namespace metrics
-
 /// Settings of a rate limiter.
 class RateLimiterConfig {
  public:

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "r4c/clock.hpp"
+#include "r4c/detail/handle.hpp"
 #include "r4c/detail/live_config.hpp"
 #include "r4c/detail/outcome_predicates.hpp"
 #include "r4c/detail/setting.hpp"
@@ -45,14 +46,6 @@
 #include "r4c/exception_type.hpp"
 
 namespace r4c {
-namespace metrics {
-class Emitter;
-}  // namespace metrics
-namespace detail {
-template <class Event>
-class EventHub;
-}
-
 /// How an attempt that is retried ended, for an interval function of the outcome: its failure,
 /// or the result the result predicate retries.
 struct RetryOutcome {
@@ -281,19 +274,12 @@ class RetryCall;  // an asynchronous call (<r4c/asio.hpp>)
 }  // namespace detail
 
 /// A view of a retry for operators and tests. Valid while the retry lives.
-class RetryHandle {
+class RetryHandle : public detail::HandleBase<Retry> {
  public:
-  explicit RetryHandle(const Retry& retry) noexcept : retry_(&retry) {}
-  /// The retry's counters now.
-  RetrySnapshot snapshot() const;
-  /// The retry's id.
-  const std::string& instance_id() const noexcept;
+  using HandleBase::HandleBase;
   /// Calls `listener` whenever a call gives up (see RetryGiveUpEvent), until the Subscription
   /// ends (see <r4c/events.hpp>).
   Subscription on_give_up(std::function<void(const RetryGiveUpEvent&)> listener) const;
-
- private:
-  const Retry* retry_;
 };
 
 /// Calls a function up to max_attempts times, waiting on the clock between attempts.
@@ -559,35 +545,21 @@ detail::OutcomeOf<F> Retry::try_execute(F&& f) {
   }
 }
 
-inline RetrySnapshot RetryHandle::snapshot() const { return retry_->snapshot(); }
 inline Subscription RetryHandle::on_give_up(
     std::function<void(const RetryGiveUpEvent&)> listener) const {
-  return retry_->on_give_up(std::move(listener));
-}
-inline const std::string& RetryHandle::instance_id() const noexcept {
-  return retry_->instance_id();
+  return policy().on_give_up(std::move(listener));
 }
 
 /// The retry as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct RetryKind {
-  using Config = RetryConfig;
-  using Policy = Retry;
-  using Snapshot = RetrySnapshot;
-  using Handle = RetryHandle;
-  /// The exception the policy itself fails a call with (none: it passes on what the call threw);
-  /// the file's exception lists know it by its class name.
-  using Exception = void;
+/// It fails a call with no exception of its own (Exception is void): it passes on what the call
+/// threw.
+struct RetryKind : detail::KindBase<RetryConfig, Retry, RetrySnapshot, RetryHandle, void, true> {
   static constexpr KindNames kNames = {"retry", "retry", "retry", "retry"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
-  /// A new instance; a registry's resources give it its clock.
-  template <class Resources>
-  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
-    return std::make_unique<Retry>(std::move(id), std::move(config), resources.clock());
-  }
 };
 
 }  // namespace r4c

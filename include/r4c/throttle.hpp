@@ -59,10 +59,6 @@
 #include "r4c/exception_type.hpp"
 
 namespace r4c {
-namespace metrics {
-class Emitter;
-}  // namespace metrics
-
 /// A throttle rejected the call locally, without sending it: its backend has been refusing.
 /// Thrown by the throttle policy.
 class ThrottledException : public RejectedException {

@@ -33,6 +33,7 @@
 #include <utility>
 
 #include "r4c/clock.hpp"
+#include "r4c/detail/handle.hpp"
 #include "r4c/detail/live_config.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/detail/striped_counter.hpp"
@@ -41,10 +42,6 @@
 #include "r4c/exception_type.hpp"
 
 namespace r4c {
-namespace metrics {
-class Emitter;
-}  // namespace metrics
-
 /// Settings of a timeout.
 class TimeoutConfig {
  public:
@@ -70,14 +67,9 @@ struct TimeoutSnapshot {
 class Timeout;
 
 /// A view of a timeout for operators and tests. Valid while the timeout lives.
-class TimeoutHandle {
+class TimeoutHandle : public detail::HandleBase<Timeout> {
  public:
-  explicit TimeoutHandle(const Timeout& timeout) noexcept : timeout_(&timeout) {}
-  TimeoutSnapshot snapshot() const;
-  const std::string& instance_id() const noexcept;
-
- private:
-  const Timeout* timeout_;
+  using HandleBase::HandleBase;
 };
 
 namespace detail {
@@ -301,31 +293,15 @@ decltype(auto) Timeout::execute_with_token(F&& f) {
   throw_timed_out();  // threw after stop was requested: its exception is replaced
 }
 
-inline TimeoutSnapshot TimeoutHandle::snapshot() const { return timeout_->snapshot(); }
-inline const std::string& TimeoutHandle::instance_id() const noexcept {
-  return timeout_->instance_id();
-}
-
 /// The timeout as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct TimeoutKind {
-  using Config = TimeoutConfig;
-  using Policy = Timeout;
-  using Snapshot = TimeoutSnapshot;
-  using Handle = TimeoutHandle;
-  /// The exception the policy itself fails a call with (a call past its deadline); the file's
-  /// exception lists know it by its class name.
-  using Exception = CallTimeoutException;
+struct TimeoutKind : detail::KindBase<TimeoutConfig, Timeout, TimeoutSnapshot, TimeoutHandle,
+                                      CallTimeoutException, true> {
   static constexpr KindNames kNames = {"timeout", "timeout", "timeout", "timeout"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
-  /// A new instance; a registry's resources give it its clock.
-  template <class Resources>
-  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
-    return std::make_unique<Timeout>(std::move(id), std::move(config), resources.clock());
-  }
 };
 
 }  // namespace r4c

@@ -16,7 +16,6 @@
 // co_execute waits the same way (its coroutine is the operation).
 #pragma once
 
-#include <asio/async_result.hpp>
 #include <asio/awaitable.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/error.hpp>
@@ -78,101 +77,59 @@ struct LimitQueueAccess {
 
 // A call waiting in the limit's queue, then running its operation under the granted slot.
 template <class T, class Handler, class Op>
-class LimitWaitCall final : public WaitingCall<LimitWaitCall<T, Handler, Op>, T, Handler> {
-  using Base = WaitingCall<LimitWaitCall, T, Handler>;
+class LimitWaitCall final : public QueueWaitingCall<LimitWaitCall<T, Handler, Op>, T, Handler,
+                                                    AdaptiveLimit, Op, LimitWaiter, Permit> {
+  using Base = QueueWaitingCall<LimitWaitCall, T, Handler, AdaptiveLimit, Op, LimitWaiter, Permit>;
   friend Base;
+  friend WaitingCall<LimitWaitCall, T, Handler, AdaptiveLimit, Op>;
 
  public:
   LimitWaitCall(Handler handler, AdaptiveLimit& limit, Op op)
-      : Base(std::move(handler), limit.clock().get(), /*waiting=*/true),
-        limit_(&limit),
-        op_(std::move(op)),
-        waiter_(*this) {
-    waiter_.counted_by_caller = true;
-  }
-
-  // The caller cancelled (and this call claimed its answer): answered operation_aborted, as
-  // Asio operations are. Before its operation started, that is the wait's rejection, counted
-  // `cancelled` however the wait itself ended (a grant's slot goes back unused).
-  void on_cancel() {
-    if (phase_.cancel())
-      LimitQueueAccess::count_rejection(*limit_, waiter_, RejectReason::cancelled);
-    Base::on_cancel();
+      : Base(std::move(handler), limit, std::move(op)) {
+    this->waiter_.counted_by_caller = true;
   }
 
   static void start(Handler handler, Op op, AdaptiveLimit& limit, const Admission& admission) {
     LimitWaitCall* call = Base::create(std::move(handler), limit, std::move(op));
-    call->watch_caller();
-    // start()'s own reference, as in RateLimitedCall::start.
-    call->add_ref();
-    typename Base::ReleaseOnExit release_start{call};
-    const std::chrono::nanoseconds now = call->clock_->now();
-    call->deadline_ = now + limit.config().max_wait();
-    // Armed before the call is queued, so that a grant always finds the timer to fire.
-    call->arm_or_end(call->deadline_);
-    // What begin_wait() decided under the queue's mutex: once queued, the waiter belongs to
-    // the queue, and a grant, eviction or timeout on another thread may end it at any moment
-    // (its wake() fires the timer then).
-    const auto begun = LimitQueueAccess::begin_wait(limit, call->waiter_, admission);
-    if (begun.refused != RejectReason::none) call->reason_ = begun.refused;
-    if (begun.refused != RejectReason::none || begun.granted) call->fire_now(now);
-    call->disarm_if_answered();
+    call->wait_in_queue(limit.config().max_wait(), [&] {
+      // What begin_wait() decided under the queue's mutex.
+      const auto begun = LimitQueueAccess::begin_wait(limit, call->waiter_, admission);
+      if (begun.refused != RejectReason::none) call->reason_ = begun.refused;
+      return begun.refused != RejectReason::none || begun.granted;
+    });
   }
 
   void inner_completed(int, AsyncOutcome<T> outcome) {
     if (this->claim()) {
-      LimitHold<T>{std::move(permit_), limit_}.completed(outcome);
+      LimitHold<T>{std::move(this->permit_), limit()}.completed(outcome);
       this->answer(std::move(outcome.failure), std::move(outcome.value));
     } else {
-      permit_.on_ignore();  // the caller was cancelled: the slot frees without a sample
+      this->permit_.on_ignore();  // the caller was cancelled: the slot frees without a sample
     }
     this->release();  // the operation's
   }
 
  private:
-  class Waiter final : public LimitWaiter {
-   public:
-    explicit Waiter(LimitWaitCall& call) noexcept : call_(call) {}
-    void wake() noexcept override { call_.fire_now(call_.clock_->now()); }
-
-   private:
-    LimitWaitCall& call_;
-  };
+  AdaptiveLimit* limit() const noexcept { return this->policy_; }
 
   void wait_ended() noexcept {
-    // The timer ends the wait at its deadline; anything earlier is the caller's cancellation.
-    const WaitEnd end = clock_now() >= deadline_ ? WaitEnd::timed_out : WaitEnd::cancelled;
-    const WaitEnd ended = LimitQueueAccess::end_wait(*limit_, waiter_, end);
+    const WaitEnd end = this->deadline_passed() ? WaitEnd::timed_out : WaitEnd::cancelled;
+    const WaitEnd ended = LimitQueueAccess::end_wait(*limit(), this->waiter_, end);
     if (ended == WaitEnd::granted) {
-      permit_ = LimitQueueAccess::permit_of(*limit_, waiter_);
+      this->permit_ = LimitQueueAccess::permit_of(*limit(), this->waiter_);
     } else if (reason_ == RejectReason::none) {
       reason_ = reason_of(ended);  // not refused before it was queued: how its wait ended
     }
   }
-  void resume() {
-    if (!permit_) {
-      // Losing the claim, the caller was cancelled: on_cancel() counted that.
-      if (this->claim()) {
-        LimitQueueAccess::count_rejection(*limit_, waiter_, reason_);
-        this->answer(limit_->rejection(reason_));
-      }
-      return;
-    }
-    // A cancellation between the grant and here answered operation_aborted: the operation
-    // never starts, and the slot goes back when the call ends.
-    if (!phase_.start()) return;
-    this->add_ref();  // the operation's
-    op_(InnerHandler<LimitWaitCall, T>(this, 0));
+  void refuse() {
+    LimitQueueAccess::count_rejection(*limit(), this->waiter_, reason_);
+    this->answer(limit()->rejection(reason_));
   }
-  std::chrono::nanoseconds clock_now() const noexcept { return this->clock_->now(); }
+  void refuse_cancelled() noexcept {
+    LimitQueueAccess::count_rejection(*limit(), this->waiter_, RejectReason::cancelled);
+  }
 
-  AdaptiveLimit* limit_;
-  Op op_;
-  Waiter waiter_;
-  Permit permit_;
   RejectReason reason_ = RejectReason::none;  // why, when it gets no slot
-  std::chrono::nanoseconds deadline_{0};
-  StartOrCancel phase_;
 };
 
 // kSays: the call says a class or a partition; without, the admission is try_acquire()'s plain
@@ -256,27 +213,26 @@ asio::awaitable<T> co_execute_under(AdaptiveLimit& limit, F f) {
 
 template <class T, class Op, class Token>
 auto AdaptiveLimit::async_execute(Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
-      detail::LimitInitiation<T, false>{this}, token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::LimitInitiation<T, false>{this}, std::forward<Token>(token),
+                             std::forward<Op>(op));
 }
 
 template <class T, class Op, class Token>
 auto AdaptiveLimit::async_execute(CallClass cls, Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
-      detail::LimitInitiation<T>{this, cls}, token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::LimitInitiation<T>{this, cls}, std::forward<Token>(token),
+                             std::forward<Op>(op));
 }
 
 template <class T, class Op, class Token>
 auto AdaptiveLimit::async_execute(LimitPartition partition, Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
-      detail::LimitInitiation<T>{this, CallClass::critical, partition}, token,
-      std::forward<Op>(op));
+  return detail::initiate<T>(detail::LimitInitiation<T>{this, CallClass::critical, partition},
+                             std::forward<Token>(token), std::forward<Op>(op));
 }
 
 template <class T, class Op, class Token>
 auto AdaptiveLimit::async_execute(CallClass cls, LimitPartition partition, Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
-      detail::LimitInitiation<T>{this, cls, partition}, token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::LimitInitiation<T>{this, cls, partition},
+                             std::forward<Token>(token), std::forward<Op>(op));
 }
 
 template <class F>

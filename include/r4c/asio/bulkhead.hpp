@@ -12,7 +12,6 @@
 // the cancellation to the operation.
 #pragma once
 
-#include <asio/async_result.hpp>
 #include <atomic>
 #include <chrono>
 #include <utility>
@@ -57,92 +56,53 @@ struct BulkheadQueueAccess {
 // handed it. Its refusal is counted (and published) as it is answered, so the count says what
 // the caller was told: a cancellation that races the timeout or the grant is `cancelled`.
 template <class T, class Handler, class Op>
-class BulkheadWaitCall final : public WaitingCall<BulkheadWaitCall<T, Handler, Op>, T, Handler> {
-  using Base = WaitingCall<BulkheadWaitCall, T, Handler>;
+class BulkheadWaitCall final
+    : public QueueWaitingCall<BulkheadWaitCall<T, Handler, Op>, T, Handler, Bulkhead, Op,
+                              BulkheadWaiter, BulkheadPermit> {
+  using Base =
+      QueueWaitingCall<BulkheadWaitCall, T, Handler, Bulkhead, Op, BulkheadWaiter, BulkheadPermit>;
   using State = BulkheadWaiter::State;
   friend Base;
+  friend WaitingCall<BulkheadWaitCall, T, Handler, Bulkhead, Op>;
 
  public:
-  BulkheadWaitCall(Handler handler, Bulkhead& bulkhead, Op op)
-      : Base(std::move(handler), bulkhead.clock().get(), /*waiting=*/true),
-        bulkhead_(&bulkhead),
-        op_(std::move(op)),
-        waiter_(*this) {}
+  using Base::Base;
 
   static void start(Handler handler, Op op, Bulkhead& bulkhead) {
     BulkheadWaitCall* call = Base::create(std::move(handler), bulkhead, std::move(op));
-    call->watch_caller();
-    // start()'s own reference, as in LimitWaitCall::start.
-    call->add_ref();
-    typename Base::ReleaseOnExit release_start{call};
-    const std::chrono::nanoseconds now = call->clock_->now();
-    call->deadline_ = now + bulkhead.config().max_wait();
-    // Armed before the call is queued, so that a grant always finds the timer to fire.
-    call->arm_or_end(call->deadline_);
-    // Once queued, the waiter is the queue's: a release or the timer on another thread may
-    // end it at once (its wake() fires the timer then). Granted or refused at once, the timer
-    // fires now.
-    const auto begun = BulkheadQueueAccess::begin_wait(bulkhead, call->waiter_);
-    if (begun.state != State::waiting) call->fire_now(now);
-    call->disarm_if_answered();
-  }
-
-  // The caller cancelled (this call claimed its answer): operation_aborted. Before the
-  // operation started, that is the wait's refusal, counted `cancelled` however the wait ended
-  // (a granted slot goes back unused when the call ends).
-  void on_cancel() {
-    if (phase_.cancel()) BulkheadQueueAccess::refused(*bulkhead_, BulkheadRejectReason::cancelled);
-    Base::on_cancel();
+    call->wait_in_queue(bulkhead.config().max_wait(), [&] {
+      return BulkheadQueueAccess::begin_wait(bulkhead, call->waiter_).state != State::waiting;
+    });
   }
 
   void inner_completed(int, AsyncOutcome<T> outcome) {
-    permit_.release();
+    this->permit_.release();
     if (this->claim()) this->answer(std::move(outcome.failure), std::move(outcome.value));
     this->release();  // the operation's
   }
 
  private:
-  class Waiter final : public BulkheadWaiter {
-   public:
-    explicit Waiter(BulkheadWaitCall& call) noexcept : call_(call) {}
-    void wake() noexcept override { call_.fire_now(call_.clock_->now()); }
-
-   private:
-    BulkheadWaitCall& call_;
-  };
+  Bulkhead* bulkhead() const noexcept { return this->policy_; }
 
   void wait_ended() noexcept {
-    // The timer ends the wait at its deadline; anything earlier is the caller's cancellation.
-    const State end = this->clock_->now() >= deadline_ ? State::timed_out : State::cancelled;
-    const State ended = BulkheadQueueAccess::end_wait(*bulkhead_, waiter_, end);
+    const State end = this->deadline_passed() ? State::timed_out : State::cancelled;
+    const State ended = BulkheadQueueAccess::end_wait(*bulkhead(), this->waiter_, end);
     if (ended == State::granted) {
-      permit_ = BulkheadQueueAccess::admitted(*bulkhead_);
+      this->permit_ = BulkheadQueueAccess::admitted(*bulkhead());
     } else {
       reason_ = ended == State::timed_out ? BulkheadRejectReason::wait_timeout
                                           : BulkheadRejectReason::cancelled;
     }
   }
-  void resume() {
-    if (!permit_) {
-      // Losing the claim, the caller was cancelled: on_cancel() counted that.
-      if (this->claim()) {
-        BulkheadQueueAccess::refused(*bulkhead_, reason_);
-        this->answer(bulkhead_->rejection());
-      }
-      return;
-    }
-    if (!phase_.start()) return;
-    this->add_ref();  // the operation's
-    op_(InnerHandler<BulkheadWaitCall, T>(this, 0));
+  void refuse() {
+    BulkheadQueueAccess::refused(*bulkhead(), reason_);
+    this->answer(bulkhead()->rejection());
+  }
+  void refuse_cancelled() noexcept {
+    BulkheadQueueAccess::refused(*bulkhead(), BulkheadRejectReason::cancelled);
   }
 
-  Bulkhead* bulkhead_;
-  Op op_;
-  Waiter waiter_;
-  BulkheadPermit permit_;
   BulkheadRejectReason reason_ = BulkheadRejectReason::cancelled;
-  std::chrono::nanoseconds deadline_{0};
-  StartOrCancel phase_;
 };
 
 template <class T>
@@ -172,8 +132,8 @@ struct BulkheadInitiation {
 
 template <class T, class Op, class Token>
 auto Bulkhead::async_execute(Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(detail::BulkheadInitiation<T>{this},
-                                                                token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::BulkheadInitiation<T>{this}, std::forward<Token>(token),
+                             std::forward<Op>(op));
 }
 
 }  // namespace r4c

@@ -12,7 +12,6 @@
 // (a half-open trial returns), and forwards the cancellation to the operation.
 #pragma once
 
-#include <asio/async_result.hpp>
 #include <chrono>
 #include <type_traits>
 #include <utility>
@@ -48,21 +47,10 @@ struct BreakerHold {
     breaker->record_outcome(permit, outcome.failure, duration);
   }
   void cancelled() noexcept { permit.release(); }
-};
 
-template <class T>
-struct BreakerInitiation {
-  CircuitBreaker* breaker;
-
-  template <class Handler, class Op>
-  void operator()(Handler handler, Op op) const {
-    CircuitBreakerPermit permit = breaker->try_acquire();  // a refusal is counted
-    if (!permit) [[unlikely]] {
-      fail_at_once<T>(std::move(handler), breaker->rejection());
-      return;
-    }
-    GuardedCall<T, Handler, BreakerHold>::start(
-        std::move(handler), op, BreakerHold{std::move(permit), breaker, breaker->clock()->now()});
+  // The permission try_acquire() gave (a refusal is counted there), timed from now.
+  static BreakerHold of(CircuitBreaker& breaker, CircuitBreakerPermit permit) {
+    return {std::move(permit), &breaker, breaker.clock()->now()};
   }
 };
 
@@ -70,8 +58,8 @@ struct BreakerInitiation {
 
 template <class T, class Op, class Token>
 auto CircuitBreaker::async_execute(Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(detail::BreakerInitiation<T>{this},
-                                                                token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::AdmitInitiation<T, CircuitBreaker, detail::BreakerHold>{this},
+                             std::forward<Token>(token), std::forward<Op>(op));
 }
 
 }  // namespace r4c

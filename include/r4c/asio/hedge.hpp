@@ -16,7 +16,6 @@
 // cancelled call counts in `calls` and `failed` (its caller got a failure).
 #pragma once
 
-#include <asio/async_result.hpp>
 #include <asio/bind_allocator.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_type.hpp>
@@ -361,17 +360,6 @@ class HedgeAsyncCall final : public AsyncCallBase<HedgeAsyncCall<T, Handler, Op>
   ContextLink link_;               // listed there for the call's lifetime
 };
 
-template <class T>
-struct HedgeInitiation {
-  Hedge* hedge;
-
-  template <class Handler, class Op>
-  void operator()(Handler handler, Op&& op) const {
-    HedgeAsyncCall<T, Handler, std::decay_t<Op>>::start(std::move(handler), std::forward<Op>(op),
-                                                        *hedge);
-  }
-};
-
 }  // namespace detail
 
 /// See the declaration in <r4c/hedge.hpp>. `op` is decay-copied into the call's state and
@@ -384,8 +372,8 @@ struct HedgeInitiation {
 /// recycling allocator when it has none), and one posted step per hedge.
 template <class T, class Op, class Token>
 auto Hedge::async_execute(Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(detail::HedgeInitiation<T>{this},
-                                                                token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::StartInitiation<detail::HedgeAsyncCall, T, Hedge>{this},
+                             std::forward<Token>(token), std::forward<Op>(op));
 }
 
 }  // namespace r4c

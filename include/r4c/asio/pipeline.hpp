@@ -7,7 +7,6 @@
 // Included by <r4c/asio.hpp>.
 #pragma once
 
-#include <asio/async_result.hpp>
 #include <asio/awaitable.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/this_coro.hpp>
@@ -117,8 +116,7 @@ asio::awaitable<T> co_execute_through(PipelineStages<T> stages, F f) {
   auto op = [f = std::move(f), executor](auto handler) mutable {
     asio::co_spawn(executor, f(), std::move(handler));
   };
-  co_return co_await asio::async_initiate<const asio::use_awaitable_t<>&, AsyncSignature<T>>(
-      PipelineInitiation<T>{stages}, asio::use_awaitable, std::move(op));
+  co_return co_await initiate<T>(PipelineInitiation<T>{stages}, asio::use_awaitable, std::move(op));
 }
 
 }  // namespace detail
@@ -126,23 +124,23 @@ asio::awaitable<T> co_execute_through(PipelineStages<T> stages, F f) {
 template <class T>
 template <class Op, class Token>
 auto Pipeline<T>::async_execute(Op&& op, Token&& token) const {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
-      detail::PipelineInitiation<T>{stages_}, token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::PipelineInitiation<T>{stages_}, std::forward<Token>(token),
+                             std::forward<Op>(op));
 }
 
 template <class T>
 template <class Op, class Token>
 auto Pipeline<T>::async_execute(CallClass cls, Op&& op, Token&& token) const {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
-      detail::PipelineInitiation<T>{with_class(cls)}, token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::PipelineInitiation<T>{with_class(cls)},
+                             std::forward<Token>(token), std::forward<Op>(op));
 }
 
 template <class T>
 template <class Op, class Token>
 auto Pipeline<T>::async_execute(CallClass cls, LimitPartition partition, Op&& op,
                                 Token&& token) const {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
-      detail::PipelineInitiation<T>{with_class(cls, partition)}, token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::PipelineInitiation<T>{with_class(cls, partition)},
+                             std::forward<Token>(token), std::forward<Op>(op));
 }
 
 template <class T>

@@ -20,7 +20,6 @@
 // completion is ignored.
 #pragma once
 
-#include <asio/async_result.hpp>
 #include <chrono>
 #include <exception>
 #include <utility>
@@ -41,15 +40,13 @@ struct NoRateLimiterHold {
 
 // A call waiting for a permit reserved in a coming period, then running its operation.
 template <class T, class Handler, class Op>
-class RateLimitedCall final : public WaitingCall<RateLimitedCall<T, Handler, Op>, T, Handler> {
-  using Base = WaitingCall<RateLimitedCall, T, Handler>;
+class RateLimitedCall final
+    : public WaitingCall<RateLimitedCall<T, Handler, Op>, T, Handler, RateLimiter, Op> {
+  using Base = WaitingCall<RateLimitedCall, T, Handler, RateLimiter, Op>;
   friend Base;
 
  public:
-  RateLimitedCall(Handler handler, RateLimiter& limiter, Op op)
-      : Base(std::move(handler), limiter.clock().get(), /*waiting=*/true),
-        limiter_(&limiter),
-        op_(std::move(op)) {}
+  using Base::Base;
 
   /// Waits until `ready_at` on the limiter's clock (the reservation's wait, already counted in
   /// waiting_calls), then starts `op`.
@@ -57,7 +54,7 @@ class RateLimitedCall final : public WaitingCall<RateLimitedCall<T, Handler, Op>
                     std::chrono::nanoseconds ready_at) {
     RateLimitedCall* call;
     try {
-      call = Base::create(std::move(handler), limiter, std::move(op));
+      call = Base::create(std::move(handler), limiter, std::move(op), /*waiting=*/true);
     } catch (...) {
       limiter.end_wait();
       throw;
@@ -86,14 +83,8 @@ class RateLimitedCall final : public WaitingCall<RateLimitedCall<T, Handler, Op>
   }
 
  private:
-  void wait_ended() noexcept { limiter_->end_wait(); }
-  void resume() {
-    this->add_ref();  // the operation's
-    op_(InnerHandler<RateLimitedCall, T>(this, 0));
-  }
-
-  RateLimiter* limiter_;
-  Op op_;
+  void wait_ended() noexcept { this->policy_->end_wait(); }
+  void resume() { this->start_operation(0); }
 };
 
 template <class T>
@@ -132,14 +123,14 @@ struct RateLimiterInitiation {
 
 template <class T, class Op, class Token>
 auto RateLimiter::async_execute(Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
-      detail::RateLimiterInitiation<T>{this}, token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::RateLimiterInitiation<T>{this}, std::forward<Token>(token),
+                             std::forward<Op>(op));
 }
 
 template <class T, class Op, class Token>
 auto RateLimiter::async_execute(int permits, Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(
-      detail::RateLimiterInitiation<T>{this, permits}, token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::RateLimiterInitiation<T>{this, permits},
+                             std::forward<Token>(token), std::forward<Op>(op));
 }
 
 }  // namespace r4c

@@ -22,7 +22,6 @@
 // as any Asio handler's exception does.
 #pragma once
 
-#include <asio/async_result.hpp>
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -43,19 +42,16 @@ namespace detail {
 // cancellation is emitted there too (Asio's rule for cancellation slots), and the answered()
 // checks after each step cover a cancellation on another thread.
 template <class T, class Handler, class Op>
-class RetryCall final : public WaitingCall<RetryCall<T, Handler, Op>, T, Handler> {
-  using Base = WaitingCall<RetryCall, T, Handler>;
+class RetryCall final : public WaitingCall<RetryCall<T, Handler, Op>, T, Handler, Retry, Op> {
+  using Base = WaitingCall<RetryCall, T, Handler, Retry, Op>;
   friend Base;
 
  public:
-  RetryCall(Handler handler, Retry& retry, Op op)
-      : Base(std::move(handler), retry.clock().get(), /*waiting=*/false),
-        retry_(&retry),
-        op_(std::move(op)) {}
+  using Base::Base;
 
   /// Starts the first attempt, inside the initiating function.
   static void start(Handler handler, Op op, Retry& retry) {
-    RetryCall* call = Base::create(std::move(handler), retry, std::move(op));
+    RetryCall* call = Base::create(std::move(handler), retry, std::move(op), /*waiting=*/false);
     call->watch_caller();
     call->resume();
   }
@@ -64,48 +60,48 @@ class RetryCall final : public WaitingCall<RetryCall<T, Handler, Op>, T, Handler
     ReleaseOnExit release_attempt{this};
     if (tag != attempt_ || this->answered()) return;  // cancelled: ignored, never counted
     const int attempt = attempt_;
-    const int max_attempts = retry_->max_attempts_.load(std::memory_order_relaxed);
+    const int max_attempts = retry()->max_attempts_.load(std::memory_order_relaxed);
     std::chrono::nanoseconds span{0};
     try {
       if (outcome.failure) {
-        if (attempt >= max_attempts || !retry_->retryable(outcome.failure)) {
+        if (attempt >= max_attempts || !retry()->retryable(outcome.failure)) {
           return end(attempt, std::move(outcome.failure));  // the same exception object
         }
         RetryOutcome retried;
-        if (retry_->wants_failure()) retried.failure = outcome.failure;
-        span = retry_->begin_retry(attempt, retried, true);
+        if (retry()->wants_failure()) retried.failure = outcome.failure;
+        span = retry()->begin_retry(attempt, retried, true);
       } else {
         RetryOutcome retried;
         bool wanted = true;
         if constexpr (std::is_void_v<T>) {
-          const std::function<bool()>* retry_void = retry_->config_->void_result_predicate();
+          const std::function<bool()>* retry_void = retry()->config_->void_result_predicate();
           wanted = retry_void == nullptr || !(*retry_void)();
         } else {
           using Value = std::remove_cvref_t<T>;
           const std::function<bool(const Value&)>* retry_result =
-              retry_->config_->template result_predicate<Value>();
+              retry()->config_->template result_predicate<Value>();
           const Value& value = *outcome.value;
           wanted = retry_result == nullptr || !(*retry_result)(value);
           retried = RetryOutcome{{}, &value, &typeid(Value)};
         }
         if (wanted) {
           if (this->claim()) {
-            retry_->succeeded(attempt);
+            retry()->succeeded(attempt);
             this->answer(std::exception_ptr(), std::move(outcome.value));
           }
           return;
         }
         if (attempt >= max_attempts) {  // out of attempts: the last result, or the failure
           if (this->claim()) {
-            if (retry_->gave_up_on_result(attempt)) {
-              this->answer(retry_->max_retries_exceeded(attempt));
+            if (retry()->gave_up_on_result(attempt)) {
+              this->answer(retry()->max_retries_exceeded(attempt));
             } else {
               this->answer(std::exception_ptr(), std::move(outcome.value));
             }
           }
           return;
         }
-        span = retry_->begin_retry(attempt, retried, false);
+        span = retry()->begin_retry(attempt, retried, false);
       }
     } catch (...) {
       // A throwing predicate or interval function is not the operation's failure: it ends the
@@ -121,15 +117,13 @@ class RetryCall final : public WaitingCall<RetryCall<T, Handler, Op>, T, Handler
 
   void end(int attempt, std::exception_ptr failure) {
     if (this->claim()) {
-      retry_->failed(attempt, failure);
+      retry()->failed(attempt, failure);
       this->answer(std::move(failure));
     }
   }
-  void wait_ended() noexcept { retry_->end_wait(); }
-  void resume() {
-    this->add_ref();                                  // the attempt's
-    op_(InnerHandler<RetryCall, T>(this, attempt_));  // throwing: abandoned (see the top)
-  }
+  Retry* retry() const noexcept { return this->policy_; }
+  void wait_ended() noexcept { retry()->end_wait(); }
+  void resume() { this->start_operation(attempt_); }  // throwing: abandoned (see the top)
 
   // Waits the retry's `span` (counted in retries and waiting_calls) on the clock, as
   // Retry::sleep_for does.
@@ -142,7 +136,7 @@ class RetryCall final : public WaitingCall<RetryCall<T, Handler, Op>, T, Handler
       // Not scheduled (std::bad_alloc): the call ends here, as a failed sleep ends execute().
       this->stop_waiting();
       if (this->claim()) {
-        retry_->count_failure(failed_attempt + 1);
+        retry()->count_failure(failed_attempt + 1);
         this->answer(std::current_exception());
       }
       return;
@@ -150,27 +144,15 @@ class RetryCall final : public WaitingCall<RetryCall<T, Handler, Op>, T, Handler
     this->disarm_if_answered();
   }
 
-  Retry* retry_;
-  Op op_;
   int attempt_ = 1;  // the running or next attempt's number, the first being 1
-};
-
-template <class T>
-struct RetryInitiation {
-  Retry* retry;
-
-  template <class Handler, class Op>
-  void operator()(Handler handler, Op op) const {
-    RetryCall<T, Handler, Op>::start(std::move(handler), std::move(op), *retry);
-  }
 };
 
 }  // namespace detail
 
 template <class T, class Op, class Token>
 auto Retry::async_execute(Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(detail::RetryInitiation<T>{this},
-                                                                token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::StartInitiation<detail::RetryCall, T, Retry>{this},
+                             std::forward<Token>(token), std::forward<Op>(op));
 }
 
 }  // namespace r4c

@@ -10,7 +10,6 @@
 // nothing, its answer unknown.
 #pragma once
 
-#include <asio/async_result.hpp>
 #include <type_traits>
 #include <utility>
 
@@ -40,30 +39,17 @@ struct ThrottleHold {
     permit.on_failure(outcome.failure);  // no failure: an accept
   }
   void cancelled() noexcept { permit = ThrottlePermit(); }
-};
 
-template <class T>
-struct ThrottleInitiation {
-  Throttle* throttle;
-
-  template <class Handler, class Op>
-  void operator()(Handler handler, Op op) const {
-    ThrottlePermit permit = throttle->try_acquire();  // a local rejection is counted
-    if (!permit) [[unlikely]] {
-      fail_at_once<T>(std::move(handler), throttle->rejection());
-      return;
-    }
-    GuardedCall<T, Handler, ThrottleHold>::start(std::move(handler), op,
-                                                 ThrottleHold{std::move(permit)});
-  }
+  // The call try_acquire() let through (a local rejection is counted there).
+  static ThrottleHold of(Throttle&, ThrottlePermit permit) noexcept { return {std::move(permit)}; }
 };
 
 }  // namespace detail
 
 template <class T, class Op, class Token>
 auto Throttle::async_execute(Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(detail::ThrottleInitiation<T>{this},
-                                                                token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::AdmitInitiation<T, Throttle, detail::ThrottleHold>{this},
+                             std::forward<Token>(token), std::forward<Op>(op));
 }
 
 }  // namespace r4c

@@ -10,7 +10,6 @@
 // once with operation_aborted, unschedules the deadline and forwards the cancellation.
 #pragma once
 
-#include <asio/async_result.hpp>
 #include <asio/bind_allocator.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_type.hpp>
@@ -66,7 +65,7 @@ class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handl
   /// Arms the deadline and starts `op`. If `op` throws, the exception leaves start() and the
   /// caller's handler is destroyed uncalled.
   template <class Op>
-  static void start(Handler handler, Op& op, Timeout& timeout) {
+  static void start(Handler handler, Op op, Timeout& timeout) {
     TimeoutCall* call = Base::create(std::move(handler), timeout);
     call->add_ref();  // the inner operation's
     call->add_ref();  // the deadline's
@@ -208,22 +207,17 @@ class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handl
   ContextLink link_;               // listed there while the deadline holds the call
 };
 
-template <class T>
-struct TimeoutInitiation {
-  Timeout* timeout;
-
-  template <class Handler, class Op>
-  void operator()(Handler handler, Op op) const {
-    TimeoutCall<T, Handler>::start(std::move(handler), op, *timeout);
-  }
-};
+// The call's type does not depend on the operation's (the operation is invoked at once and
+// never kept): one TimeoutCall per handler type, whatever the operations.
+template <class T, class Handler, class Op>
+using TimeoutCallFor = TimeoutCall<T, Handler>;
 
 }  // namespace detail
 
 template <class T, class Op, class Token>
 auto Timeout::async_execute(Op&& op, Token&& token) {
-  return asio::async_initiate<Token, detail::AsyncSignature<T>>(detail::TimeoutInitiation<T>{this},
-                                                                token, std::forward<Op>(op));
+  return detail::initiate<T>(detail::StartInitiation<detail::TimeoutCallFor, T, Timeout>{this},
+                             std::forward<Token>(token), std::forward<Op>(op));
 }
 
 }  // namespace r4c

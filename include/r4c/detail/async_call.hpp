@@ -13,6 +13,11 @@
 // a bulkhead's slot, a breaker's permission, a timeout's deadline). The retry and the hedge,
 // which start several inner operations, build on AsyncCallBase directly.
 //
+// Every policy's async_execute is initiate() with its initiation: AdmitInitiation for a policy
+// that admits or refuses a call at once (the circuit breaker, the throttle), StartInitiation
+// for one whose call is a state type of its own (the retry, the hedge, the timeout), or an
+// initiation of the policy's own (the adaptive limit, the bulkhead, the rate limiter).
+//
 // The state of a call is allocated with the caller handler's associated allocator, or Asio's
 // recycling allocator when the handler has none, so a steady stream of calls reuses blocks.
 #pragma once
@@ -20,6 +25,7 @@
 #include <asio/associated_allocator.hpp>
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
 #include <asio/bind_allocator.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_type.hpp>
@@ -524,5 +530,46 @@ class GuardedCall final : public AsyncCallBase<GuardedCall<T, Handler, Policy>, 
   GuardedSignal inner_cancel_;
   bool shared_ = true;  // set once by start(), before the inner operation exists
 };
+
+/// An initiation for a policy that admits a call at once or refuses it: `policy->try_acquire()`
+/// gives the permit (counting a refusal), an empty one completes the caller at once with
+/// `policy->rejection()`, and the operation runs in a GuardedCall under
+/// `Hold::of(*policy, permit)`.
+template <class T, class Policy, class Hold>
+struct AdmitInitiation {
+  Policy* policy;
+
+  template <class Handler, class Op>
+  void operator()(Handler handler, Op op) const {
+    auto permit = policy->try_acquire();
+    if (!permit) [[unlikely]] {
+      fail_at_once<T>(std::move(handler), policy->rejection());
+      return;
+    }
+    GuardedCall<T, Handler, Hold>::start(std::move(handler), op,
+                                         Hold::of(*policy, std::move(permit)));
+  }
+};
+
+/// An initiation for a policy whose call is a state type of its own: starts
+/// `Call<T, Handler, Op>` with the caller's handler, the operation (decay-copied into the
+/// call's state or invoked at once, as the call decides) and the policy.
+template <template <class, class, class> class Call, class T, class Policy>
+struct StartInitiation {
+  Policy* policy;
+
+  template <class Handler, class Op>
+  void operator()(Handler handler, Op&& op) const {
+    Call<T, Handler, std::decay_t<Op>>::start(std::move(handler), std::forward<Op>(op), *policy);
+  }
+};
+
+/// What every async_execute returns: `initiation` started with the handler `token` stands for
+/// and the operation, the caller completed with AsyncSignature<T>.
+template <class T, class Initiation, class Token, class Op>
+auto initiate(Initiation&& initiation, Token&& token, Op&& op) {
+  return asio::async_initiate<Token, AsyncSignature<T>>(std::forward<Initiation>(initiation), token,
+                                                        std::forward<Op>(op));
+}
 
 }  // namespace r4c::detail

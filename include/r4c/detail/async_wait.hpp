@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // An asynchronous call that waits on an r4c clock before it starts its (next) operation, one
-// operation at a time: the rate limiter's wait for a reserved permit and the retry's backoff.
-// Included by their async faces.
+// operation at a time: the rate limiter's wait for a reserved permit, the retry's backoff, and
+// the adaptive limit's and the bulkhead's waits in their queues (QueueWaitingCall). Included by
+// their async faces.
 //
 // The wait holds no thread: a timer on the policy's clock posts the end of the wait to the
 // caller's executor. While it waits, the call keeps work on that executor, as an Asio timer
@@ -30,21 +31,42 @@
 
 namespace r4c::detail {
 
-/// The base of such a call (CRTP: `Derived` is the final state type). `Derived` provides
+/// The base of such a call (CRTP: `Derived` is the final state type), for `Policy` (whose clock
+/// times the waits) and the operation `Op`. `Derived` provides
 ///   void wait_ended() noexcept   the wait is over or abandoned: leave the policy's count
 ///   void resume()                the wait is over and the call stands: start the operation
-///                                (taking the operation's reference with add_ref())
+///                                (start_operation())
 ///   void inner_completed(int tag, AsyncOutcome<T>)
 ///
 /// References: the answer's, the operation's (while one runs) and the timer's (from arm()
 /// until its posted step has run or was destroyed, or until a cancellation or the context's
 /// shutdown removed it before it fired). Whoever gives back the timer's reference also ends
 /// the wait's work and takes the call off its context's list (end_timer()).
-template <class Derived, class T, class Handler>
+template <class Derived, class T, class Handler, class Policy, class Op>
 class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
   using Base = AsyncCallBase<Derived, T, Handler>;
 
  public:
+  /// `waiting`: the call starts counted as waiting by the policy (see begin_waiting()).
+  WaitingCall(Handler handler, Policy& policy, Op op, bool waiting)
+      : Base(std::move(handler)),
+        clock_(policy.clock().get()),
+        policy_(&policy),
+        op_(std::move(op)),
+        timer_(this),
+        waiting_(waiting),
+        context_timers_(context_timers<typename Base::CallerExecutor,
+                                       RunsInline<typename Base::CallerExecutor>::value>(
+            this->caller_executor())) {
+    link_.owner = this;
+    link_.shut_down = [](ContextLink& link) noexcept {
+      // Under the list's lock: the timer's reference is ours only if it had not fired.
+      WaitingCall* call = from_link(link);
+      return call->clock_->cancel(call->timer_);
+    };
+    link_.context_gone = [](ContextLink& link) noexcept { from_link(link)->end_unanswered(); };
+  }
+
   void on_cancel() {
     stop_waiting();
     inner_cancel_.emit(asio::cancellation_type::all);  // reaches a running operation
@@ -71,21 +93,10 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
   GuardedSlot inner_slot(int) noexcept { return inner_cancel_.slot(); }
 
  protected:
-  WaitingCall(Handler handler, Clock* clock, bool waiting)
-      : Base(std::move(handler)),
-        clock_(clock),
-        timer_(this),
-        waiting_(waiting),
-        context_timers_(context_timers<typename Base::CallerExecutor,
-                                       RunsInline<typename Base::CallerExecutor>::value>(
-            this->caller_executor())) {
-    link_.owner = this;
-    link_.shut_down = [](ContextLink& link) noexcept {
-      // Under the list's lock: the timer's reference is ours only if it had not fired.
-      WaitingCall* call = from_link(link);
-      return call->clock_->cancel(call->timer_);
-    };
-    link_.context_gone = [](ContextLink& link) noexcept { from_link(link)->end_unanswered(); };
+  /// Starts the operation with r4c's handler, tagged `tag`, taking the operation's reference.
+  void start_operation(int tag) {
+    this->add_ref();  // the operation's
+    op_(InnerHandler<Derived, T>(static_cast<Derived*>(this), tag));
   }
 
   /// Starts a wait until `deadline` on the clock (counted by the policy as waiting: set
@@ -169,6 +180,8 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
 
   Clock* clock_;
   GuardedSignal inner_cancel_;
+  Policy* policy_;
+  Op op_;
 
  private:
   class Timer final : public TimerTask {
@@ -233,9 +246,8 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
 };
 
 /// For a call that waits for a slot and then runs its operation: whether the operation
-/// started or the caller cancelled first, decided once (the adaptive limit's and the
-/// bulkhead's async waits: a caller cancelled before its operation started is the wait's
-/// `cancelled` refusal, and its operation never starts).
+/// started or the caller cancelled first, decided once (a caller cancelled before its
+/// operation started is the wait's `cancelled` refusal, and its operation never starts).
 class StartOrCancel {
  public:
   /// True once, for the first of start() and cancel().
@@ -250,6 +262,87 @@ class StartOrCancel {
     return phase_.compare_exchange_strong(undecided, to, std::memory_order_acq_rel);
   }
   std::atomic<int> phase_{kUndecided};
+};
+
+/// A call that waits in its policy's queue for a slot (the adaptive limit's, the bulkhead's),
+/// then runs its operation in the slot it was handed (`Permit`, empty when refused). The wait is
+/// an Asio operation holding no thread, bounded by a timer on the policy's clock; `QueueWaiter`
+/// is the queue's waiter type, whose wake() fires the timer now. `Derived` provides, besides
+/// wait_ended() (which sets permit_ from a grant, else how the wait was refused) and
+/// inner_completed():
+///   void refuse()             the caller is answered with the wait's refusal: count, answer
+///   void refuse_cancelled()   the caller cancelled before the operation started: count it
+template <class Derived, class T, class Handler, class Policy, class Op, class QueueWaiter,
+          class Permit>
+class QueueWaitingCall : public WaitingCall<Derived, T, Handler, Policy, Op> {
+  using Base = WaitingCall<Derived, T, Handler, Policy, Op>;
+  friend Base;
+
+ public:
+  QueueWaitingCall(Handler handler, Policy& policy, Op op)
+      : Base(std::move(handler), policy, std::move(op), /*waiting=*/true), waiter_(*this) {}
+
+  // The caller cancelled (and this call claimed its answer): answered operation_aborted, as
+  // Asio operations are. Before its operation started, that is the wait's refusal, counted
+  // `cancelled` however the wait itself ended (a granted slot goes back unused when the call
+  // ends).
+  void on_cancel() {
+    if (phase_.cancel()) static_cast<Derived*>(this)->refuse_cancelled();
+    Base::on_cancel();
+  }
+
+ protected:
+  /// Waits at most `max_wait`: `queue()` puts the waiter in the policy's queue and returns
+  /// whether its wait ended at once (granted or refused: the timer then fires now).
+  template <class Queue>
+  void wait_in_queue(std::chrono::nanoseconds max_wait, Queue&& queue) {
+    this->watch_caller();
+    // This function's own reference: once armed, the wait may fire, the operation complete
+    // and the caller be answered on other threads before disarm_if_answered() looks at the
+    // call.
+    this->add_ref();
+    typename Base::ReleaseOnExit release_start{this};
+    const std::chrono::nanoseconds now = this->clock_->now();
+    deadline_ = now + max_wait;
+    // Armed before the call is queued, so that a grant always finds the timer to fire.
+    this->arm_or_end(deadline_);
+    // Once queued, the waiter belongs to the queue: a grant, eviction or timeout on another
+    // thread may end it at any moment (its wake() fires the timer then).
+    if (queue()) this->fire_now(now);
+    this->disarm_if_answered();
+  }
+
+  /// Whether the wait ended at its deadline (the timer's); anything earlier is the caller's
+  /// cancellation.
+  bool deadline_passed() const noexcept { return this->clock_->now() >= deadline_; }
+
+  class Waiter final : public QueueWaiter {
+   public:
+    explicit Waiter(QueueWaitingCall& call) noexcept : call_(call) {}
+    void wake() noexcept override { call_.fire_now(call_.clock_->now()); }
+
+   private:
+    QueueWaitingCall& call_;
+  };
+
+  Waiter waiter_;
+  Permit permit_;
+
+ private:
+  void resume() {
+    if (!permit_) {
+      // Losing the claim, the caller was cancelled: on_cancel() counted that.
+      if (this->claim()) static_cast<Derived*>(this)->refuse();
+      return;
+    }
+    // A cancellation between the grant and here answered operation_aborted: the operation
+    // never starts, and the slot goes back when the call ends.
+    if (!phase_.start()) return;
+    this->start_operation(0);
+  }
+
+  std::chrono::nanoseconds deadline_{0};
+  StartOrCancel phase_;
 };
 
 }  // namespace r4c::detail

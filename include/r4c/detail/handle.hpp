@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// What policy kinds share: the handle's view of its policy (RateLimiterHandle, BulkheadHandle,
-// ThrottleHandle, ...), and a descriptor's types and make() (RateLimiterKind, BulkheadKind,
-// ThrottleKind, ...; see <r4c/detail/kinds.hpp>).
+// What policy kinds share: the handle's view of its policy (AdaptiveLimitHandle,
+// CircuitBreakerHandle, RetryHandle, ...: every kind's), and a descriptor's types and make()
+// (every FooKind; see <r4c/detail/kinds.hpp>).
 #pragma once
 
 #include <memory>
 #include <string>
 #include <utility>
+
+namespace r4c::metrics {
+class Emitter;  // a descriptor's metrics() writes to one (<r4c/metrics.hpp>)
+}  // namespace r4c::metrics
 
 namespace r4c::detail {
 
@@ -18,6 +22,7 @@ class HandleBase {
   explicit HandleBase(const Policy& policy) noexcept : policy_(&policy) {}
   /// A copy of the policy's state now.
   auto snapshot() const { return policy_->snapshot(); }
+  /// The policy's id.
   const std::string& instance_id() const noexcept { return policy_->instance_id(); }
 
  protected:
