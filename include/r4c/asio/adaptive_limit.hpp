@@ -54,8 +54,15 @@ struct LimitHold {
   void cancelled() noexcept { permit.on_ignore(); }
 };
 
-// What the asynchronous wait needs of the limit's queue.
+// What the asynchronous wait needs of the limit's queue (see QueueWaitingCall).
 struct LimitQueueAccess {
+  using Policy = AdaptiveLimit;
+  using Waiter = LimitWaiter;
+  using Permit = r4c::Permit;
+  using Reason = RejectReason;
+  static constexpr Reason kUnrefused = RejectReason::none;
+  static constexpr Reason kCancelled = RejectReason::cancelled;
+
   static Permit admit_now(AdaptiveLimit& limit, CallClass cls, LimitPartition partition) noexcept {
     return limit.admit_now(cls, limit.partition_slot(partition));
   }
@@ -63,25 +70,29 @@ struct LimitQueueAccess {
                          const Admission& admission) noexcept {
     return limit.begin_wait(waiter, admission);
   }
-  static WaitEnd end_wait(AdaptiveLimit& limit, LimitWaiter& waiter, WaitEnd end) noexcept {
-    return limit.end_wait(waiter, end);
+  static Permit end_wait(AdaptiveLimit& limit, LimitWaiter& waiter, bool timed_out,
+                         RejectReason& reason) noexcept {
+    const WaitEnd ended =
+        limit.end_wait(waiter, timed_out ? WaitEnd::timed_out : WaitEnd::cancelled);
+    if (ended == WaitEnd::granted) return limit.permit_of(waiter);
+    // Not refused before it was queued: how its wait ended.
+    if (reason == RejectReason::none) reason = reason_of(ended);
+    return Permit();
   }
-  static Permit permit_of(AdaptiveLimit& limit, const LimitWaiter& waiter) noexcept {
-    return limit.permit_of(waiter);
-  }
-  static void count_rejection(AdaptiveLimit& limit, const LimitWaiter& waiter,
-                              RejectReason reason) noexcept {
+  static void count_refusal(AdaptiveLimit& limit, const LimitWaiter& waiter,
+                            RejectReason reason) noexcept {
     limit.count_rejection(waiter.cls, reason, waiter.partition);
+  }
+  static std::exception_ptr rejection(AdaptiveLimit& limit, RejectReason reason) {
+    return limit.rejection(reason);
   }
 };
 
 // A call waiting in the limit's queue, then running its operation under the granted slot.
 template <class T, class Handler, class Op>
-class LimitWaitCall final : public QueueWaitingCall<LimitWaitCall<T, Handler, Op>, T, Handler,
-                                                    AdaptiveLimit, Op, LimitWaiter, Permit> {
-  using Base = QueueWaitingCall<LimitWaitCall, T, Handler, AdaptiveLimit, Op, LimitWaiter, Permit>;
-  friend Base;
-  friend WaitingCall<LimitWaitCall, T, Handler, AdaptiveLimit, Op>;
+class LimitWaitCall final
+    : public QueueWaitingCall<LimitWaitCall<T, Handler, Op>, T, Handler, LimitQueueAccess, Op> {
+  using Base = QueueWaitingCall<LimitWaitCall, T, Handler, LimitQueueAccess, Op>;
 
  public:
   LimitWaitCall(Handler handler, AdaptiveLimit& limit, Op op)
@@ -101,35 +112,13 @@ class LimitWaitCall final : public QueueWaitingCall<LimitWaitCall<T, Handler, Op
 
   void inner_completed(int, AsyncOutcome<T> outcome) {
     if (this->claim()) {
-      LimitHold<T>{std::move(this->permit_), limit()}.completed(outcome);
+      LimitHold<T>{std::move(this->permit_), this->policy_}.completed(outcome);
       this->answer(std::move(outcome.failure), std::move(outcome.value));
     } else {
       this->permit_.on_ignore();  // the caller was cancelled: the slot frees without a sample
     }
     this->release();  // the operation's
   }
-
- private:
-  AdaptiveLimit* limit() const noexcept { return this->policy_; }
-
-  void wait_ended() noexcept {
-    const WaitEnd end = this->deadline_passed() ? WaitEnd::timed_out : WaitEnd::cancelled;
-    const WaitEnd ended = LimitQueueAccess::end_wait(*limit(), this->waiter_, end);
-    if (ended == WaitEnd::granted) {
-      this->permit_ = LimitQueueAccess::permit_of(*limit(), this->waiter_);
-    } else if (reason_ == RejectReason::none) {
-      reason_ = reason_of(ended);  // not refused before it was queued: how its wait ended
-    }
-  }
-  void refuse() {
-    LimitQueueAccess::count_rejection(*limit(), this->waiter_, reason_);
-    this->answer(limit()->rejection(reason_));
-  }
-  void refuse_cancelled() noexcept {
-    LimitQueueAccess::count_rejection(*limit(), this->waiter_, RejectReason::cancelled);
-  }
-
-  RejectReason reason_ = RejectReason::none;  // why, when it gets no slot
 };
 
 // kSays: the call says a class or a partition; without, the admission is try_acquire()'s plain

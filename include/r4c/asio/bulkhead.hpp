@@ -34,21 +34,34 @@ struct BulkheadHold {
   void cancelled() noexcept { permit.release(); }
 };
 
-// What a waiting call may ask of its bulkhead.
+// What a waiting call may ask of its bulkhead (see QueueWaitingCall).
 struct BulkheadQueueAccess {
+  using Policy = Bulkhead;
+  using Waiter = BulkheadWaiter;
+  using Permit = BulkheadPermit;
+  using Reason = BulkheadRejectReason;
   using State = BulkheadWaiter::State;
+  static constexpr Reason kUnrefused = BulkheadRejectReason::cancelled;
+  static constexpr Reason kCancelled = BulkheadRejectReason::cancelled;
+
   static BulkheadPermit admit_now(Bulkhead& bulkhead) noexcept { return bulkhead.admit_now(); }
   static auto begin_wait(Bulkhead& bulkhead, BulkheadWaiter& waiter) noexcept {
     return bulkhead.begin_wait(waiter, false);
   }
-  static State end_wait(Bulkhead& bulkhead, BulkheadWaiter& waiter, State end) noexcept {
-    return bulkhead.end_wait(waiter, end);
+  static BulkheadPermit end_wait(Bulkhead& bulkhead, BulkheadWaiter& waiter, bool timed_out,
+                                 BulkheadRejectReason& reason) noexcept {
+    const State ended = bulkhead.end_wait(waiter, timed_out ? State::timed_out : State::cancelled);
+    if (ended == State::granted) return bulkhead.admitted(bulkhead.in_flight());
+    reason = ended == State::timed_out ? BulkheadRejectReason::wait_timeout
+                                       : BulkheadRejectReason::cancelled;
+    return BulkheadPermit();
   }
-  static BulkheadPermit admitted(Bulkhead& bulkhead) noexcept {
-    return bulkhead.admitted(bulkhead.in_flight());
-  }
-  static void refused(Bulkhead& bulkhead, BulkheadRejectReason reason) noexcept {
+  static void count_refusal(Bulkhead& bulkhead, const BulkheadWaiter&,
+                            BulkheadRejectReason reason) noexcept {
     (void)bulkhead.refused(bulkhead.in_flight(), reason);
+  }
+  static std::exception_ptr rejection(Bulkhead& bulkhead, BulkheadRejectReason) {
+    return bulkhead.rejection();
   }
 };
 
@@ -56,14 +69,10 @@ struct BulkheadQueueAccess {
 // handed it. Its refusal is counted (and published) as it is answered, so the count says what
 // the caller was told: a cancellation that races the timeout or the grant is `cancelled`.
 template <class T, class Handler, class Op>
-class BulkheadWaitCall final
-    : public QueueWaitingCall<BulkheadWaitCall<T, Handler, Op>, T, Handler, Bulkhead, Op,
-                              BulkheadWaiter, BulkheadPermit> {
-  using Base =
-      QueueWaitingCall<BulkheadWaitCall, T, Handler, Bulkhead, Op, BulkheadWaiter, BulkheadPermit>;
+class BulkheadWaitCall final : public QueueWaitingCall<BulkheadWaitCall<T, Handler, Op>, T, Handler,
+                                                       BulkheadQueueAccess, Op> {
+  using Base = QueueWaitingCall<BulkheadWaitCall, T, Handler, BulkheadQueueAccess, Op>;
   using State = BulkheadWaiter::State;
-  friend Base;
-  friend WaitingCall<BulkheadWaitCall, T, Handler, Bulkhead, Op>;
 
  public:
   using Base::Base;
@@ -80,29 +89,6 @@ class BulkheadWaitCall final
     if (this->claim()) this->answer(std::move(outcome.failure), std::move(outcome.value));
     this->release();  // the operation's
   }
-
- private:
-  Bulkhead* bulkhead() const noexcept { return this->policy_; }
-
-  void wait_ended() noexcept {
-    const State end = this->deadline_passed() ? State::timed_out : State::cancelled;
-    const State ended = BulkheadQueueAccess::end_wait(*bulkhead(), this->waiter_, end);
-    if (ended == State::granted) {
-      this->permit_ = BulkheadQueueAccess::admitted(*bulkhead());
-    } else {
-      reason_ = ended == State::timed_out ? BulkheadRejectReason::wait_timeout
-                                          : BulkheadRejectReason::cancelled;
-    }
-  }
-  void refuse() {
-    BulkheadQueueAccess::refused(*bulkhead(), reason_);
-    this->answer(bulkhead()->rejection());
-  }
-  void refuse_cancelled() noexcept {
-    BulkheadQueueAccess::refused(*bulkhead(), BulkheadRejectReason::cancelled);
-  }
-
-  BulkheadRejectReason reason_ = BulkheadRejectReason::cancelled;
 };
 
 template <class T>

@@ -78,29 +78,27 @@ class HedgeAsyncCall final : public AsyncCallBase<HedgeAsyncCall<T, Handler, Op>
         delay_(hedge.config().delay()),
         max_attempts_(hedge.config().max_attempts()),
         timer_(*this),
-        context_timers_(context_timers<typename Base::CallerExecutor,
-                                       RunsInline<typename Base::CallerExecutor>::value>(
-            this->caller_executor())) {
+        // The caller's context shuts down: the delay must not fire into it later, and is never
+        // armed again. The attempts running end the call (the context destroys their handlers).
+        listing_(
+            this->caller_executor(), this,
+            [](ContextLink& link) noexcept {
+              auto* call = static_cast<HedgeAsyncCall*>(link.owner);
+              std::lock_guard<std::mutex> lock(call->mutex_);
+              call->context_gone_ = true;
+              call->clock_->cancel(call->timer_);
+              return false;
+            },
+            [](ContextLink&) noexcept {}) {
     AttemptAllocator allocator(this->allocator());
     attempts_ = std::allocator_traits<AttemptAllocator>::allocate(allocator, max_attempts_);
     for (int i = 0; i < max_attempts_; ++i) ::new (static_cast<void*>(attempts_ + i)) Attempt();
-    link_.owner = this;
-    // The caller's context shuts down: the delay must not fire into it later, and is never
-    // armed again. The attempts running end the call (the context destroys their handlers).
-    link_.shut_down = [](ContextLink& link) noexcept {
-      auto* call = static_cast<HedgeAsyncCall*>(link.owner);
-      std::lock_guard<std::mutex> lock(call->mutex_);
-      call->context_gone_ = true;
-      call->clock_->cancel(call->timer_);
-      return false;
-    };
-    link_.context_gone = [](ContextLink&) noexcept {};
     // Unlisted (the context is being destroyed): no delay is ever armed.
-    if (context_timers_ != nullptr && !context_timers_->list(link_)) context_gone_ = true;
+    if (!listing_.list()) context_gone_ = true;
   }
   ~HedgeAsyncCall() {
     // First: while listed, the context's shutdown may still look at this call.
-    if (context_timers_ != nullptr) context_timers_->unlist(link_);
+    listing_.unlist();
     // Every attempt has ended (each held a reference), and the delay is off the clock: every
     // path that gives the answer's reference back cancelled it first.
     for (int i = 0; i < max_attempts_; ++i) attempts_[i].~Attempt();
@@ -203,22 +201,16 @@ class HedgeAsyncCall final : public AsyncCallBase<HedgeAsyncCall<T, Handler, Op>
     HedgeAsyncCall* call_;
   };
 
-  // A posted launch holding a reference; destroyed uncalled (its executor shut down), it gives
-  // the reference back. The answer's reference outlives it: the delay is cancelled (waiting for
-  // a fire in progress) before the call is answered.
-  class LaunchStep {
-   public:
-    explicit LaunchStep(HedgeAsyncCall* call) noexcept : call_(call) {}
-    LaunchStep(LaunchStep&& other) noexcept : call_(std::exchange(other.call_, nullptr)) {}
-    LaunchStep& operator=(LaunchStep&&) = delete;
-    ~LaunchStep() {
-      if (call_ != nullptr) call_->release();
-    }
-    void operator()() { call_->launch_next(); }
-
-   private:
-    HedgeAsyncCall* call_;
-  };
+  // A posted launch holding a reference, given back once it ran or when it is destroyed
+  // uncalled (its executor shut down). The answer's reference outlives it: the delay is
+  // cancelled (waiting for a fire in progress) before the call is answered.
+  void launch_posted() noexcept {
+    launch_next();
+    this->release();
+  }
+  void launch_unrun() noexcept { this->release(); }
+  using LaunchStep =
+      PostedStep<HedgeAsyncCall, &HedgeAsyncCall::launch_posted, &HedgeAsyncCall::launch_unrun>;
 
   // On the caller's executor, when the delay passed.
   void launch_next() noexcept {
@@ -356,8 +348,7 @@ class HedgeAsyncCall final : public AsyncCallBase<HedgeAsyncCall<T, Handler, Op>
   std::exception_ptr failure_;  // the last failure before the call ended
   bool context_gone_ = false;   // the caller's context shut down: the delay is never armed
 
-  ContextTimers* context_timers_;  // the caller's context's list; null for an inline executor
-  ContextLink link_;               // listed there for the call's lifetime
+  ContextListing listing_;  // for the call's lifetime
 };
 
 }  // namespace detail

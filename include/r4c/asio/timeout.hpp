@@ -48,19 +48,16 @@ class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handl
       : Base(std::move(handler)),
         timeout_(&timeout),
         deadline_(this),
-        context_timers_(context_timers<typename Base::CallerExecutor,
-                                       RunsInline<typename Base::CallerExecutor>::value>(
-            this->caller_executor())) {
-    link_.owner = this;
-    // The caller's context shuts down: the deadline must not fire into it later. Taken off the
-    // clock before it fired, it claims nothing; the operation, whose handler the context
-    // destroys (or which completes), ends the call as without a deadline.
-    link_.shut_down = [](ContextLink& link) noexcept {
-      static_cast<TimeoutCall*>(link.owner)->unschedule();
-      return false;
-    };
-    link_.context_gone = [](ContextLink&) noexcept {};
-  }
+        // The caller's context shuts down: the deadline must not fire into it later. Taken off
+        // the clock before it fired, it claims nothing; the operation, whose handler the
+        // context destroys (or which completes), ends the call as without a deadline.
+        listing_(
+            this->caller_executor(), this,
+            [](ContextLink& link) noexcept {
+              static_cast<TimeoutCall*>(link.owner)->unschedule();
+              return false;
+            },
+            [](ContextLink&) noexcept {}) {}
 
   /// Arms the deadline and starts `op`. If `op` throws, the exception leaves start() and the
   /// caller's handler is destroyed uncalled.
@@ -72,12 +69,12 @@ class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handl
     call->add_ref();  // start()'s: the operation may end the call before it returns
     Clock& clock = *timeout.clock();
     try {
-      if (call->context_timers_ != nullptr && !call->context_timers_->list(call->link_)) {
+      if (!call->listing_.list()) {
         throw asio::system_error(asio::error::shut_down);  // its context is being destroyed
       }
       clock.schedule(call->deadline_, clock.now() + timeout.config().timeout());
     } catch (...) {
-      if (call->context_timers_ != nullptr) call->context_timers_->unlist(call->link_);
+      call->listing_.unlist();
       for (int i = 0; i < 4; ++i) call->release();  // nothing started
       throw;
     }
@@ -161,33 +158,25 @@ class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handl
                asio::bind_allocator(this->allocator(), TimedOutStep(this)));
   }
 
-  // post_timed_out()'s step, with the deadline's reference. Destroyed unrun (the caller's
-  // context shut down), it ends the call without an answer, as Asio destroys the handlers of a
-  // context it destroys: the caller's handler is destroyed uncalled (the operation's, destroyed
-  // by the same context or completed later, finds the call claimed).
-  class TimedOutStep {
-   public:
-    explicit TimedOutStep(TimeoutCall* call) noexcept : call_(call) {}
-    TimedOutStep(TimedOutStep&& other) noexcept : call_(std::exchange(other.call_, nullptr)) {}
-    TimedOutStep& operator=(TimedOutStep&&) = delete;
-    ~TimedOutStep() {
-      if (call_ == nullptr) return;
-      call_->unschedule();  // the queue may still be marking it fired
-      call_->stop_watching_caller();
-      call_->release();  // the answer's
-      call_->end_deadline();
-    }
-    void operator()() {
-      TimeoutCall* call = std::exchange(call_, nullptr);
-      call->unschedule();  // the queue may still be marking it fired
-      call->inner_cancel_.emit(asio::cancellation_type::all);
-      call->answer(call->timeout_->count_timed_out());
-      call->end_deadline();
-    }
-
-   private:
-    TimeoutCall* call_;
-  };
+  // post_timed_out()'s step run, with the deadline's reference.
+  void timed_out() {
+    unschedule();  // the queue may still be marking it fired
+    inner_cancel_.emit(asio::cancellation_type::all);
+    this->answer(timeout_->count_timed_out());
+    end_deadline();
+  }
+  // post_timed_out()'s step destroyed unrun (the caller's context shut down): the call ends
+  // without an answer, as Asio destroys the handlers of a context it destroys: the caller's
+  // handler is destroyed uncalled (the operation's, destroyed by the same context or completed
+  // later, finds the call claimed).
+  void timed_out_unrun() noexcept {
+    unschedule();  // the queue may still be marking it fired
+    this->stop_watching_caller();
+    this->release();  // the answer's
+    end_deadline();
+  }
+  using TimedOutStep =
+      PostedStep<TimeoutCall, &TimeoutCall::timed_out, &TimeoutCall::timed_out_unrun>;
 
   // Unschedules the deadline, waiting for a fire in progress (which found the call claimed);
   // once it returns the clock's queue no longer touches the task.
@@ -195,7 +184,7 @@ class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handl
   // Gives back the deadline's reference (the last one, only in the posted step), leaving the
   // context's list first: the list holds the call only while the deadline does.
   void end_deadline() noexcept {
-    if (context_timers_ != nullptr) context_timers_->unlist(link_);
+    listing_.unlist();
     this->release();
   }
 
@@ -203,8 +192,7 @@ class TimeoutCall final : public AsyncCallBase<TimeoutCall<T, Handler>, T, Handl
   Deadline deadline_;
   std::atomic<std::uint8_t> state_{0};
   GuardedSignal inner_cancel_;
-  ContextTimers* context_timers_;  // the caller's context's list; null for an inline executor
-  ContextLink link_;               // listed there while the deadline holds the call
+  ContextListing listing_;  // while the deadline holds the call
 };
 
 // The call's type does not depend on the operation's (the operation is invoked at once and

@@ -531,6 +531,24 @@ class GuardedCall final : public AsyncCallBase<GuardedCall<T, Handler, Policy>, 
   bool shared_ = true;  // set once by start(), before the inner operation exists
 };
 
+/// A step posted to a call's caller's executor with one of the call's references (a timer's
+/// end, a hedge's launch). Run, it hands the reference to `(call->*kRun)()`; destroyed unrun
+/// (its context shut down), to `(call->*kUnrun)()`.
+template <class Call, void (Call::*kRun)(), void (Call::*kUnrun)() noexcept>
+class PostedStep {
+ public:
+  explicit PostedStep(Call* call) noexcept : call_(call) {}
+  PostedStep(PostedStep&& other) noexcept : call_(std::exchange(other.call_, nullptr)) {}
+  PostedStep& operator=(PostedStep&&) = delete;
+  ~PostedStep() {
+    if (call_ != nullptr) (call_->*kUnrun)();
+  }
+  void operator()() { (std::exchange(call_, nullptr)->*kRun)(); }
+
+ private:
+  Call* call_;
+};
+
 /// An initiation for a policy that admits a call at once or refuses it: `policy->try_acquire()`
 /// gives the permit (counting a refusal), an empty one completes the caller at once with
 /// `policy->rejection()`, and the operation runs in a GuardedCall under

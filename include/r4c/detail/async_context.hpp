@@ -22,6 +22,8 @@
 #include <mutex>
 #include <type_traits>
 
+#include "r4c/detail/async_call.hpp"  // RunsInline
+
 namespace r4c::detail {
 
 /// One call's place in its context's list. `shut_down` runs under the list's lock, when the
@@ -101,9 +103,9 @@ class ContextTimers final : public asio::detail::execution_context_service_base<
 
 /// The list of the context `executor` belongs to, or null when it needs none (an inline
 /// executor) or names no context.
-template <class Executor, bool kInline>
+template <class Executor>
 ContextTimers* context_timers(const Executor& executor) {
-  if constexpr (kInline) {
+  if constexpr (RunsInline<Executor>::value) {
     return nullptr;
   } else if constexpr (asio::can_query<const Executor&, asio::execution::context_t>::value) {
     auto&& context = asio::query(executor, asio::execution::context);
@@ -116,5 +118,36 @@ ContextTimers* context_timers(const Executor& executor) {
     return nullptr;
   }
 }
+
+/// A call's place in the list of its caller's context, if that context needs one (see
+/// context_timers()).
+class ContextListing {
+ public:
+  /// For the call `owner` from the caller's `executor`; `shut_down` and `context_gone` as
+  /// ContextLink's (they find the call as `link.owner`).
+  template <class Executor>
+  ContextListing(const Executor& executor, void* owner,
+                 bool (*shut_down)(ContextLink& link) noexcept,
+                 void (*context_gone)(ContextLink& link) noexcept)
+      : timers_(context_timers(executor)) {
+    link_.owner = owner;
+    link_.shut_down = shut_down;
+    link_.context_gone = context_gone;
+  }
+  ContextListing(const ContextListing&) = delete;
+  ContextListing& operator=(const ContextListing&) = delete;
+
+  /// Lists the call (nothing to do without a list); false when its context has shut down
+  /// (nothing may wait on it any more).
+  bool list() noexcept { return timers_ == nullptr || timers_->list(link_); }
+  /// Unlists the call if it is listed.
+  void unlist() noexcept {
+    if (timers_ != nullptr) timers_->unlist(link_);
+  }
+
+ private:
+  ContextTimers* timers_;  // the caller's context's list; null for an inline executor
+  ContextLink link_;
+};
 
 }  // namespace r4c::detail

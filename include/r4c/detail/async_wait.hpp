@@ -55,17 +55,14 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
         op_(std::move(op)),
         timer_(this),
         waiting_(waiting),
-        context_timers_(context_timers<typename Base::CallerExecutor,
-                                       RunsInline<typename Base::CallerExecutor>::value>(
-            this->caller_executor())) {
-    link_.owner = this;
-    link_.shut_down = [](ContextLink& link) noexcept {
-      // Under the list's lock: the timer's reference is ours only if it had not fired.
-      WaitingCall* call = from_link(link);
-      return call->clock_->cancel(call->timer_);
-    };
-    link_.context_gone = [](ContextLink& link) noexcept { from_link(link)->end_unanswered(); };
-  }
+        listing_(
+            this->caller_executor(), this,
+            [](ContextLink& link) noexcept {
+              // Under the list's lock: the timer's reference is ours only if it had not fired.
+              WaitingCall* call = from_link(link);
+              return call->clock_->cancel(call->timer_);
+            },
+            [](ContextLink& link) noexcept { from_link(link)->end_unanswered(); }) {}
 
   void on_cancel() {
     stop_waiting();
@@ -107,7 +104,7 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
     this->add_ref();  // the timer's
     work_.emplace(this->caller_executor());
     try {
-      if (context_timers_ != nullptr && !context_timers_->list(link_)) {
+      if (!listing_.list()) {
         throw asio::system_error(asio::error::shut_down);  // its context is being destroyed
       }
       clock_->schedule(timer_, deadline);
@@ -156,7 +153,7 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
 
   void end_timer() noexcept {
     work_.reset();
-    if (context_timers_ != nullptr) context_timers_->unlist(link_);
+    listing_.unlist();
     this->release();  // the timer's
   }
 
@@ -199,24 +196,6 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
     WaitingCall* call_;
   };
 
-  // The end of the wait, posted with the timer's reference. Destroyed unrun (its context shut
-  // down), the call ends without an answer and gives the wait back.
-  class WaitedStep {
-   public:
-    explicit WaitedStep(WaitingCall* call) noexcept : call_(call) {}
-    WaitedStep(WaitedStep&& other) noexcept : call_(std::exchange(other.call_, nullptr)) {}
-    WaitedStep& operator=(WaitedStep&&) = delete;
-    ~WaitedStep() {
-      if (call_ == nullptr) return;
-      call_->clock_->cancel(call_->timer_);  // fire() may still be returning
-      call_->end_unanswered();
-    }
-    void operator()() { std::exchange(call_, nullptr)->waited(); }
-
-   private:
-    WaitingCall* call_;
-  };
-
   static WaitingCall* from_link(ContextLink& link) noexcept {
     return static_cast<WaitingCall*>(link.owner);
   }
@@ -233,16 +212,23 @@ class WaitingCall : public AsyncCallBase<Derived, T, Handler> {
     clock_->cancel(timer_);
     stop_waiting();
     work_.reset();  // this step is work of its own
-    if (context_timers_ != nullptr) context_timers_->unlist(link_);
+    listing_.unlist();
     if (this->answered()) return;
     static_cast<Derived*>(this)->resume();
   }
+  // The end of the wait's step destroyed unrun (its context shut down): the call ends without
+  // an answer and gives the wait back.
+  void waited_unrun() noexcept {
+    clock_->cancel(timer_);  // fire() may still be returning
+    end_unanswered();
+  }
+  // The end of the wait, posted with the timer's reference.
+  using WaitedStep = PostedStep<WaitingCall, &WaitingCall::waited, &WaitingCall::waited_unrun>;
 
   Timer timer_;
   std::optional<asio::executor_work_guard<typename Base::CallerExecutor>> work_;
-  std::atomic<bool> waiting_;      // counted in the policy's waiting_calls; ended once per wait
-  ContextTimers* context_timers_;  // the caller's context's list; null for an inline executor
-  ContextLink link_;               // listed there from arm() until the timer's reference ends
+  std::atomic<bool> waiting_;  // counted in the policy's waiting_calls; ended once per wait
+  ContextListing listing_;     // from arm() until the timer's reference ends
 };
 
 /// For a call that waits for a slot and then runs its operation: whether the operation
@@ -265,21 +251,25 @@ class StartOrCancel {
 };
 
 /// A call that waits in its policy's queue for a slot (the adaptive limit's, the bulkhead's),
-/// then runs its operation in the slot it was handed (`Permit`, empty when refused). The wait is
-/// an Asio operation holding no thread, bounded by a timer on the policy's clock; `QueueWaiter`
-/// is the queue's waiter type, whose wake() fires the timer now. `Derived` provides, besides
-/// wait_ended() (which sets permit_ from a grant, else how the wait was refused) and
-/// inner_completed():
-///   void refuse()             the caller is answered with the wait's refusal: count, answer
-///   void refuse_cancelled()   the caller cancelled before the operation started: count it
-template <class Derived, class T, class Handler, class Policy, class Op, class QueueWaiter,
-          class Permit>
-class QueueWaitingCall : public WaitingCall<Derived, T, Handler, Policy, Op> {
-  using Base = WaitingCall<Derived, T, Handler, Policy, Op>;
+/// then runs its operation in the slot it was handed. The wait is an Asio operation holding no
+/// thread, bounded by a timer on the policy's clock; a grant, an eviction or the queue's own
+/// timeout wakes the waiter, which fires the timer now. `Access` is what the wait needs of the
+/// policy's queue:
+///   Policy, Waiter (the queue's waiter type), Permit (the slot; empty: none), Reason (why a
+///   call got none), kUnrefused (no reason yet), kCancelled (the caller cancelled)
+///   static Permit end_wait(Policy&, Waiter&, bool timed_out, Reason& reason) noexcept
+///       takes the waiter off the queue: the granted slot, or none and `reason` set
+///   static void count_refusal(Policy&, const Waiter&, Reason) noexcept
+///   static std::exception_ptr rejection(Policy&, Reason)
+/// `Derived` provides start() (create(), then wait_in_queue()) and inner_completed().
+template <class Derived, class T, class Handler, class Access, class Op>
+class QueueWaitingCall : public WaitingCall<Derived, T, Handler, typename Access::Policy, Op> {
+  using Base = WaitingCall<Derived, T, Handler, typename Access::Policy, Op>;
+  using Reason = typename Access::Reason;
   friend Base;
 
  public:
-  QueueWaitingCall(Handler handler, Policy& policy, Op op)
+  QueueWaitingCall(Handler handler, typename Access::Policy& policy, Op op)
       : Base(std::move(handler), policy, std::move(op), /*waiting=*/true), waiter_(*this) {}
 
   // The caller cancelled (and this call claimed its answer): answered operation_aborted, as
@@ -287,7 +277,7 @@ class QueueWaitingCall : public WaitingCall<Derived, T, Handler, Policy, Op> {
   // `cancelled` however the wait itself ended (a granted slot goes back unused when the call
   // ends).
   void on_cancel() {
-    if (phase_.cancel()) static_cast<Derived*>(this)->refuse_cancelled();
+    if (phase_.cancel()) Access::count_refusal(*this->policy_, waiter_, Access::kCancelled);
     Base::on_cancel();
   }
 
@@ -312,11 +302,7 @@ class QueueWaitingCall : public WaitingCall<Derived, T, Handler, Policy, Op> {
     this->disarm_if_answered();
   }
 
-  /// Whether the wait ended at its deadline (the timer's); anything earlier is the caller's
-  /// cancellation.
-  bool deadline_passed() const noexcept { return this->clock_->now() >= deadline_; }
-
-  class Waiter final : public QueueWaiter {
+  class Waiter final : public Access::Waiter {
    public:
     explicit Waiter(QueueWaitingCall& call) noexcept : call_(call) {}
     void wake() noexcept override { call_.fire_now(call_.clock_->now()); }
@@ -326,13 +312,22 @@ class QueueWaitingCall : public WaitingCall<Derived, T, Handler, Policy, Op> {
   };
 
   Waiter waiter_;
-  Permit permit_;
+  typename Access::Permit permit_;
+  Reason reason_ = Access::kUnrefused;  // why, when it gets no slot
 
  private:
+  void wait_ended() noexcept {
+    // The timer ends the wait at its deadline; anything earlier is the caller's cancellation.
+    const bool timed_out = this->clock_->now() >= deadline_;
+    permit_ = Access::end_wait(*this->policy_, waiter_, timed_out, reason_);
+  }
   void resume() {
     if (!permit_) {
       // Losing the claim, the caller was cancelled: on_cancel() counted that.
-      if (this->claim()) static_cast<Derived*>(this)->refuse();
+      if (this->claim()) {
+        Access::count_refusal(*this->policy_, waiter_, reason_);
+        this->answer(Access::rejection(*this->policy_, reason_));
+      }
       return;
     }
     // A cancellation between the grant and here answered operation_aborted: the operation
