@@ -722,9 +722,7 @@ inline Subscription AdaptiveLimitHandle::on_limit_change(
 
 /// The adaptive limit as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct AdaptiveLimitKind
-    : detail::KindBase<AdaptiveLimitConfig, AdaptiveLimit, AdaptiveLimitSnapshot,
-                       AdaptiveLimitHandle, LimitExceededException, true> {
+struct AdaptiveLimitKind : detail::KindBase<AdaptiveLimit, LimitExceededException> {
   static constexpr KindNames kNames = {"adaptive_limit", "adaptiveLimit", "adaptive limit",
                                        "adaptivelimit"};
   /// Every setting the external file takes, in the documented order.

@@ -419,8 +419,7 @@ inline Subscription BulkheadHandle::on_call_finished(
 
 /// The bulkhead as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct BulkheadKind : detail::KindBase<BulkheadConfig, Bulkhead, BulkheadSnapshot, BulkheadHandle,
-                                       BulkheadFullException, true> {
+struct BulkheadKind : detail::KindBase<Bulkhead, BulkheadFullException> {
   static constexpr KindNames kNames = {"bulkhead", "bulkhead", "bulkhead", "bulkhead"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;

@@ -881,9 +881,7 @@ inline CircuitBreakerState CircuitBreakerHandle::state() const noexcept { return
 
 /// The circuit breaker as a policy kind: what the registry, the pipelines, the metrics and the
 /// tools know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct CircuitBreakerKind
-    : detail::KindBase<CircuitBreakerConfig, CircuitBreaker, CircuitBreakerSnapshot,
-                       CircuitBreakerHandle, CallNotPermittedException, true> {
+struct CircuitBreakerKind : detail::KindBase<CircuitBreaker, CallNotPermittedException> {
   static constexpr KindNames kNames = {"circuit_breaker", "circuitBreaker", "circuit breaker",
                                        "circuitbreaker"};
   /// Every setting the external file takes, in the documented order.

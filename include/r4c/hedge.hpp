@@ -318,7 +318,7 @@ decltype(auto) Hedge::execute(F&& f) {
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
 /// It fails a call with no exception of its own (Exception is void): it passes on what an
 /// attempt threw.
-struct HedgeKind : detail::KindBase<HedgeConfig, Hedge, HedgeSnapshot, HedgeHandle, void, true> {
+struct HedgeKind : detail::KindBase<Hedge, void> {
   static constexpr KindNames kNames = {"hedge", "hedge", "hedge", "hedge"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;

@@ -248,8 +248,7 @@ class RateLimiter {
 
 /// The rate limiter as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct RateLimiterKind : detail::KindBase<RateLimiterConfig, RateLimiter, RateLimiterSnapshot,
-                                          RateLimiterHandle, RequestNotPermittedException, true> {
+struct RateLimiterKind : detail::KindBase<RateLimiter, RequestNotPermittedException> {
   static constexpr KindNames kNames = {"rate_limiter", "rateLimiter", "rate limiter",
                                        "ratelimiter"};
   /// Every setting the external file takes, in the documented order.

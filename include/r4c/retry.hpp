@@ -554,7 +554,7 @@ inline Subscription RetryHandle::on_give_up(
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
 /// It fails a call with no exception of its own (Exception is void): it passes on what the call
 /// threw.
-struct RetryKind : detail::KindBase<RetryConfig, Retry, RetrySnapshot, RetryHandle, void, true> {
+struct RetryKind : detail::KindBase<Retry, void> {
   static constexpr KindNames kNames = {"retry", "retry", "retry", "retry"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;

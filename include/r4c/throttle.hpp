@@ -370,8 +370,7 @@ void ThrottlePermit::on_result(const T& result) {
 
 /// The throttle as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct ThrottleKind : detail::KindBase<ThrottleConfig, Throttle, ThrottleSnapshot, ThrottleHandle,
-                                       ThrottledException, true> {
+struct ThrottleKind : detail::KindBase<Throttle, ThrottledException> {
   static constexpr KindNames kNames = {"throttle", "throttle", "throttle", "throttle"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;

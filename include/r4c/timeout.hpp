@@ -295,8 +295,7 @@ decltype(auto) Timeout::execute_with_token(F&& f) {
 
 /// The timeout as a policy kind: what the registry, the pipelines, the metrics and the tools
 /// know of it (see <r4c/detail/setting.hpp>; <r4c/detail/kinds.hpp> lists the kinds).
-struct TimeoutKind : detail::KindBase<TimeoutConfig, Timeout, TimeoutSnapshot, TimeoutHandle,
-                                      CallTimeoutException, true> {
+struct TimeoutKind : detail::KindBase<Timeout, CallTimeoutException> {
   static constexpr KindNames kNames = {"timeout", "timeout", "timeout", "timeout"};
   /// Every setting the external file takes, in the documented order.
   static std::span<const detail::Setting<Config>> settings() noexcept;

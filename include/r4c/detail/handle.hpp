@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace r4c::metrics {
@@ -33,28 +34,23 @@ class HandleBase {
 };
 
 /// The types a kind's descriptor names, and its make() for a policy constructed from (id,
-/// config), with the registry's clock when `kClocked`. A descriptor derives from it and adds
-/// kNames, settings() and metrics().
-template <class ConfigT, class PolicyT, class SnapshotT, class HandleT, class ExceptionT,
-          bool kClocked>
+/// config, the registry's clock). Config, Snapshot and Handle are the policy's own: what its
+/// config(), snapshot() and handle() return. A descriptor derives from it and adds kNames,
+/// settings() and metrics() (and a make() of its own when its policy takes more).
+template <class PolicyT, class ExceptionT>
 struct KindBase {
-  using Config = ConfigT;
   using Policy = PolicyT;
-  using Snapshot = SnapshotT;
-  using Handle = HandleT;
-  /// The exception the policy itself fails a call with (its refusal); the file's exception
-  /// lists know it by its class name.
+  using Config = std::remove_cvref_t<decltype(std::declval<const Policy&>().config())>;
+  using Snapshot = decltype(std::declval<const Policy&>().snapshot());
+  using Handle = decltype(std::declval<const Policy&>().handle());
+  /// The exception the policy itself fails a call with (its refusal; void for none); the
+  /// file's exception lists know it by its class name.
   using Exception = ExceptionT;
 
   /// A new instance; a registry's resources give it its clock.
   template <class Resources>
-  static std::unique_ptr<Policy> make(std::string id, Config config,
-                                      [[maybe_unused]] Resources& resources) {
-    if constexpr (kClocked) {
-      return std::make_unique<Policy>(std::move(id), std::move(config), resources.clock());
-    } else {
-      return std::make_unique<Policy>(std::move(id), std::move(config));
-    }
+  static std::unique_ptr<Policy> make(std::string id, Config config, Resources& resources) {
+    return std::make_unique<Policy>(std::move(id), std::move(config), resources.clock());
   }
 };
 
