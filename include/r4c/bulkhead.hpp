@@ -50,6 +50,7 @@
 #include "r4c/latency_histogram.hpp"
 
 namespace r4c {
+
 /// Settings of a bulkhead.
 class BulkheadConfig {
  public:

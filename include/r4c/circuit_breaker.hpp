@@ -64,6 +64,7 @@
 #include "r4c/text.hpp"
 
 namespace r4c {
+
 /// The state of a circuit breaker. closed, open and half_open follow the calls; the others
 /// change only by a transition_to_... call or the initial state.
 enum class CircuitBreakerState : std::uint8_t {

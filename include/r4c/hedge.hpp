@@ -43,6 +43,7 @@
 #include "r4c/executor.hpp"
 
 namespace r4c {
+
 /// Settings of a hedge. A setter rejects a bad value at once (the config keeps its old value).
 class HedgeConfig {
  public:

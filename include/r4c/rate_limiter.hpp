@@ -45,6 +45,7 @@
 #include "r4c/exception_type.hpp"
 
 namespace r4c {
+
 /// Settings of a rate limiter.
 class RateLimiterConfig {
  public:

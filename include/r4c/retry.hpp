@@ -46,6 +46,7 @@
 #include "r4c/exception_type.hpp"
 
 namespace r4c {
+
 /// How an attempt that is retried ended, for an interval function of the outcome: its failure,
 /// or the result the result predicate retries.
 struct RetryOutcome {

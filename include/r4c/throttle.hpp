@@ -59,6 +59,7 @@
 #include "r4c/exception_type.hpp"
 
 namespace r4c {
+
 /// A throttle rejected the call locally, without sending it: its backend has been refusing.
 /// Thrown by the throttle policy.
 class ThrottledException : public RejectedException {

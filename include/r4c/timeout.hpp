@@ -42,6 +42,7 @@
 #include "r4c/exception_type.hpp"
 
 namespace r4c {
+
 /// Settings of a timeout.
 class TimeoutConfig {
  public:
