@@ -234,15 +234,9 @@ HedgeSnapshot Hedge::snapshot() const {
 // The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<HedgeKind::Config>> HedgeKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
-  using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      R::row(
-          "delay", "delay", duration, [](auto& c, auto& v) { c.delay(v.duration); },
-          [](const auto& c) { return detail::value_of(c.delay()); }),
-      R::row(
-          "maxAttempts", "max_attempts", integer,
-          [](auto& c, auto& v) { c.max_attempts(v.integer); },
-          [](const auto& c) { return detail::value_of(c.max_attempts()); })};
+      R::field<std::chrono::nanoseconds, &Config::delay, &Config::delay>("delay", "delay"),
+      R::field<int, &Config::max_attempts, &Config::max_attempts>("maxAttempts", "max_attempts")};
   return kSettings;
 }
 

@@ -353,23 +353,14 @@ RateLimiterSnapshot RateLimiter::snapshot() const {
 // The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<RateLimiterKind::Config>> RateLimiterKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
-  using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      R::row(
-          "limitForPeriod", "limit_for_period", integer,
-          [](auto& c, auto& v) { c.limit_for_period(v.integer); },
-          [](const auto& c) { return detail::value_of(c.limit_for_period()); }),
-      R::row(
-          "refreshPeriod", "refresh_period", duration,
-          [](auto& c, auto& v) { c.refresh_period(v.duration); },
-          [](const auto& c) { return detail::value_of(c.refresh_period()); }),
-      R::row(
-          "timeoutDuration", "timeout_duration", duration,
-          [](auto& c, auto& v) { c.timeout_duration(v.duration); },
-          [](const auto& c) { return detail::value_of(c.timeout_duration()); }),
-      R::choice<PolicyMode>(
-          "mode", "mode", [](auto& c, auto& v) { c.mode(static_cast<PolicyMode>(v.choice)); },
-          [](const auto& c) { return detail::value_of(c.mode()); }, false)};
+      R::field<int, &Config::limit_for_period, &Config::limit_for_period>("limitForPeriod",
+                                                                          "limit_for_period"),
+      R::field<std::chrono::nanoseconds, &Config::refresh_period, &Config::refresh_period>(
+          "refreshPeriod", "refresh_period"),
+      R::field<std::chrono::nanoseconds, &Config::timeout_duration, &Config::timeout_duration>(
+          "timeoutDuration", "timeout_duration"),
+      R::file_field<PolicyMode, &Config::mode, &Config::mode>("mode", "mode")};
   return kSettings;
 }
 

@@ -87,10 +87,8 @@ TimeoutSnapshot Timeout::snapshot() const {
 // The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<TimeoutKind::Config>> TimeoutKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
-  using enum detail::SettingType;
-  static constexpr detail::Setting<Config> kSettings[] = {R::row(
-      "timeout", "timeout", duration, [](auto& c, auto& v) { c.timeout(v.duration); },
-      [](const auto& c) { return detail::value_of(c.timeout()); })};
+  static constexpr detail::Setting<Config> kSettings[] = {
+      R::field<std::chrono::nanoseconds, &Config::timeout, &Config::timeout>("timeout", "timeout")};
   return kSettings;
 }
 
