@@ -168,30 +168,12 @@ void check_partition_count(std::size_t count) {
 
 }  // namespace
 
-std::string_view to_string(QueueOrder order) noexcept {
-  switch (order) {
-    case QueueOrder::fifo:
-      return "fifo";
-    case QueueOrder::lifo:
-      return "lifo";
-    case QueueOrder::adaptive_lifo:
-      return "adaptive_lifo";
-  }
-  return "unknown";
-}
+// The name in the enum's table of names, as every other enum of the vocabulary.
+std::string_view to_string(QueueOrder order) noexcept { return to_string<QueueOrder>(order); }
 
+// The name in the enum's table of names, as every other enum of the vocabulary.
 std::string_view to_string(LimitAlgorithm algorithm) noexcept {
-  switch (algorithm) {
-    case LimitAlgorithm::gradient2:
-      return "gradient2";
-    case LimitAlgorithm::aimd:
-      return "aimd";
-    case LimitAlgorithm::vegas:
-      return "vegas";
-    case LimitAlgorithm::delay_target:
-      return "delay_target";
-  }
-  return "unknown";
+  return to_string<LimitAlgorithm>(algorithm);
 }
 
 AdaptiveLimitConfig::AdaptiveLimitConfig()

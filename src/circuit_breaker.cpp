@@ -14,32 +14,14 @@ namespace r4c {
 // Found by DifferenceFinder through argument-dependent lookup.
 static std::string show(PolicyMode value) { return std::string(to_string(value)); }
 
+// The name in the enum's table of names, as every other enum of the vocabulary.
 std::string_view to_string(CircuitBreakerState state) noexcept {
-  switch (state) {
-    case CircuitBreakerState::closed:
-      return "closed";
-    case CircuitBreakerState::open:
-      return "open";
-    case CircuitBreakerState::half_open:
-      return "half_open";
-    case CircuitBreakerState::disabled:
-      return "disabled";
-    case CircuitBreakerState::metrics_only:
-      return "metrics_only";
-    case CircuitBreakerState::forced_open:
-      return "forced_open";
-  }
-  return "unknown";
+  return to_string<CircuitBreakerState>(state);
 }
 
+// The name in the enum's table of names, as every other enum of the vocabulary.
 std::string_view to_string(SlidingWindowType type) noexcept {
-  switch (type) {
-    case SlidingWindowType::count_based:
-      return "count_based";
-    case SlidingWindowType::time_based:
-      return "time_based";
-  }
-  return "unknown";
+  return to_string<SlidingWindowType>(type);
 }
 
 // Found by DifferenceFinder through argument-dependent lookup (config_check.hpp knows only the

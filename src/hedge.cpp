@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "config_check.hpp"
+#include "exception_match.hpp"
 #include "kind_settings.hpp"
 #include "r4c/metrics.hpp"
 
@@ -14,13 +15,7 @@ namespace detail {
 // meet the same refusal and add load. Shared with the asynchronous face; any kind's refusal is
 // a RejectedException, so no list of types is kept here.
 bool is_inner_rejection(const std::exception_ptr& failure) noexcept {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const RejectedException&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
+  return holds_exception<RejectedException>(failure);
 }
 
 }  // namespace detail

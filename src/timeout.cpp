@@ -2,6 +2,7 @@
 #include "r4c/timeout.hpp"
 
 #include "config_check.hpp"
+#include "exception_match.hpp"
 #include "kind_settings.hpp"
 #include "r4c/metrics.hpp"
 
@@ -71,13 +72,7 @@ void Timeout::throw_timed_out() {
 }
 
 bool Timeout::is_call_timeout(const std::exception_ptr& error) noexcept {
-  try {
-    std::rethrow_exception(error);
-  } catch (const CallTimeoutException&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
+  return detail::holds_exception<CallTimeoutException>(error);
 }
 
 TimeoutSnapshot Timeout::snapshot() const {

@@ -322,17 +322,16 @@ bool is_plain_name(std::string_view name) {
          });
 }
 
-// The plain name (see is_plain_name) at `key`, or nothing once what is wrong is reported; `use`
-// says in the message what the name is for.
-std::optional<std::string> plain_name(Reader& reader, const toml::node& node,
-                                      const std::string& key, std::string_view example,
-                                      std::string_view use) {
-  std::optional<std::string> name = reader.string(node, key, example);
-  if (name && !is_plain_name(*name)) {
+// Sets `name` to the plain name (see is_plain_name) at `key`, or leaves it once what is wrong is
+// reported; `use` says in the message what the name is for.
+void read_plain_name(Reader& reader, const toml::node& node, const std::string& key,
+                     std::string_view example, std::string_view use, std::string& name) {
+  std::optional<std::string> text = reader.string(node, key, example);
+  if (text && !is_plain_name(*text)) {
     reader.bad(node, key, "1 to 64 letters, digits, '-', '_' or '.' (" + std::string(use) + ")");
-    return std::nullopt;
+  } else if (text) {
+    name = std::move(*text);
   }
-  return name;
 }
 
 constexpr std::int64_t kMaxWorkers = 100000;
@@ -554,10 +553,8 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
           {"name",
            [&](const toml::node& node, const std::string& key) {
              has_name = true;  // given, even if wrong: no second message
-             if (auto name = plain_name(reader, node, key, "a name such as \"gradient2\"",
-                                        "it names CSV rows")) {
-               group.name = *name;
-             }
+             read_plain_name(reader, node, key, "a name such as \"gradient2\"", "it names CSV rows",
+                             group.name);
            }},
           {"rate",
            [&](const toml::node& node, const std::string& key) {
@@ -590,17 +587,13 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
           {"partition",
            [&](const toml::node& node, const std::string& key) {
              partition_node = &node;
-             if (auto name = plain_name(reader, node, key, "a name such as \"user\"",
-                                        "one of its limit table's partitions")) {
-               group.partition = *name;
-             }
+             read_plain_name(reader, node, key, "a name such as \"user\"",
+                             "one of its limit table's partitions", group.partition);
            }},
           {"shared_limit",
            [&](const toml::node& node, const std::string& key) {
-             if (auto name = plain_name(reader, node, key, "a name such as \"api\"",
-                                        "the groups that give it call through one limit")) {
-               group.shared_limit = *name;
-             }
+             read_plain_name(reader, node, key, "a name such as \"api\"",
+                             "the groups that give it call through one limit", group.shared_limit);
            }},
           {"max_concurrent",
            [&](const toml::node& node, const std::string& key) {
@@ -977,10 +970,8 @@ Scenario read_scenario(const toml::table& root, Reader& reader, std::string_view
       {
           {"name",
            [&](const toml::node& node, const std::string& key) {
-             if (auto name = plain_name(reader, node, key, "a name such as \"capacity-drop\"",
-                                        "it names the output folder")) {
-               scenario.name = *name;
-             }
+             read_plain_name(reader, node, key, "a name such as \"capacity-drop\"",
+                             "it names the output folder", scenario.name);
            }},
           {"description",
            [&](const toml::node& node, const std::string& key) {
