@@ -488,12 +488,9 @@ void AdaptiveLimitConfig::validate() const {
                               "with a sample_percentile (the percentile is read from it), or "
                               "sample_percentile 0");
   }
-  if (mode_ == PolicyMode::observe && max_wait_.count() > 0) {
-    throw ConfigException(kBoundsOrRange,
-                          "mode is observe and max_wait is " + show(max_wait_) +
-                              "; valid: max_wait 0 in observe mode (an observed limit admits "
-                              "every call at once, so nobody waits)");
-  }
+  detail::check_no_wait_when_observing(mode_ == PolicyMode::observe, "max_wait", max_wait_,
+                                       "an observed limit admits every call at once, so nobody "
+                                       "waits");
   if (min_limit_ > max_limit_) {
     throw ConfigException(kBoundsOrRange, "min_limit (" + show(min_limit_) +
                                               ") is greater than max_limit (" + show(max_limit_) +

@@ -41,12 +41,9 @@ BulkheadConfig& BulkheadConfig::latency_histogram(bool value) noexcept {
 
 void BulkheadConfig::validate() const {
   BulkheadConfig().max_concurrent(max_concurrent_).max_wait(max_wait_);
-  if (mode_ == PolicyMode::observe && max_wait_.count() > 0) {
-    detail::fail(detail::kBoundsOrRange, "mode",
-                 "observe and max_wait is " + detail::show(max_wait_),
-                 "max_wait 0 in observe mode (an observing bulkhead lets a call through instead "
-                 "of making it wait)");
-  }
+  detail::check_no_wait_when_observing(
+      mode_ == PolicyMode::observe, "max_wait", max_wait_,
+      "an observing bulkhead lets a call through instead of making it wait");
 }
 
 std::optional<SettingDifference> first_difference(const BulkheadConfig& first,

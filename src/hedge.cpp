@@ -66,10 +66,7 @@ void HedgeConfig::validate() const {
 
 std::optional<SettingDifference> first_difference(const HedgeConfig& first,
                                                   const HedgeConfig& second) {
-  return detail::DifferenceFinder()
-      .compare("delay", first.delay(), second.delay())
-      .compare("max_attempts", first.max_attempts(), second.max_attempts())
-      .result();
+  return detail::settings_difference<HedgeKind>(first, second);
 }
 
 namespace detail {

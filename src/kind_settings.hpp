@@ -3,10 +3,12 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "config_check.hpp"
 #include "r4c/detail/setting.hpp"
 #include "r4c/errors.hpp"
 
@@ -103,6 +105,21 @@ struct SettingRows {
     return value_of((config.*get)());
   }
 };
+
+/// first_difference for a kind that compares its settings and nothing else: the first setting,
+/// in the table's order, whose values differ, shown as detail::show shows them.
+template <class Kind>
+std::optional<SettingDifference> settings_difference(const typename Kind::Config& first,
+                                                     const typename Kind::Config& second) {
+  for (const auto& setting : Kind::settings()) {
+    const SettingValue a = setting.read(first);
+    const SettingValue b = setting.read(second);
+    if (same_value(a, b)) continue;
+    return SettingDifference{std::string(setting.name), show(a, setting.choice_name),
+                             show(b, setting.choice_name)};
+  }
+  return std::nullopt;
+}
 
 /// What a policy's reconfigure() checks first: every setting its `live_setting(key)` says is
 /// fixed has the same value in `next` as in `current`. Throws R4C-REG-011 for the first that

@@ -11,9 +11,6 @@
 
 namespace r4c {
 
-// Found by DifferenceFinder through argument-dependent lookup.
-static std::string show(PolicyMode value) { return std::string(to_string(value)); }
-
 namespace {
 
 // The state word: the period number in the upper 40 bits, the permits left (signed, biased)
@@ -99,22 +96,14 @@ void RateLimiterConfig::validate() const {
       .limit_for_period(limit_for_period_)
       .refresh_period(refresh_period_)
       .timeout_duration(timeout_duration_);
-  if (mode_ == PolicyMode::observe && timeout_duration_.count() > 0) {
-    detail::fail(detail::kBoundsOrRange, "mode",
-                 "observe and timeout_duration is " + detail::show(timeout_duration_),
-                 "timeout_duration 0 in observe mode (an observed limiter lets a call through "
-                 "instead of making it wait)");
-  }
+  detail::check_no_wait_when_observing(
+      mode_ == PolicyMode::observe, "timeout_duration", timeout_duration_,
+      "an observed limiter lets a call through instead of making it wait");
 }
 
 std::optional<SettingDifference> first_difference(const RateLimiterConfig& first,
                                                   const RateLimiterConfig& second) {
-  return detail::DifferenceFinder()
-      .compare("limit_for_period", first.limit_for_period(), second.limit_for_period())
-      .compare("refresh_period", first.refresh_period(), second.refresh_period())
-      .compare("timeout_duration", first.timeout_duration(), second.timeout_duration())
-      .compare("mode", first.mode(), second.mode())
-      .result();
+  return detail::settings_difference<RateLimiterKind>(first, second);
 }
 
 RateLimiter::RateLimiter(std::string instance_id, RateLimiterConfig config,

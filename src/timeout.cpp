@@ -45,7 +45,7 @@ void TimeoutConfig::validate() const { TimeoutConfig().timeout(timeout_); }
 
 std::optional<SettingDifference> first_difference(const TimeoutConfig& first,
                                                   const TimeoutConfig& second) {
-  return detail::DifferenceFinder().compare("timeout", first.timeout(), second.timeout()).result();
+  return detail::settings_difference<TimeoutKind>(first, second);
 }
 
 Timeout::Timeout(std::string instance_id, TimeoutConfig config, std::shared_ptr<Clock> clock)

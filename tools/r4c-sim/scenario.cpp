@@ -203,6 +203,13 @@ class Reader {
     return value->get();
   }
 
+  // A field whose value is an integer in [min, max] (an int's worth), read into `into`.
+  Field int_field(std::string_view key, std::int64_t min, std::int64_t max, int& into) {
+    return {key, [this, min, max, &into](const toml::node& node, const std::string& path) {
+              if (auto n = integer(node, path, min, max)) into = static_cast<int>(*n);
+            }};
+  }
+
   // A number (integer or float) in [min, max], or (min, max] when min_open.
   std::optional<double> number(const toml::node& node, const std::string& key, double min,
                                double max, bool min_open, std::string_view expected) {
@@ -573,12 +580,7 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
              timeout_node = &node;
              group.timeout = reader.duration(node, key, Nanos(1), std::chrono::hours(1));
            }},
-          {"clients",
-           [&](const toml::node& node, const std::string& key) {
-             if (auto n = reader.integer(node, key, 1, kMaxClients)) {
-               group.clients = static_cast<int>(*n);
-             }
-           }},
+          reader.int_field("clients", 1, kMaxClients, group.clients),
           {"class",
            [&](const toml::node& node, const std::string& key) {
              class_node = &node;
@@ -771,24 +773,14 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
                server.workers = static_cast<int>(*n);
              }
            }},
-          {"queue_limit",
-           [&](const toml::node& node, const std::string& key) {
-             if (auto n = reader.integer(node, key, 0, 100000000)) {
-               server.queue_limit = static_cast<int>(*n);
-             }
-           }},
+          reader.int_field("queue_limit", 0, 100000000, server.queue_limit),
           {"abandoned",
            [&](const toml::node& node, const std::string& key) {
              if (auto a = reader.choice<Abandoned>(node, key)) {
                server.abandoned = *a;
              }
            }},
-          {"knee",
-           [&](const toml::node& node, const std::string& key) {
-             if (auto n = reader.integer(node, key, 0, kMaxWorkers)) {
-               server.knee = static_cast<int>(*n);
-             }
-           }},
+          reader.int_field("knee", 0, kMaxWorkers, server.knee),
           {"contention",
            [&](const toml::node& node, const std::string& key) {
              if (auto c = reader.number(node, key, 0.0, 100.0, true, "a number in (0, 100]")) {
@@ -902,12 +894,7 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
 void read_live(Reader& reader, const toml::table& table, LiveSpec& live) {
   reader.read_table(
       table, "live",
-      {{"clients",
-        [&](const toml::node& node, const std::string& key) {
-          if (auto n = reader.integer(node, key, 1, 1000)) {
-            live.clients = static_cast<int>(*n);
-          }
-        }},
+      {reader.int_field("clients", 1, 1000, live.clients),
        {"max_calls",
         [&](const toml::node& node, const std::string& key) {
           if (auto n = reader.integer(node, key, 1, 100000000)) live.max_calls = *n;
