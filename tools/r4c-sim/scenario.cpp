@@ -341,6 +341,14 @@ void read_plain_name(Reader& reader, const toml::node& node, const std::string& 
   }
 }
 
+// A field whose value is a plain name, read into `name` (see read_plain_name).
+Reader::Field plain_name_field(Reader& reader, std::string_view key, std::string_view example,
+                               std::string_view use, std::string& name) {
+  return {key, [&reader, example, use, &name](const toml::node& node, const std::string& path) {
+            read_plain_name(reader, node, path, example, use, name);
+          }};
+}
+
 constexpr std::int64_t kMaxWorkers = 100000;
 constexpr double kMaxRate = 1e6;
 constexpr double kMaxScale = 1000.0;
@@ -592,11 +600,8 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
              read_plain_name(reader, node, key, "a name such as \"user\"",
                              "one of its limit table's partitions", group.partition);
            }},
-          {"shared_limit",
-           [&](const toml::node& node, const std::string& key) {
-             read_plain_name(reader, node, key, "a name such as \"api\"",
-                             "the groups that give it call through one limit", group.shared_limit);
-           }},
+          plain_name_field(reader, "shared_limit", "a name such as \"api\"",
+                           "the groups that give it call through one limit", group.shared_limit),
           {"max_concurrent",
            [&](const toml::node& node, const std::string& key) {
              max_concurrent_node = &node;
@@ -955,11 +960,8 @@ Scenario read_scenario(const toml::table& root, Reader& reader, std::string_view
   reader.read_table(
       root, "",
       {
-          {"name",
-           [&](const toml::node& node, const std::string& key) {
-             read_plain_name(reader, node, key, "a name such as \"capacity-drop\"",
-                             "it names the output folder", scenario.name);
-           }},
+          plain_name_field(reader, "name", "a name such as \"capacity-drop\"",
+                           "it names the output folder", scenario.name),
           {"description",
            [&](const toml::node& node, const std::string& key) {
              if (auto text = reader.string(node, key, "a text")) scenario.description = *text;
