@@ -14,8 +14,7 @@
 
 namespace r4c::detail {
 
-/// How a setting of type T reaches a config's plain setter `Config& name(T)` and comes back from
-/// its getter (`Read name() const`): SettingValue's `member` holds it.
+/// A Field whose value SettingValue's `member` holds and whose getter returns a ReadType.
 template <class ReadType, SettingType type, auto member>
 struct ValueField {
   static constexpr SettingType kType = type;
@@ -23,6 +22,8 @@ struct ValueField {
   static const auto& of(const SettingValue& value) noexcept { return value.*member; }
 };
 
+/// How a setting of type T reaches a config's plain setter `Config& name(T)` and comes back from
+/// its getter (`Read name() const`).
 template <class T>
 struct Field;
 template <>
@@ -112,6 +113,7 @@ template <class Kind>
 std::optional<SettingDifference> settings_difference(const typename Kind::Config& first,
                                                      const typename Kind::Config& second) {
   for (const auto& setting : Kind::settings()) {
+    if (!setting.read) continue;  // nothing to compare it by
     const SettingValue a = setting.read(first);
     const SettingValue b = setting.read(second);
     if (same_value(a, b)) continue;
