@@ -795,114 +795,71 @@ void AdaptiveLimit::reconfigure(const AdaptiveLimitConfig& next) {
   store_window_end(std::min(end, now + window_ticks_));
 }
 
+namespace {
+
+// The four shares are one setter and one getter, taking the class.
+template <CallClass kClass>
+void apply_share(AdaptiveLimitConfig& config, const detail::SettingValue& value) {
+  config.class_share(kClass, value.number);
+}
+template <CallClass kClass>
+detail::SettingValue read_share(const AdaptiveLimitConfig& config) {
+  return detail::value_of(config.class_share(kClass));
+}
+
+}  // namespace
+
 // The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      R::row(
-          "enabled", "enabled", boolean, [](auto& c, auto& v) { c.enabled(v.boolean); },
-          [](const auto& c) { return detail::value_of(c.enabled()); }),
-      R::choice<PolicyMode>(
-          "mode", "mode", [](auto& c, auto& v) { c.mode(static_cast<PolicyMode>(v.choice)); },
-          [](const auto& c) { return detail::value_of(c.mode()); }, false),
-      R::file_only(
-          "latencyHistogram", "latency_histogram", boolean,
-          [](auto& c, auto& v) { c.latency_histogram(v.boolean); },
-          [](const auto& c) { return detail::value_of(c.latency_histogram()); }),
-      R::file_only(
-          "samplePercentile", "sample_percentile", number,
-          [](auto& c, auto& v) { c.sample_percentile(v.number); },
-          [](const auto& c) { return detail::value_of(c.sample_percentile()); }),
-      R::choice<LimitAlgorithm>(
-          "algorithm", "algorithm",
-          [](auto& c, auto& v) { c.algorithm(static_cast<LimitAlgorithm>(v.choice)); },
-          [](const auto& c) { return detail::value_of(c.algorithm()); }),
-      R::row(
-          "initialLimit", "initial_limit", integer,
-          [](auto& c, auto& v) { c.initial_limit(v.integer); },
-          [](const auto& c) { return detail::value_of(c.initial_limit()); }),
-      R::row(
-          "minLimit", "min_limit", integer, [](auto& c, auto& v) { c.min_limit(v.integer); },
-          [](const auto& c) { return detail::value_of(c.min_limit()); }),
-      R::row(
-          "maxLimit", "max_limit", integer, [](auto& c, auto& v) { c.max_limit(v.integer); },
-          [](const auto& c) { return detail::value_of(c.max_limit()); }),
-      R::row(
-          "window", "window", duration, [](auto& c, auto& v) { c.window(v.duration); },
-          [](const auto& c) { return detail::value_of(c.window()); }),
-      R::file_only(
-          "minWindowSamples", "min_window_samples", integer,
-          [](auto& c, auto& v) { c.min_window_samples(v.integer); },
-          [](const auto& c) { return detail::value_of(c.min_window_samples()); }),
-      R::file_only(
-          "smoothing", "smoothing", number, [](auto& c, auto& v) { c.smoothing(v.number); },
-          [](const auto& c) { return detail::value_of(c.smoothing()); }),
-      R::file_only(
-          "rttTolerance", "rtt_tolerance", number,
-          [](auto& c, auto& v) { c.rtt_tolerance(v.number); },
-          [](const auto& c) { return detail::value_of(c.rtt_tolerance()); }),
-      R::file_only(
-          "longWindow", "long_window", integer, [](auto& c, auto& v) { c.long_window(v.integer); },
-          [](const auto& c) { return detail::value_of(c.long_window()); }),
-      R::file_only(
-          "queueSize", "queue_size", integer, [](auto& c, auto& v) { c.queue_size(v.integer); },
-          [](const auto& c) { return detail::value_of(c.queue_size()); }),
-      R::file_only(
-          "backoffRatio", "backoff_ratio", number,
-          [](auto& c, auto& v) { c.backoff_ratio(v.number); },
-          [](const auto& c) { return detail::value_of(c.backoff_ratio()); }),
-      R::file_only(
-          "probeMultiplier", "probe_multiplier", integer,
-          [](auto& c, auto& v) { c.probe_multiplier(v.integer); },
-          [](const auto& c) { return detail::value_of(c.probe_multiplier()); }),
-      R::file_only(
-          "alpha", "alpha", integer, [](auto& c, auto& v) { c.alpha(v.integer); },
-          [](const auto& c) { return detail::value_of(c.alpha()); }),
-      R::file_only(
-          "beta", "beta", integer, [](auto& c, auto& v) { c.beta(v.integer); },
-          [](const auto& c) { return detail::value_of(c.beta()); }),
-      R::row(
-          "dropOn", "drop_on", exception_types, [](auto& c, auto& v) { c.drop_on(v.types); },
-          [](const auto& c) { return detail::value_of(c.drop_on_types()); }),
-      R::file_only(
-          "maxWait", "max_wait", duration, [](auto& c, auto& v) { c.max_wait(v.duration); },
-          [](const auto& c) { return detail::value_of(c.max_wait()); }),
-      R::file_only(
-          "maxQueue", "max_queue", integer, [](auto& c, auto& v) { c.max_queue(v.integer); },
-          [](const auto& c) { return detail::value_of(c.max_queue()); }),
-      R::file_only(
-          "maxQueueFactor", "max_queue_factor", number,
-          [](auto& c, auto& v) { c.max_queue_factor(v.number); },
-          [](const auto& c) { return detail::value_of(c.max_queue_factor()); }),
-      R::choice<QueueOrder>(
-          "queueOrder", "queue_order",
-          [](auto& c, auto& v) { c.queue_order(static_cast<QueueOrder>(v.choice)); },
-          [](const auto& c) { return detail::value_of(c.queue_order()); }, false),
-      R::file_only(
-          "codelTarget", "codel_target", duration,
-          [](auto& c, auto& v) { c.codel_target(v.duration); },
-          [](const auto& c) { return detail::value_of(c.codel_target()); }),
-      R::file_only(
-          "codelInterval", "codel_interval", duration,
-          [](auto& c, auto& v) { c.codel_interval(v.duration); },
-          [](const auto& c) { return detail::value_of(c.codel_interval()); }),
-      R::file_only(
-          "criticalShare", "critical_share", number,
-          [](auto& c, auto& v) { c.class_share(CallClass::critical, v.number); },
-          [](const auto& c) { return detail::value_of(c.class_share(CallClass::critical)); }),
-      R::file_only(
-          "degradedShare", "degraded_share", number,
-          [](auto& c, auto& v) { c.class_share(CallClass::degraded, v.number); },
-          [](const auto& c) { return detail::value_of(c.class_share(CallClass::degraded)); }),
-      R::file_only(
-          "bestEffortShare", "best_effort_share", number,
-          [](auto& c, auto& v) { c.class_share(CallClass::best_effort, v.number); },
-          [](const auto& c) { return detail::value_of(c.class_share(CallClass::best_effort)); }),
-      R::file_only(
-          "bulkShare", "bulk_share", number,
-          [](auto& c, auto& v) { c.class_share(CallClass::bulk, v.number); },
-          [](const auto& c) { return detail::value_of(c.class_share(CallClass::bulk)); }),
+      R::field<bool, &Config::enabled, &Config::enabled>("enabled", "enabled"),
+      R::file_field<PolicyMode, &Config::mode, &Config::mode>("mode", "mode"),
+      R::file_field<bool, &Config::latency_histogram, &Config::latency_histogram>(
+          "latencyHistogram", "latency_histogram"),
+      R::file_field<double, &Config::sample_percentile, &Config::sample_percentile>(
+          "samplePercentile", "sample_percentile"),
+      R::field<LimitAlgorithm, &Config::algorithm, &Config::algorithm>("algorithm", "algorithm"),
+      R::field<int, &Config::initial_limit, &Config::initial_limit>("initialLimit",
+                                                                    "initial_limit"),
+      R::field<int, &Config::min_limit, &Config::min_limit>("minLimit", "min_limit"),
+      R::field<int, &Config::max_limit, &Config::max_limit>("maxLimit", "max_limit"),
+      R::field<std::chrono::nanoseconds, &Config::window, &Config::window>("window", "window"),
+      R::file_field<int, &Config::min_window_samples, &Config::min_window_samples>(
+          "minWindowSamples", "min_window_samples"),
+      R::file_field<double, &Config::smoothing, &Config::smoothing>("smoothing", "smoothing"),
+      R::file_field<double, &Config::rtt_tolerance, &Config::rtt_tolerance>("rttTolerance",
+                                                                            "rtt_tolerance"),
+      R::file_field<int, &Config::long_window, &Config::long_window>("longWindow", "long_window"),
+      R::file_field<int, &Config::queue_size, &Config::queue_size>("queueSize", "queue_size"),
+      R::file_field<double, &Config::backoff_ratio, &Config::backoff_ratio>("backoffRatio",
+                                                                            "backoff_ratio"),
+      R::file_field<int, &Config::probe_multiplier, &Config::probe_multiplier>("probeMultiplier",
+                                                                               "probe_multiplier"),
+      R::file_field<int, &Config::alpha, &Config::alpha>("alpha", "alpha"),
+      R::file_field<int, &Config::beta, &Config::beta>("beta", "beta"),
+      R::field<std::vector<ExceptionType>, &Config::drop_on, &Config::drop_on_types>("dropOn",
+                                                                                     "drop_on"),
+      R::file_field<std::chrono::nanoseconds, &Config::max_wait, &Config::max_wait>("maxWait",
+                                                                                    "max_wait"),
+      R::file_field<int, &Config::max_queue, &Config::max_queue>("maxQueue", "max_queue"),
+      R::file_field<double, &Config::max_queue_factor, &Config::max_queue_factor>(
+          "maxQueueFactor", "max_queue_factor"),
+      R::file_field<QueueOrder, &Config::queue_order, &Config::queue_order>("queueOrder",
+                                                                            "queue_order"),
+      R::file_field<std::chrono::nanoseconds, &Config::codel_target, &Config::codel_target>(
+          "codelTarget", "codel_target"),
+      R::file_field<std::chrono::nanoseconds, &Config::codel_interval, &Config::codel_interval>(
+          "codelInterval", "codel_interval"),
+      R::file_only("criticalShare", "critical_share", number, &apply_share<CallClass::critical>,
+                   &read_share<CallClass::critical>),
+      R::file_only("degradedShare", "degraded_share", number, &apply_share<CallClass::degraded>,
+                   &read_share<CallClass::degraded>),
+      R::file_only("bestEffortShare", "best_effort_share", number,
+                   &apply_share<CallClass::best_effort>, &read_share<CallClass::best_effort>),
+      R::file_only("bulkShare", "bulk_share", number, &apply_share<CallClass::bulk>,
+                   &read_share<CallClass::bulk>),
       R::file_only(
           "partitions", "partitions", named_numbers,
           [](auto& c, auto& v) {
@@ -916,10 +873,8 @@ std::span<const detail::Setting<AdaptiveLimitKind::Config>> AdaptiveLimitKind::s
             for (const LimitPartitionShare& p : c.partitions()) pairs.emplace_back(p.name, p.share);
             return detail::value_of(std::move(pairs));
           }),
-      R::file_only(
-          "partitionBorrow", "partition_borrow", boolean,
-          [](auto& c, auto& v) { c.partition_borrow(v.boolean); },
-          [](const auto& c) { return detail::value_of(c.partition_borrow()); })};
+      R::file_field<bool, &Config::partition_borrow, &Config::partition_borrow>(
+          "partitionBorrow", "partition_borrow")};
   return kSettings;
 }
 

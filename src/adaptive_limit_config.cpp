@@ -168,30 +168,12 @@ void check_partition_count(std::size_t count) {
 
 }  // namespace
 
-std::string_view to_string(QueueOrder order) noexcept {
-  switch (order) {
-    case QueueOrder::fifo:
-      return "fifo";
-    case QueueOrder::lifo:
-      return "lifo";
-    case QueueOrder::adaptive_lifo:
-      return "adaptive_lifo";
-  }
-  return "unknown";
-}
+// The name in the enum's table of names, as every other enum of the vocabulary.
+std::string_view to_string(QueueOrder order) noexcept { return to_string<QueueOrder>(order); }
 
+// The name in the enum's table of names, as every other enum of the vocabulary.
 std::string_view to_string(LimitAlgorithm algorithm) noexcept {
-  switch (algorithm) {
-    case LimitAlgorithm::gradient2:
-      return "gradient2";
-    case LimitAlgorithm::aimd:
-      return "aimd";
-    case LimitAlgorithm::vegas:
-      return "vegas";
-    case LimitAlgorithm::delay_target:
-      return "delay_target";
-  }
-  return "unknown";
+  return to_string<LimitAlgorithm>(algorithm);
 }
 
 AdaptiveLimitConfig::AdaptiveLimitConfig()
@@ -506,12 +488,9 @@ void AdaptiveLimitConfig::validate() const {
                               "with a sample_percentile (the percentile is read from it), or "
                               "sample_percentile 0");
   }
-  if (mode_ == PolicyMode::observe && max_wait_.count() > 0) {
-    throw ConfigException(kBoundsOrRange,
-                          "mode is observe and max_wait is " + show(max_wait_) +
-                              "; valid: max_wait 0 in observe mode (an observed limit admits "
-                              "every call at once, so nobody waits)");
-  }
+  detail::check_no_wait_when_observing(mode_ == PolicyMode::observe, "max_wait", max_wait_,
+                                       "an observed limit admits every call at once, so nobody "
+                                       "waits");
   if (min_limit_ > max_limit_) {
     throw ConfigException(kBoundsOrRange, "min_limit (" + show(min_limit_) +
                                               ") is greater than max_limit (" + show(max_limit_) +

@@ -41,12 +41,9 @@ BulkheadConfig& BulkheadConfig::latency_histogram(bool value) noexcept {
 
 void BulkheadConfig::validate() const {
   BulkheadConfig().max_concurrent(max_concurrent_).max_wait(max_wait_);
-  if (mode_ == PolicyMode::observe && max_wait_.count() > 0) {
-    detail::fail(detail::kBoundsOrRange, "mode",
-                 "observe and max_wait is " + detail::show(max_wait_),
-                 "max_wait 0 in observe mode (an observing bulkhead lets a call through instead "
-                 "of making it wait)");
-  }
+  detail::check_no_wait_when_observing(
+      mode_ == PolicyMode::observe, "max_wait", max_wait_,
+      "an observing bulkhead lets a call through instead of making it wait");
 }
 
 std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
@@ -421,22 +418,14 @@ void Bulkhead::reconfigure(const BulkheadConfig& next) {
 // The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<BulkheadKind::Config>> BulkheadKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
-  using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      R::row(
-          "maxConcurrent", "max_concurrent", integer,
-          [](auto& c, auto& v) { c.max_concurrent(v.integer); },
-          [](const auto& c) { return detail::value_of(c.max_concurrent()); }),
-      R::row(
-          "maxWait", "max_wait", duration, [](auto& c, auto& v) { c.max_wait(v.duration); },
-          [](const auto& c) { return detail::value_of(c.max_wait()); }),
-      R::file_only(
-          "latencyHistogram", "latency_histogram", boolean,
-          [](auto& c, auto& v) { c.latency_histogram(v.boolean); },
-          [](const auto& c) { return detail::value_of(c.latency_histogram()); }),
-      R::choice<PolicyMode>(
-          "mode", "mode", [](auto& c, auto& v) { c.mode(static_cast<PolicyMode>(v.choice)); },
-          [](const auto& c) { return detail::value_of(c.mode()); }, false)};
+      R::field<int, &Config::max_concurrent, &Config::max_concurrent>("maxConcurrent",
+                                                                      "max_concurrent"),
+      R::field<std::chrono::nanoseconds, &Config::max_wait, &Config::max_wait>("maxWait",
+                                                                               "max_wait"),
+      R::file_field<bool, &Config::latency_histogram, &Config::latency_histogram>(
+          "latencyHistogram", "latency_histogram"),
+      R::file_field<PolicyMode, &Config::mode, &Config::mode>("mode", "mode")};
   return kSettings;
 }
 

@@ -14,32 +14,14 @@ namespace r4c {
 // Found by DifferenceFinder through argument-dependent lookup.
 static std::string show(PolicyMode value) { return std::string(to_string(value)); }
 
+// The name in the enum's table of names, as every other enum of the vocabulary.
 std::string_view to_string(CircuitBreakerState state) noexcept {
-  switch (state) {
-    case CircuitBreakerState::closed:
-      return "closed";
-    case CircuitBreakerState::open:
-      return "open";
-    case CircuitBreakerState::half_open:
-      return "half_open";
-    case CircuitBreakerState::disabled:
-      return "disabled";
-    case CircuitBreakerState::metrics_only:
-      return "metrics_only";
-    case CircuitBreakerState::forced_open:
-      return "forced_open";
-  }
-  return "unknown";
+  return to_string<CircuitBreakerState>(state);
 }
 
+// The name in the enum's table of names, as every other enum of the vocabulary.
 std::string_view to_string(SlidingWindowType type) noexcept {
-  switch (type) {
-    case SlidingWindowType::count_based:
-      return "count_based";
-    case SlidingWindowType::time_based:
-      return "time_based";
-  }
-  return "unknown";
+  return to_string<SlidingWindowType>(type);
 }
 
 // Found by DifferenceFinder through argument-dependent lookup (config_check.hpp knows only the
@@ -891,38 +873,22 @@ CircuitBreakerKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      R::row(
-          "failureRateThreshold", "failure_rate_threshold", number,
-          [](auto& c, auto& v) { c.failure_rate_threshold(v.number); },
-          [](const auto& c) { return detail::value_of(c.failure_rate_threshold()); }),
-      R::row(
-          "slowCallRateThreshold", "slow_call_rate_threshold", number,
-          [](auto& c, auto& v) { c.slow_call_rate_threshold(v.number); },
-          [](const auto& c) { return detail::value_of(c.slow_call_rate_threshold()); }),
-      R::row(
-          "slowCallDuration", "slow_call_duration", duration,
-          [](auto& c, auto& v) { c.slow_call_duration(v.duration); },
-          [](const auto& c) { return detail::value_of(c.slow_call_duration()); }),
-      R::choice<SlidingWindowType>(
-          "slidingWindowType", "sliding_window_type",
-          [](auto& c, auto& v) { c.sliding_window_type(static_cast<SlidingWindowType>(v.choice)); },
-          [](const auto& c) { return detail::value_of(c.sliding_window_type()); }),
-      R::row(
-          "slidingWindowSize", "sliding_window_size", integer,
-          [](auto& c, auto& v) { c.sliding_window_size(v.integer); },
-          [](const auto& c) { return detail::value_of(c.sliding_window_size()); }),
-      R::row(
-          "minimumNumberOfCalls", "minimum_number_of_calls", integer,
-          [](auto& c, auto& v) { c.minimum_number_of_calls(v.integer); },
-          [](const auto& c) { return detail::value_of(c.minimum_number_of_calls()); }),
-      R::row(
-          "waitInOpen", "wait_in_open", duration,
-          [](auto& c, auto& v) { c.wait_in_open(v.duration); },
-          [](const auto& c) { return detail::value_of(c.wait_in_open()); }),
-      R::row(
-          "permittedCallsInHalfOpen", "permitted_calls_in_half_open", integer,
-          [](auto& c, auto& v) { c.permitted_calls_in_half_open(v.integer); },
-          [](const auto& c) { return detail::value_of(c.permitted_calls_in_half_open()); }),
+      R::field<double, &Config::failure_rate_threshold, &Config::failure_rate_threshold>(
+          "failureRateThreshold", "failure_rate_threshold"),
+      R::field<double, &Config::slow_call_rate_threshold, &Config::slow_call_rate_threshold>(
+          "slowCallRateThreshold", "slow_call_rate_threshold"),
+      R::field<std::chrono::nanoseconds, &Config::slow_call_duration, &Config::slow_call_duration>(
+          "slowCallDuration", "slow_call_duration"),
+      R::field<SlidingWindowType, &Config::sliding_window_type, &Config::sliding_window_type>(
+          "slidingWindowType", "sliding_window_type"),
+      R::field<int, &Config::sliding_window_size, &Config::sliding_window_size>(
+          "slidingWindowSize", "sliding_window_size"),
+      R::field<int, &Config::minimum_number_of_calls, &Config::minimum_number_of_calls>(
+          "minimumNumberOfCalls", "minimum_number_of_calls"),
+      R::field<std::chrono::nanoseconds, &Config::wait_in_open, &Config::wait_in_open>(
+          "waitInOpen", "wait_in_open"),
+      R::field<int, &Config::permitted_calls_in_half_open, &Config::permitted_calls_in_half_open>(
+          "permittedCallsInHalfOpen", "permitted_calls_in_half_open"),
       // As the retry's backoff pair: a multiplier alone is capped only by the longest wait
       // (24 h); a maxWaitInOpen alone keeps the multiplier (1 when none was set).
       R::row(
@@ -939,29 +905,18 @@ CircuitBreakerKind::settings() noexcept {
             c.exponential_wait_in_open(c.wait_in_open_multiplier(), v.duration);
           },
           [](const auto& c) { return detail::value_of(c.max_wait_in_open()); }),
-      R::row(
-          "maxWaitInHalfOpen", "max_wait_in_half_open", duration,
-          [](auto& c, auto& v) { c.max_wait_in_half_open(v.duration); },
-          [](const auto& c) { return detail::value_of(c.max_wait_in_half_open()); }),
-      R::choice<CircuitBreakerState>(
-          "stateAfterMaxWaitInHalfOpen", "state_after_max_wait_in_half_open",
-          [](auto& c, auto& v) {
-            c.state_after_max_wait_in_half_open(static_cast<CircuitBreakerState>(v.choice));
-          },
-          [](const auto& c) { return detail::value_of(c.state_after_max_wait_in_half_open()); }),
-      R::choice<CircuitBreakerState>(
-          "initialState", "initial_state",
-          [](auto& c, auto& v) { c.initial_state(static_cast<CircuitBreakerState>(v.choice)); },
-          [](const auto& c) { return detail::value_of(c.initial_state()); }),
-      R::row(
-          "recordOn", "record_on", exception_types, [](auto& c, auto& v) { c.record_on(v.types); },
-          [](const auto& c) { return detail::value_of(c.record_on_types()); }),
-      R::row(
-          "ignoreOn", "ignore_on", exception_types, [](auto& c, auto& v) { c.ignore_on(v.types); },
-          [](const auto& c) { return detail::value_of(c.ignore_on_types()); }),
-      R::choice<PolicyMode>(
-          "mode", "mode", [](auto& c, auto& v) { c.mode(static_cast<PolicyMode>(v.choice)); },
-          [](const auto& c) { return detail::value_of(c.mode()); }, false)};
+      R::field<std::chrono::nanoseconds, &Config::max_wait_in_half_open,
+               &Config::max_wait_in_half_open>("maxWaitInHalfOpen", "max_wait_in_half_open"),
+      R::field<CircuitBreakerState, &Config::state_after_max_wait_in_half_open,
+               &Config::state_after_max_wait_in_half_open>("stateAfterMaxWaitInHalfOpen",
+                                                           "state_after_max_wait_in_half_open"),
+      R::field<CircuitBreakerState, &Config::initial_state, &Config::initial_state>(
+          "initialState", "initial_state"),
+      R::field<std::vector<ExceptionType>, &Config::record_on, &Config::record_on_types>(
+          "recordOn", "record_on"),
+      R::field<std::vector<ExceptionType>, &Config::ignore_on, &Config::ignore_on_types>(
+          "ignoreOn", "ignore_on"),
+      R::file_field<PolicyMode, &Config::mode, &Config::mode>("mode", "mode")};
   return kSettings;
 }
 

@@ -33,6 +33,13 @@ std::string show(const std::vector<ExceptionType>& types) {
   return text + "}";
 }
 
+std::string show(const SettingValue& value, std::string_view (*choice_name)(int)) {
+  // Only these two are written otherwise in the file (format_value: "1500us", "A, B").
+  if (value.type == SettingType::duration) return show(value.duration);
+  if (value.type == SettingType::exception_types) return show(value.types);
+  return format_value(value, choice_name);
+}
+
 std::string demangle(const char* mangled) {
   int status = 0;
   const std::unique_ptr<char, void (*)(void*)> demangled(
@@ -44,6 +51,14 @@ void fail(std::string_view code, std::string_view setting, const std::string& va
           std::string_view valid) {
   throw ConfigException(code,
                         std::string(setting) + " is " + value + "; valid: " + std::string(valid));
+}
+
+void check_no_wait_when_observing(bool observe, std::string_view wait_setting,
+                                  std::chrono::nanoseconds wait, std::string_view why) {
+  if (!observe || wait.count() <= 0) return;
+  const std::string setting(wait_setting);
+  fail(kBoundsOrRange, "mode", "observe and " + setting + " is " + show(wait),
+       setting + " 0 in observe mode (" + std::string(why) + ")");
 }
 
 }  // namespace detail

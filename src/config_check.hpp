@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "r4c/clock.hpp"
+#include "r4c/detail/setting.hpp"
 #include "r4c/errors.hpp"
 #include "r4c/exception_type.hpp"
 
@@ -28,6 +29,8 @@ std::string show(double value);
 std::string show(bool value);
 std::string show(std::chrono::nanoseconds value);  // "1500000 ns"
 std::string show(const std::vector<ExceptionType>& types);
+/// A setting's value as the overloads above show its type (an enum by `choice_name`).
+std::string show(const SettingValue& value, std::string_view (*choice_name)(int));
 
 /// A type's name as C++ spells it ("r4c::CallTimeoutException"), from its mangled name.
 std::string demangle(const char* mangled);
@@ -35,6 +38,12 @@ std::string demangle(const char* mangled);
 /// Throws ConfigException "<code>: <setting> is <value>; valid: <valid>".
 [[noreturn]] void fail(std::string_view code, std::string_view setting, const std::string& value,
                        std::string_view valid);
+
+/// validate()'s check for a policy that can make a call wait: observing, it lets every call
+/// through at once, so `wait_setting` must be 0. Throws R4C-ATR-009 "mode is observe and
+/// <wait_setting> is <wait>; valid: <wait_setting> 0 in observe mode (<why>)".
+void check_no_wait_when_observing(bool observe, std::string_view wait_setting,
+                                  std::chrono::nanoseconds wait, std::string_view why);
 
 /// A policy constructor's first step: validates its config (throws ConfigException) and hands
 /// it on, so the members initialised from it see only valid values.

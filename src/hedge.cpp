@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "config_check.hpp"
+#include "exception_match.hpp"
 #include "kind_settings.hpp"
 #include "r4c/metrics.hpp"
 
@@ -14,13 +15,7 @@ namespace detail {
 // meet the same refusal and add load. Shared with the asynchronous face; any kind's refusal is
 // a RejectedException, so no list of types is kept here.
 bool is_inner_rejection(const std::exception_ptr& failure) noexcept {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const RejectedException&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
+  return holds_exception<RejectedException>(failure);
 }
 
 }  // namespace detail
@@ -71,10 +66,7 @@ void HedgeConfig::validate() const {
 
 std::optional<SettingDifference> first_difference(const HedgeConfig& first,
                                                   const HedgeConfig& second) {
-  return detail::DifferenceFinder()
-      .compare("delay", first.delay(), second.delay())
-      .compare("max_attempts", first.max_attempts(), second.max_attempts())
-      .result();
+  return detail::settings_difference<HedgeKind>(first, second);
 }
 
 namespace detail {
@@ -234,15 +226,9 @@ HedgeSnapshot Hedge::snapshot() const {
 // The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<HedgeKind::Config>> HedgeKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
-  using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      R::row(
-          "delay", "delay", duration, [](auto& c, auto& v) { c.delay(v.duration); },
-          [](const auto& c) { return detail::value_of(c.delay()); }),
-      R::row(
-          "maxAttempts", "max_attempts", integer,
-          [](auto& c, auto& v) { c.max_attempts(v.integer); },
-          [](const auto& c) { return detail::value_of(c.max_attempts()); })};
+      R::field<std::chrono::nanoseconds, &Config::delay, &Config::delay>("delay", "delay"),
+      R::field<int, &Config::max_attempts, &Config::max_attempts>("maxAttempts", "max_attempts")};
   return kSettings;
 }
 

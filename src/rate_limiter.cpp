@@ -11,9 +11,6 @@
 
 namespace r4c {
 
-// Found by DifferenceFinder through argument-dependent lookup.
-static std::string show(PolicyMode value) { return std::string(to_string(value)); }
-
 namespace {
 
 // The state word: the period number in the upper 40 bits, the permits left (signed, biased)
@@ -99,22 +96,14 @@ void RateLimiterConfig::validate() const {
       .limit_for_period(limit_for_period_)
       .refresh_period(refresh_period_)
       .timeout_duration(timeout_duration_);
-  if (mode_ == PolicyMode::observe && timeout_duration_.count() > 0) {
-    detail::fail(detail::kBoundsOrRange, "mode",
-                 "observe and timeout_duration is " + detail::show(timeout_duration_),
-                 "timeout_duration 0 in observe mode (an observed limiter lets a call through "
-                 "instead of making it wait)");
-  }
+  detail::check_no_wait_when_observing(
+      mode_ == PolicyMode::observe, "timeout_duration", timeout_duration_,
+      "an observed limiter lets a call through instead of making it wait");
 }
 
 std::optional<SettingDifference> first_difference(const RateLimiterConfig& first,
                                                   const RateLimiterConfig& second) {
-  return detail::DifferenceFinder()
-      .compare("limit_for_period", first.limit_for_period(), second.limit_for_period())
-      .compare("refresh_period", first.refresh_period(), second.refresh_period())
-      .compare("timeout_duration", first.timeout_duration(), second.timeout_duration())
-      .compare("mode", first.mode(), second.mode())
-      .result();
+  return detail::settings_difference<RateLimiterKind>(first, second);
 }
 
 RateLimiter::RateLimiter(std::string instance_id, RateLimiterConfig config,
@@ -353,23 +342,14 @@ RateLimiterSnapshot RateLimiter::snapshot() const {
 // The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<RateLimiterKind::Config>> RateLimiterKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
-  using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      R::row(
-          "limitForPeriod", "limit_for_period", integer,
-          [](auto& c, auto& v) { c.limit_for_period(v.integer); },
-          [](const auto& c) { return detail::value_of(c.limit_for_period()); }),
-      R::row(
-          "refreshPeriod", "refresh_period", duration,
-          [](auto& c, auto& v) { c.refresh_period(v.duration); },
-          [](const auto& c) { return detail::value_of(c.refresh_period()); }),
-      R::row(
-          "timeoutDuration", "timeout_duration", duration,
-          [](auto& c, auto& v) { c.timeout_duration(v.duration); },
-          [](const auto& c) { return detail::value_of(c.timeout_duration()); }),
-      R::choice<PolicyMode>(
-          "mode", "mode", [](auto& c, auto& v) { c.mode(static_cast<PolicyMode>(v.choice)); },
-          [](const auto& c) { return detail::value_of(c.mode()); }, false)};
+      R::field<int, &Config::limit_for_period, &Config::limit_for_period>("limitForPeriod",
+                                                                          "limit_for_period"),
+      R::field<std::chrono::nanoseconds, &Config::refresh_period, &Config::refresh_period>(
+          "refreshPeriod", "refresh_period"),
+      R::field<std::chrono::nanoseconds, &Config::timeout_duration, &Config::timeout_duration>(
+          "timeoutDuration", "timeout_duration"),
+      R::file_field<PolicyMode, &Config::mode, &Config::mode>("mode", "mode")};
   return kSettings;
 }
 

@@ -425,13 +425,8 @@ std::span<const detail::Setting<RetryKind::Config>> RetryKind::settings() noexce
   using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      R::row(
-          "maxAttempts", "max_attempts", integer,
-          [](auto& c, auto& v) { c.max_attempts(v.integer); },
-          [](const auto& c) { return detail::value_of(c.max_attempts()); }),
-      R::row(
-          "wait", "wait", duration, [](auto& c, auto& v) { c.wait(v.duration); },
-          [](const auto& c) { return detail::value_of(c.wait()); }),
+      R::field<int, &Config::max_attempts, &Config::max_attempts>("maxAttempts", "max_attempts"),
+      R::field<std::chrono::nanoseconds, &Config::wait, &Config::wait>("wait", "wait"),
       // As the file always did: a multiplier alone is capped only by the longest wait (1 h);
       // a maxWait alone keeps the multiplier (1 when none was set).
       R::row(
@@ -445,20 +440,14 @@ std::span<const detail::Setting<RetryKind::Config>> RetryKind::settings() noexce
           "maxWait", "max_wait", duration,
           [](auto& c, auto& v) { c.exponential_backoff(c.backoff_multiplier(), v.duration); },
           [](const auto& c) { return detail::value_of(c.max_wait()); }),
-      R::row(
-          "randomizedWait", "randomized_wait", number,
-          [](auto& c, auto& v) { c.randomized_wait(v.number); },
-          [](const auto& c) { return detail::value_of(c.randomized_wait()); }),
-      R::row(
-          "retryOn", "retry_on", exception_types, [](auto& c, auto& v) { c.retry_on(v.types); },
-          [](const auto& c) { return detail::value_of(c.retry_on_types()); }),
-      R::row(
-          "abortOn", "abort_on", exception_types, [](auto& c, auto& v) { c.abort_on(v.types); },
-          [](const auto& c) { return detail::value_of(c.abort_on_types()); }),
-      R::row(
-          "failAfterMaxAttempts", "fail_after_max_attempts", boolean,
-          [](auto& c, auto& v) { c.fail_after_max_attempts(v.boolean); },
-          [](const auto& c) { return detail::value_of(c.fail_after_max_attempts()); })};
+      R::field<double, &Config::randomized_wait, &Config::randomized_wait>("randomizedWait",
+                                                                           "randomized_wait"),
+      R::field<std::vector<ExceptionType>, &Config::retry_on, &Config::retry_on_types>("retryOn",
+                                                                                       "retry_on"),
+      R::field<std::vector<ExceptionType>, &Config::abort_on, &Config::abort_on_types>("abortOn",
+                                                                                       "abort_on"),
+      R::field<bool, &Config::fail_after_max_attempts, &Config::fail_after_max_attempts>(
+          "failAfterMaxAttempts", "fail_after_max_attempts")};
   return kSettings;
 }
 

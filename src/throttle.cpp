@@ -260,16 +260,10 @@ std::span<const detail::Setting<ThrottleKind::Config>> ThrottleKind::settings() 
   using R = detail::SettingRows<Config>;  // Config: the kind's
   using enum detail::SettingType;
   static constexpr detail::Setting<Config> kSettings[] = {
-      R::row(
-          "k", "k", number, [](auto& c, auto& v) { c.k(v.number); },
-          [](const auto& c) { return detail::value_of(c.k()); }),
-      R::row(
-          "window", "window", duration, [](auto& c, auto& v) { c.window(v.duration); },
-          [](const auto& c) { return detail::value_of(c.window()); }),
-      R::row(
-          "refusedOn", "refused_on", exception_types,
-          [](auto& c, auto& v) { c.refused_on(v.types); },
-          [](const auto& c) { return detail::value_of(c.refused_on_types()); }),
+      R::field<double, &Config::k, &Config::k>("k", "k"),
+      R::field<std::chrono::nanoseconds, &Config::window, &Config::window>("window", "window"),
+      R::field<std::vector<ExceptionType>, &Config::refused_on, &Config::refused_on_types>(
+          "refusedOn", "refused_on"),
       R::row(
           "seed", "seed", integer, [](auto& c, auto& v) { c.seed(v.integer); },
           [](const auto& c) { return detail::value_of(static_cast<int>(c.seed())); })};

@@ -2,6 +2,7 @@
 #include "r4c/timeout.hpp"
 
 #include "config_check.hpp"
+#include "exception_match.hpp"
 #include "kind_settings.hpp"
 #include "r4c/metrics.hpp"
 
@@ -44,7 +45,7 @@ void TimeoutConfig::validate() const { TimeoutConfig().timeout(timeout_); }
 
 std::optional<SettingDifference> first_difference(const TimeoutConfig& first,
                                                   const TimeoutConfig& second) {
-  return detail::DifferenceFinder().compare("timeout", first.timeout(), second.timeout()).result();
+  return detail::settings_difference<TimeoutKind>(first, second);
 }
 
 Timeout::Timeout(std::string instance_id, TimeoutConfig config, std::shared_ptr<Clock> clock)
@@ -71,13 +72,7 @@ void Timeout::throw_timed_out() {
 }
 
 bool Timeout::is_call_timeout(const std::exception_ptr& error) noexcept {
-  try {
-    std::rethrow_exception(error);
-  } catch (const CallTimeoutException&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
+  return detail::holds_exception<CallTimeoutException>(error);
 }
 
 TimeoutSnapshot Timeout::snapshot() const {
@@ -87,10 +82,8 @@ TimeoutSnapshot Timeout::snapshot() const {
 // The file keys in the documented order (R4C-CFG-003 lists them so).
 std::span<const detail::Setting<TimeoutKind::Config>> TimeoutKind::settings() noexcept {
   using R = detail::SettingRows<Config>;  // Config: the kind's
-  using enum detail::SettingType;
-  static constexpr detail::Setting<Config> kSettings[] = {R::row(
-      "timeout", "timeout", duration, [](auto& c, auto& v) { c.timeout(v.duration); },
-      [](const auto& c) { return detail::value_of(c.timeout()); })};
+  static constexpr detail::Setting<Config> kSettings[] = {
+      R::field<std::chrono::nanoseconds, &Config::timeout, &Config::timeout>("timeout", "timeout")};
   return kSettings;
 }
 

@@ -351,21 +351,7 @@ class Scanner {
   std::vector<Policy> attributes_before(std::size_t index, Location* where = nullptr,
                                         bool* bypass = nullptr) {
     std::vector<Policy> policies;
-    std::size_t end = index;
-    while (end > 0) {
-      if (auto g = by_end_.find(end); g != by_end_.end()) {
-        used_[g->second] = true;
-        const AttributeGroup& group = groups_[g->second];
-        if (bypass != nullptr && group.bypass) *bypass = true;
-        policies.insert(policies.begin(), group.policies.begin(), group.policies.end());
-        if (where != nullptr) *where = source_.tokens[group.begin].where;
-        end = group.begin;
-      } else if (auto other = other_begin_by_end_.find(end); other != other_begin_by_end_.end()) {
-        end = other->second;
-      } else {
-        break;
-      }
-    }
+    collect_groups(index, true, policies, where, bypass);
     return policies;
   }
 
@@ -379,22 +365,36 @@ class Scanner {
                                              bool* bypass = nullptr) {
     const std::size_t first = first_token(c);
     std::vector<Policy> policies = attributes_before(first, where, bypass);
-    std::size_t i = first;
-    while (true) {
-      if (auto g = by_begin_.find(i); g != by_begin_.end()) {
+    collect_groups(first, false, policies, where, bypass);
+    return policies;
+  }
+
+  // Walks the attribute groups next to token `at`, backward (the groups ending there, then
+  // those ending where each began) or forward, stepping over other attributes; marks the r4c
+  // ones used and adds their policies to `policies` in source order. `where` ends at the first
+  // group in the source: backward, the last one met; forward, only while it is still unset.
+  void collect_groups(std::size_t at, bool backward, std::vector<Policy>& policies, Location* where,
+                      bool* bypass) {
+    const std::map<std::size_t, std::size_t>& groups_at = backward ? by_end_ : by_begin_;
+    const std::map<std::size_t, std::size_t>& others_at =
+        backward ? other_begin_by_end_ : other_end_by_begin_;
+    while (!backward || at > 0) {
+      if (auto g = groups_at.find(at); g != groups_at.end()) {
         used_[g->second] = true;
         const AttributeGroup& group = groups_[g->second];
         if (bypass != nullptr && group.bypass) *bypass = true;
-        policies.insert(policies.end(), group.policies.begin(), group.policies.end());
-        if (where != nullptr && where->file.empty()) *where = source_.tokens[group.begin].where;
-        i = group.end;
-      } else if (auto other = other_end_by_begin_.find(i); other != other_end_by_begin_.end()) {
-        i = other->second;
+        policies.insert(backward ? policies.begin() : policies.end(), group.policies.begin(),
+                        group.policies.end());
+        if (where != nullptr && (backward || where->file.empty())) {
+          *where = source_.tokens[group.begin].where;
+        }
+        at = backward ? group.begin : group.end;
+      } else if (auto other = others_at.find(at); other != others_at.end()) {
+        at = other->second;
       } else {
         break;
       }
     }
-    return policies;
   }
 
   void visit_scope(CXCursor scope, Header& header) {

@@ -24,59 +24,42 @@ using Action = std::function<int()>;
 // Options are kept as text; make_config() checks them, so every subcommand reports a bad value
 // the same way and invalid settings get the library's R4C codes.
 void add_limit_options(CLI::App& command, r4c::sim::LimitSettings& settings) {
-  command.add_option("--algorithm", settings.algorithm, "gradient2, aimd, vegas or delay_target")
-      ->type_name("NAME")
-      ->capture_default_str();
-  command.add_option("--initial-limit", settings.initial_limit, "Where the limit starts")
-      ->type_name("INT")
-      ->capture_default_str();
-  command.add_option("--min-limit", settings.min_limit, "The limit never goes below this")
-      ->type_name("INT")
-      ->capture_default_str();
-  command.add_option("--max-limit", settings.max_limit, "The limit never goes above this")
-      ->type_name("INT")
-      ->capture_default_str();
-  command
-      .add_option("--smoothing", settings.smoothing,
-                  "gradient2, vegas: share of the new estimate taken per window, in (0, 1] "
-                  "(default: the algorithm's, 0.2 or 1.0)")
-      ->type_name("REAL")
-      ->capture_default_str();
-  command
-      .add_option("--rtt-tolerance", settings.rtt_tolerance,
-                  "gradient2: how many times the long-term latency a window may take and still "
-                  "grow, >= 1")
-      ->type_name("REAL")
-      ->capture_default_str();
-  command
-      .add_option("--long-window", settings.long_window,
-                  "gradient2: windows in the long-term latency average, >= 1")
-      ->type_name("INT")
-      ->capture_default_str();
-  command
-      .add_option("--queue-size", settings.queue_size, "gradient2: headroom added per window, >= 0")
-      ->type_name("INT")
-      ->capture_default_str();
-  command
-      .add_option("--backoff-ratio", settings.backoff_ratio,
-                  "aimd: factor applied to the limit after a window with a drop, in (0, 1)")
-      ->type_name("REAL")
-      ->capture_default_str();
-  command
-      .add_option("--probe-multiplier", settings.probe_multiplier,
-                  "vegas: probe for the no-load latency every jitter x this x limit windows, >= 1")
-      ->type_name("INT")
-      ->capture_default_str();
-  command
-      .add_option("--alpha", settings.alpha,
-                  "vegas: a constant alpha; 0 keeps Netflix's 3 x log10root(limit)")
-      ->type_name("INT")
-      ->capture_default_str();
-  command
-      .add_option("--beta", settings.beta,
-                  "vegas: a constant beta; 0 keeps Netflix's 6 x log10root(limit)")
-      ->type_name("INT")
-      ->capture_default_str();
+  using r4c::sim::LimitSettings;
+  struct LimitOption {
+    const char* name;
+    std::string LimitSettings::*value;
+    const char* type;
+    const char* help;
+  };
+  static constexpr LimitOption kOptions[] = {
+      {"--algorithm", &LimitSettings::algorithm, "NAME", "gradient2, aimd, vegas or delay_target"},
+      {"--initial-limit", &LimitSettings::initial_limit, "INT", "Where the limit starts"},
+      {"--min-limit", &LimitSettings::min_limit, "INT", "The limit never goes below this"},
+      {"--max-limit", &LimitSettings::max_limit, "INT", "The limit never goes above this"},
+      {"--smoothing", &LimitSettings::smoothing, "REAL",
+       "gradient2, vegas: share of the new estimate taken per window, in (0, 1] "
+       "(default: the algorithm's, 0.2 or 1.0)"},
+      {"--rtt-tolerance", &LimitSettings::rtt_tolerance, "REAL",
+       "gradient2: how many times the long-term latency a window may take and still "
+       "grow, >= 1"},
+      {"--long-window", &LimitSettings::long_window, "INT",
+       "gradient2: windows in the long-term latency average, >= 1"},
+      {"--queue-size", &LimitSettings::queue_size, "INT",
+       "gradient2: headroom added per window, >= 0"},
+      {"--backoff-ratio", &LimitSettings::backoff_ratio, "REAL",
+       "aimd: factor applied to the limit after a window with a drop, in (0, 1)"},
+      {"--probe-multiplier", &LimitSettings::probe_multiplier, "INT",
+       "vegas: probe for the no-load latency every jitter x this x limit windows, >= 1"},
+      {"--alpha", &LimitSettings::alpha, "INT",
+       "vegas: a constant alpha; 0 keeps Netflix's 3 x log10root(limit)"},
+      {"--beta", &LimitSettings::beta, "INT",
+       "vegas: a constant beta; 0 keeps Netflix's 6 x log10root(limit)"},
+  };
+  for (const LimitOption& option : kOptions) {
+    command.add_option(option.name, settings.*option.value, option.help)
+        ->type_name(option.type)
+        ->capture_default_str();
+  }
 }
 
 void add_replay(CLI::App& app, Action& action) {

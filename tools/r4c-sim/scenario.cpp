@@ -203,6 +203,13 @@ class Reader {
     return value->get();
   }
 
+  // A field whose value is an integer in [min, max] (an int's worth), read into `into`.
+  Field int_field(std::string_view key, std::int64_t min, std::int64_t max, int& into) {
+    return {key, [this, min, max, &into](const toml::node& node, const std::string& path) {
+              if (auto n = integer(node, path, min, max)) into = static_cast<int>(*n);
+            }};
+  }
+
   // A number (integer or float) in [min, max], or (min, max] when min_open.
   std::optional<double> number(const toml::node& node, const std::string& key, double min,
                                double max, bool min_open, std::string_view expected) {
@@ -322,17 +329,24 @@ bool is_plain_name(std::string_view name) {
          });
 }
 
-// The plain name (see is_plain_name) at `key`, or nothing once what is wrong is reported; `use`
-// says in the message what the name is for.
-std::optional<std::string> plain_name(Reader& reader, const toml::node& node,
-                                      const std::string& key, std::string_view example,
-                                      std::string_view use) {
-  std::optional<std::string> name = reader.string(node, key, example);
-  if (name && !is_plain_name(*name)) {
+// Sets `name` to the plain name (see is_plain_name) at `key`, or leaves it once what is wrong is
+// reported; `use` says in the message what the name is for.
+void read_plain_name(Reader& reader, const toml::node& node, const std::string& key,
+                     std::string_view example, std::string_view use, std::string& name) {
+  std::optional<std::string> text = reader.string(node, key, example);
+  if (text && !is_plain_name(*text)) {
     reader.bad(node, key, "1 to 64 letters, digits, '-', '_' or '.' (" + std::string(use) + ")");
-    return std::nullopt;
+  } else if (text) {
+    name = std::move(*text);
   }
-  return name;
+}
+
+// A field whose value is a plain name, read into `name` (see read_plain_name).
+Reader::Field plain_name_field(Reader& reader, std::string_view key, std::string_view example,
+                               std::string_view use, std::string& name) {
+  return {key, [&reader, example, use, &name](const toml::node& node, const std::string& path) {
+            read_plain_name(reader, node, path, example, use, name);
+          }};
 }
 
 constexpr std::int64_t kMaxWorkers = 100000;
@@ -554,10 +568,8 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
           {"name",
            [&](const toml::node& node, const std::string& key) {
              has_name = true;  // given, even if wrong: no second message
-             if (auto name = plain_name(reader, node, key, "a name such as \"gradient2\"",
-                                        "it names CSV rows")) {
-               group.name = *name;
-             }
+             read_plain_name(reader, node, key, "a name such as \"gradient2\"", "it names CSV rows",
+                             group.name);
            }},
           {"rate",
            [&](const toml::node& node, const std::string& key) {
@@ -576,12 +588,7 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
              timeout_node = &node;
              group.timeout = reader.duration(node, key, Nanos(1), std::chrono::hours(1));
            }},
-          {"clients",
-           [&](const toml::node& node, const std::string& key) {
-             if (auto n = reader.integer(node, key, 1, kMaxClients)) {
-               group.clients = static_cast<int>(*n);
-             }
-           }},
+          reader.int_field("clients", 1, kMaxClients, group.clients),
           {"class",
            [&](const toml::node& node, const std::string& key) {
              class_node = &node;
@@ -590,18 +597,11 @@ void read_group(Reader& reader, const toml::table& table, const std::string& pat
           {"partition",
            [&](const toml::node& node, const std::string& key) {
              partition_node = &node;
-             if (auto name = plain_name(reader, node, key, "a name such as \"user\"",
-                                        "one of its limit table's partitions")) {
-               group.partition = *name;
-             }
+             read_plain_name(reader, node, key, "a name such as \"user\"",
+                             "one of its limit table's partitions", group.partition);
            }},
-          {"shared_limit",
-           [&](const toml::node& node, const std::string& key) {
-             if (auto name = plain_name(reader, node, key, "a name such as \"api\"",
-                                        "the groups that give it call through one limit")) {
-               group.shared_limit = *name;
-             }
-           }},
+          plain_name_field(reader, "shared_limit", "a name such as \"api\"",
+                           "the groups that give it call through one limit", group.shared_limit),
           {"max_concurrent",
            [&](const toml::node& node, const std::string& key) {
              max_concurrent_node = &node;
@@ -778,24 +778,14 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
                server.workers = static_cast<int>(*n);
              }
            }},
-          {"queue_limit",
-           [&](const toml::node& node, const std::string& key) {
-             if (auto n = reader.integer(node, key, 0, 100000000)) {
-               server.queue_limit = static_cast<int>(*n);
-             }
-           }},
+          reader.int_field("queue_limit", 0, 100000000, server.queue_limit),
           {"abandoned",
            [&](const toml::node& node, const std::string& key) {
              if (auto a = reader.choice<Abandoned>(node, key)) {
                server.abandoned = *a;
              }
            }},
-          {"knee",
-           [&](const toml::node& node, const std::string& key) {
-             if (auto n = reader.integer(node, key, 0, kMaxWorkers)) {
-               server.knee = static_cast<int>(*n);
-             }
-           }},
+          reader.int_field("knee", 0, kMaxWorkers, server.knee),
           {"contention",
            [&](const toml::node& node, const std::string& key) {
              if (auto c = reader.number(node, key, 0.0, 100.0, true, "a number in (0, 100]")) {
@@ -909,12 +899,7 @@ void read_server(Reader& reader, const toml::table& table, ServerSpec& server, N
 void read_live(Reader& reader, const toml::table& table, LiveSpec& live) {
   reader.read_table(
       table, "live",
-      {{"clients",
-        [&](const toml::node& node, const std::string& key) {
-          if (auto n = reader.integer(node, key, 1, 1000)) {
-            live.clients = static_cast<int>(*n);
-          }
-        }},
+      {reader.int_field("clients", 1, 1000, live.clients),
        {"max_calls",
         [&](const toml::node& node, const std::string& key) {
           if (auto n = reader.integer(node, key, 1, 100000000)) live.max_calls = *n;
@@ -975,13 +960,8 @@ Scenario read_scenario(const toml::table& root, Reader& reader, std::string_view
   reader.read_table(
       root, "",
       {
-          {"name",
-           [&](const toml::node& node, const std::string& key) {
-             if (auto name = plain_name(reader, node, key, "a name such as \"capacity-drop\"",
-                                        "it names the output folder")) {
-               scenario.name = *name;
-             }
-           }},
+          plain_name_field(reader, "name", "a name such as \"capacity-drop\"",
+                           "it names the output folder", scenario.name),
           {"description",
            [&](const toml::node& node, const std::string& key) {
              if (auto text = reader.string(node, key, "a text")) scenario.description = *text;
