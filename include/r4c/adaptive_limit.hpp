@@ -316,7 +316,7 @@ class AdaptiveLimit {
     RejectReason why = RejectReason::limit;
     Permit permit = waits_ ? acquire(Admission{cls, partition}, &why) : try_acquire(partition, cls);
     if (!permit) [[unlikely]]
-      return detail::OutcomeOf<F>::refused(Refusal(rejection(why), "adaptivelimit", instance_id_));
+      return detail::OutcomeOf<F>::refused(refusal(why));
     auto outcome = detail::invoke_outcome(f);
     if (outcome.has_value()) [[likely]] {
       permit.on_success();
@@ -505,6 +505,8 @@ class AdaptiveLimit {
   std::atomic<std::uint64_t> waits_granted_{0};
   std::atomic<std::uint64_t> wait_time_ns_{0};
   std::atomic<std::uint64_t> granted_on_raise_{0};
+  // A refusal as a value, named by the kind's descriptor (defined after it, below).
+  Refusal refusal(RejectReason why) const noexcept;
   const std::string instance_id_;
   const AdaptiveLimitConfig config_;
   const std::shared_ptr<Clock> clock_owner_;
@@ -730,5 +732,9 @@ struct AdaptiveLimitKind : detail::KindBase<AdaptiveLimit, LimitExceededExceptio
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
 };
+
+inline Refusal AdaptiveLimit::refusal(RejectReason why) const noexcept {
+  return Refusal(rejection(why), AdaptiveLimitKind::kNames.metrics, instance_id_);
+}
 
 }  // namespace r4c

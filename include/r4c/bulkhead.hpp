@@ -249,7 +249,7 @@ class Bulkhead {
   detail::OutcomeOf<F> try_execute(F&& f) {
     BulkheadPermit permit = take(true);
     if (!permit) [[unlikely]]
-      return detail::OutcomeOf<F>::refused(Refusal(full_, "bulkhead", instance_id_));
+      return detail::OutcomeOf<F>::refused(refusal());
     return detail::invoke_outcome(f);
   }
 
@@ -383,6 +383,8 @@ class Bulkhead {
   const std::shared_ptr<Listeners> permitted_listeners_;
   const std::shared_ptr<Listeners> rejected_listeners_;
   const std::shared_ptr<Listeners> finished_listeners_;
+  // A refusal as a value, named by the kind's descriptor (defined after it, below).
+  Refusal refusal() const noexcept;
   const std::string instance_id_;
   detail::LiveConfig<BulkheadConfig> config_;
   const std::exception_ptr full_;
@@ -427,5 +429,9 @@ struct BulkheadKind : detail::KindBase<Bulkhead, BulkheadFullException> {
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
 };
+
+inline Refusal Bulkhead::refusal() const noexcept {
+  return Refusal(full_, BulkheadKind::kNames.metrics, instance_id_);
+}
 
 }  // namespace r4c

@@ -466,7 +466,7 @@ class CircuitBreaker {
     using Out = detail::OutcomeOf<F>;
     CircuitBreakerPermit permit = try_acquire();
     if (!permit) [[unlikely]]
-      return Out::refused(Refusal(not_permitted_, "circuitbreaker", instance_id_));
+      return Out::refused(refusal());
     return try_execute_permitted(permit, f);
   }
 
@@ -778,6 +778,8 @@ class CircuitBreaker {
   mutable std::int64_t pending_second_ = 0;  // the second pending_'s tag stands for
 
   std::uint64_t minimum_calls_;  // under mutex_
+  // A refusal as a value, named by the kind's descriptor (defined after it, below).
+  Refusal refusal() const noexcept;
   const std::string instance_id_;
   detail::LiveConfig<CircuitBreakerConfig> live_config_;
   const std::shared_ptr<Clock> clock_owner_;
@@ -890,5 +892,9 @@ struct CircuitBreakerKind : detail::KindBase<CircuitBreaker, CallNotPermittedExc
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
 };
+
+inline Refusal CircuitBreaker::refusal() const noexcept {
+  return Refusal(not_permitted_, CircuitBreakerKind::kNames.metrics, instance_id_);
+}
 
 }  // namespace r4c

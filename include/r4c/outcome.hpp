@@ -44,8 +44,8 @@ namespace r4c {
 /// valid while that policy lives, as the policies of a registry live as long as the registry.
 class Refusal {
  public:
-  /// `exception` is the policy's preallocated exception, `kind` its kind's metrics name (a
-  /// literal or a KindNames member); all three must outlive the refusal.
+  /// `exception` is the policy's preallocated exception, `kind` its kind's metrics name (its
+  /// KindNames::metrics); all three must outlive the refusal.
   Refusal(const std::exception_ptr& exception, std::string_view kind,
           const std::string& instance_id) noexcept
       : exception_(&exception), kind_(kind), instance_id_(&instance_id) {}

@@ -146,7 +146,7 @@ class RateLimiter {
   template <class F>
   detail::OutcomeOf<F> try_execute(F&& f) {
     if (!try_acquire_waiting()) [[unlikely]]
-      return detail::OutcomeOf<F>::refused(Refusal(refused_, "ratelimiter", instance_id_));
+      return detail::OutcomeOf<F>::refused(refusal());
     return detail::invoke_outcome(f);
   }
   /// Runs the asynchronous operation `op` once a permit is had, waiting on a timer, never
@@ -237,6 +237,8 @@ class RateLimiter {
   alignas(detail::kCacheLine) const detail::ClockReader clock_;
   detail::LiveConfig<Schedule> schedule_;
   std::atomic<std::int32_t> waiting_{0};
+  // A refusal as a value, named by the kind's descriptor (defined after it, below).
+  Refusal refusal() const noexcept;
   const std::string instance_id_;
   detail::LiveConfig<RateLimiterConfig> live_config_;
   const std::shared_ptr<Clock> clock_owner_;
@@ -257,5 +259,9 @@ struct RateLimiterKind : detail::KindBase<RateLimiter, RequestNotPermittedExcept
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
 };
+
+inline Refusal RateLimiter::refusal() const noexcept {
+  return Refusal(refused_, RateLimiterKind::kNames.metrics, instance_id_);
+}
 
 }  // namespace r4c

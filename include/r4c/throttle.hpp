@@ -254,7 +254,7 @@ class Throttle {
   detail::OutcomeOf<F> try_execute(F&& f) {
     ThrottlePermit permit = try_acquire();
     if (!permit) [[unlikely]]
-      return detail::OutcomeOf<F>::refused(Refusal(throttled_exception_, "throttle", instance_id_));
+      return detail::OutcomeOf<F>::refused(refusal());
     auto outcome = detail::invoke_outcome(f);
     if (outcome.has_value()) [[likely]] {
       permit.on_accepted();
@@ -331,6 +331,8 @@ class Throttle {
   const std::int64_t start_;
   const std::int64_t bucket_ticks_;
   std::atomic<double> k_;  // relaxed: set by reconfigure(), a factor with no other data
+  // A refusal as a value, named by the kind's descriptor (defined after it, below).
+  Refusal refusal() const noexcept;
   const std::string instance_id_;
   detail::LiveConfig<ThrottleConfig> config_;
   const std::shared_ptr<Clock> clock_owner_;
@@ -378,5 +380,9 @@ struct ThrottleKind : detail::KindBase<Throttle, ThrottledException> {
   /// Appends the metrics of one instance's snapshot (docs/observability.md).
   static void metrics(const Snapshot& snapshot, metrics::Emitter& out);
 };
+
+inline Refusal Throttle::refusal() const noexcept {
+  return Refusal(throttled_exception_, ThrottleKind::kNames.metrics, instance_id_);
+}
 
 }  // namespace r4c
