@@ -132,20 +132,40 @@ void warm_up(r4c::AdaptiveLimit& limit) {
   if (r4c::Permit permit = limit.try_acquire()) permit.on_success();
 }
 
-void BM_AdmittedCall(benchmark::State& state) {
-  r4c::AdaptiveLimit& limit = default_limit();
-  warm_up(limit);
-  const r4c::AdaptiveLimitSnapshot before = limit.snapshot();
+// The full limit, warmed up on this thread; null, the benchmark skipped, if it could not be
+// filled.
+r4c::AdaptiveLimit* warmed_full_limit(benchmark::State& state) {
+  FullLimit& full = full_limit();
+  if (!full.held) {
+    state.SkipWithError("could not fill the limit");
+    return nullptr;
+  }
+  warm_up(full.limit);
+  return &full.limit;
+}
+
+// The timed loop of the admitted-call benchmarks: each call's permit from `acquire()`, its success
+// reported; a rejection ends the benchmark with `rejected`. The allocations are counted.
+template <class Acquire>
+void admitted_calls(benchmark::State& state, Acquire acquire, const char* rejected) {
   const AllocScope allocs;
   for (auto _ : state) {
-    r4c::Permit permit = limit.try_acquire();
+    r4c::Permit permit = acquire();
     if (!permit) [[unlikely]] {
-      state.SkipWithError("the default limit rejected a call");
+      state.SkipWithError(rejected);
       break;
     }
     permit.on_success();
   }
   allocs.report(state);
+}
+
+void BM_AdmittedCall(benchmark::State& state) {
+  r4c::AdaptiveLimit& limit = default_limit();
+  warm_up(limit);
+  const r4c::AdaptiveLimitSnapshot before = limit.snapshot();
+  admitted_calls(
+      state, [&limit] { return limit.try_acquire(); }, "the default limit rejected a call");
   if (state.thread_index() == 0) {
     // The other threads have left the loop too: Google Benchmark joins them at its end.
     const r4c::AdaptiveLimitSnapshot after = limit.snapshot();
@@ -166,16 +186,8 @@ void BM_AdmittedCallObserved(benchmark::State& state) {
   static ObservedLimit observed;
   r4c::AdaptiveLimit& limit = observed.limit;
   warm_up(limit);
-  const AllocScope allocs;
-  for (auto _ : state) {
-    r4c::Permit permit = limit.try_acquire();
-    if (!permit) [[unlikely]] {
-      state.SkipWithError("the observed limit rejected a call");
-      break;
-    }
-    permit.on_success();
-  }
-  allocs.report(state);
+  admitted_calls(
+      state, [&limit] { return limit.try_acquire(); }, "the observed limit rejected a call");
   if (state.thread_index() == 0) {
     state.counters["limit_changes_heard"] =
         static_cast<double>(observed.changes.load(std::memory_order_relaxed));
@@ -186,16 +198,8 @@ void BM_AdmittedCallObserved(benchmark::State& state) {
 // on a limit whose calls may wait (max_wait set, nobody waiting).
 void admitted_loop(benchmark::State& state, r4c::AdaptiveLimit& limit, r4c::CallClass cls) {
   warm_up(limit);
-  const AllocScope allocs;
-  for (auto _ : state) {
-    r4c::Permit permit = limit.try_acquire(cls);
-    if (!permit) [[unlikely]] {
-      state.SkipWithError("the limit rejected a call");
-      break;
-    }
-    permit.on_success();
-  }
-  allocs.report(state);
+  admitted_calls(
+      state, [&limit, cls] { return limit.try_acquire(cls); }, "the limit rejected a call");
 }
 
 void BM_AdmittedCallWithClass(benchmark::State& state) {
@@ -236,15 +240,11 @@ void BM_ObservedOverLimit(benchmark::State& state) {
 }
 
 void BM_Rejection(benchmark::State& state) {
-  FullLimit& full = full_limit();
-  if (!full.held) {
-    state.SkipWithError("could not fill the limit");
-    return;
-  }
-  warm_up(full.limit);
+  r4c::AdaptiveLimit* full = warmed_full_limit(state);
+  if (full == nullptr) return;
   const AllocScope allocs;
   for (auto _ : state) {
-    r4c::Permit permit = full.limit.try_acquire();
+    r4c::Permit permit = full->try_acquire();
     if (permit) [[unlikely]] {
       state.SkipWithError("a full limit admitted a call");
       break;
@@ -269,16 +269,12 @@ void BM_ExecuteAdmitted(benchmark::State& state) {
 }
 
 void BM_ExecuteRejected(benchmark::State& state) {
-  FullLimit& full = full_limit();
-  if (!full.held) {
-    state.SkipWithError("could not fill the limit");
-    return;
-  }
-  warm_up(full.limit);
+  r4c::AdaptiveLimit* full = warmed_full_limit(state);
+  if (full == nullptr) return;
   const AllocScope allocs;
   for (auto _ : state) {
     try {
-      int result = full.limit.execute([] { return 42; });
+      int result = full->execute([] { return 42; });
       benchmark::DoNotOptimize(result);
       state.SkipWithError("a full limit admitted a call");
       break;

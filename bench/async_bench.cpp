@@ -25,20 +25,13 @@
 namespace {
 
 using r4c::bench::AllocCount;
+using r4c::bench::report_allocations;
 using r4c::bench::thread_alloc_count;
 
 r4c::AdaptiveLimit& roomy_limit() {
   static r4c::AdaptiveLimit limit("bench-async",
                                   r4c::AdaptiveLimitConfig().initial_limit(100).max_limit(1000));
   return limit;
-}
-
-void report_allocations(benchmark::State& state, const AllocCount& start) {
-  const AllocCount end = thread_alloc_count();
-  state.counters["allocs_per_call"] = benchmark::Counter(static_cast<double>(end.news - start.news),
-                                                         benchmark::Counter::kAvgIterations);
-  state.counters["mallocs_per_call"] = benchmark::Counter(
-      static_cast<double>(end.mallocs - start.mallocs), benchmark::Counter::kAvgIterations);
 }
 
 // The operation: completes through one post to the io_context, as a socket read would.

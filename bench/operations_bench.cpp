@@ -34,8 +34,9 @@ using r4c::bench::thread_alloc_count;
 // As BM_AdmittedCall: windows close while it runs, so it runs as long.
 constexpr double kWindowedMinTime = 2.0;
 
-// Allocations per call of the calling thread, as the other benchmarks count them.
-void report_allocations(benchmark::State& state, const AllocCount& start) {
+// Operator new calls per call of the calling thread (allocs_per_call), as the other benchmarks
+// count them; these benchmarks do not report mallocs_per_call.
+void report_operator_news(benchmark::State& state, const AllocCount& start) {
   const AllocCount end = thread_alloc_count();
   state.counters["allocs_per_call"] = benchmark::Counter(static_cast<double>(end.news - start.news),
                                                          benchmark::Counter::kAvgIterations);
@@ -54,7 +55,7 @@ void permit_loop(benchmark::State& state, Policy& policy, End end) {
     }
     end(permit);
   }
-  report_allocations(state, start);
+  report_operator_news(state, start);
 }
 
 // Default settings with the histogram on: every admitted call records its latency in its

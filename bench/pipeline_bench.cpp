@@ -39,6 +39,7 @@
 namespace {
 
 using r4c::bench::AllocCount;
+using r4c::bench::report_allocations;
 using r4c::bench::thread_alloc_count;
 
 // Permits enough that the rate limiter never refuses here.
@@ -114,14 +115,6 @@ void code_failing(r4c::Pipeline<int>::Builder& b) {
       .adaptive_limit(
           [](r4c::AdaptiveLimitConfig& a) { a.initial_limit(100).min_limit(20).max_limit(1000); })
       .timeout();
-}
-
-void report_allocations(benchmark::State& state, const AllocCount& start) {
-  const AllocCount end = thread_alloc_count();
-  state.counters["allocs_per_call"] = benchmark::Counter(static_cast<double>(end.news - start.news),
-                                                         benchmark::Counter::kAvgIterations);
-  state.counters["mallocs_per_call"] = benchmark::Counter(
-      static_cast<double>(end.mallocs - start.mallocs), benchmark::Counter::kAvgIterations);
 }
 
 template <void (*Configure)(r4c::Pipeline<int>::Builder&), bool kToken>

@@ -192,6 +192,18 @@ def judge(figures, uses_tsc):
     def verdict(ok):
         return "PASS" if ok else "FAIL"
 
+    def zero_alloc_row(label, names):
+        """A row: allocs_per_call is 0 in every one of `names` on 1, 2 and 4 threads."""
+        allocating = []
+        for name in names:
+            for threads in THREADS:
+                fig = get(name, threads)
+                count = fig.counters.get("allocs_per_call") if fig else None
+                if count is None or count != 0:
+                    allocating.append(f"{name}/threads:{threads}={count}")
+        return (label, "0 in every one" if not allocating else ", ".join(allocating),
+                verdict(not allocating))
+
     def ratio_row(label, num, den, bound):
         n, d = get(*num), get(*den)
         if n is None or d is None:
@@ -223,29 +235,13 @@ def judge(figures, uses_tsc):
                           ("BM_AdmittedCall", 2), ("BM_Floor", 2), 1.3))
     rows.append(ratio_row("5. AdmittedCall/threads:2 <= 0.25 x MutexLimiter/threads:2",
                           ("BM_AdmittedCall", 2), ("BM_MutexLimiter", 2), 0.25))
-    allocating = []
-    for name in ZERO_ALLOC_BENCHMARKS:
-        for threads in THREADS:
-            fig = get(name, threads)
-            count = fig.counters.get("allocs_per_call") if fig else None
-            if count is None or count != 0:
-                allocating.append(f"{name}/threads:{threads}={count}")
-    rows.append(("6. allocs_per_call == 0 (AdmittedCall, Rejection, ExecuteAdmitted, "
-                 "ExecuteRejected; 1, 2, 4 threads)",
-                 "0 in every one" if not allocating else ", ".join(allocating),
-                 verdict(not allocating)))
+    rows.append(zero_alloc_row("6. allocs_per_call == 0 (AdmittedCall, Rejection, ExecuteAdmitted, "
+                               "ExecuteRejected; 1, 2, 4 threads)", ZERO_ALLOC_BENCHMARKS))
     rows.append(ratio_row("7. PipelineLimit/threads:1 <= 1.15 x PipelineBareExecute/threads:1",
                           ("BM_PipelineLimit", 1), ("BM_PipelineBareExecute", 1), 1.15))
-    allocating = []
-    for name in PIPELINE_BENCHMARKS:
-        for threads in THREADS:
-            fig = get(name, threads)
-            count = fig.counters.get("allocs_per_call") if fig else None
-            if count is None or count != 0:
-                allocating.append(f"{name}/threads:{threads}={count}")
-    rows.append(("8. allocs_per_call == 0 on every pipeline benchmark (1, 2, 4 threads)",
-                 "0 in every one" if not allocating else ", ".join(allocating),
-                 verdict(not allocating)))
+    rows.append(zero_alloc_row(
+        "8. allocs_per_call == 0 on every pipeline benchmark (1, 2, 4 threads)",
+        PIPELINE_BENCHMARKS))
     rows.append(ratio_row("9. AsyncExecute/threads:1 <= 1.3 x AsyncBaseline/threads:1 (execute + "
                           "the bare Asio post)", ("BM_AsyncExecute", 1), ("BM_AsyncBaseline", 1),
                           1.3))

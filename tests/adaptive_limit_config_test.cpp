@@ -19,21 +19,13 @@ using ::testing::StartsWith;
 using namespace std::chrono_literals;
 
 using r4c::test::config_error;
+using r4c::test::LimitSettings;
+using r4c::test::settings_of;
 
 TEST(AdaptiveLimitConfigTest, DefaultsAreThoseOfTheProductDocument) {
   const r4c::AdaptiveLimitConfig config;
-  EXPECT_EQ(config.algorithm(), r4c::LimitAlgorithm::gradient2);
-  EXPECT_EQ(config.initial_limit(), 20);
-  EXPECT_EQ(config.min_limit(), 1);
-  EXPECT_EQ(config.max_limit(), 200);
-  EXPECT_EQ(config.window(), 1s);
-  EXPECT_EQ(config.min_window_samples(), 10);
-  EXPECT_EQ(config.smoothing(), 0.2);
-  EXPECT_EQ(config.rtt_tolerance(), 1.5);
-  EXPECT_EQ(config.long_window(), 600);
-  EXPECT_EQ(config.queue_size(), 4);
-  EXPECT_EQ(config.backoff_ratio(), 0.9);
-  EXPECT_TRUE(config.enabled());
+  EXPECT_EQ(settings_of(config), (LimitSettings{r4c::LimitAlgorithm::gradient2, 20, 1, 200, 1s, 10,
+                                                0.2, 1.5, 600, 4, 0.9, true}));
   ASSERT_EQ(config.drop_on_types().size(), 2u);
   EXPECT_EQ(config.drop_on_types()[0], r4c::ExceptionType::of<r4c::CallTimeoutException>());
   EXPECT_EQ(config.drop_on_types()[1], r4c::ExceptionType::of<r4c::BulkheadFullException>());
@@ -54,18 +46,8 @@ TEST(AdaptiveLimitConfigTest, SettersChainAndStoreTheirValues) {
       .queue_size(0)
       .backoff_ratio(0.8)
       .enabled(false);
-  EXPECT_EQ(config.algorithm(), r4c::LimitAlgorithm::aimd);
-  EXPECT_EQ(config.initial_limit(), 10);
-  EXPECT_EQ(config.min_limit(), 2);
-  EXPECT_EQ(config.max_limit(), 50);
-  EXPECT_EQ(config.window(), 500ms);
-  EXPECT_EQ(config.min_window_samples(), 20);
-  EXPECT_EQ(config.smoothing(), 0.5);
-  EXPECT_EQ(config.rtt_tolerance(), 2.0);
-  EXPECT_EQ(config.long_window(), 100);
-  EXPECT_EQ(config.queue_size(), 0);
-  EXPECT_EQ(config.backoff_ratio(), 0.8);
-  EXPECT_FALSE(config.enabled());
+  EXPECT_EQ(settings_of(config), (LimitSettings{r4c::LimitAlgorithm::aimd, 10, 2, 50, 500ms, 20,
+                                                0.5, 2.0, 100, 0, 0.8, false}));
   EXPECT_NO_THROW(config.validate());
 }
 

@@ -10,6 +10,8 @@
 #include <system_error>
 #include <vector>
 
+#include "test_support.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -108,15 +110,8 @@ TEST_F(AdaptiveLimitTest, ExecutePassesResultsThroughByValueReferenceAndVoid) {
 TEST_F(AdaptiveLimitTest, AFullLimitRejectsAtOnceWithoutCallingTheMethod) {
   auto limit = make(r4c::AdaptiveLimitConfig().initial_limit(1));
   r4c::Permit held = limit->try_acquire();
-  bool called = false;
-  try {
-    limit->execute([&] { called = true; });
-    FAIL() << "no rejection";
-  } catch (const r4c::LimitExceededException& e) {
-    EXPECT_EQ(e.instance_id(), "orders");
-    EXPECT_NE(std::string(e.what()).find("'orders' is full"), std::string::npos);
-  }
-  EXPECT_FALSE(called);
+  ASSERT_NO_FATAL_FAILURE(r4c::test::expect_refused<r4c::LimitExceededException>(
+      [&](auto method) { limit->execute(method); }, "orders", "'orders' is full"));
   EXPECT_EQ(limit->snapshot().rejected, 1u);
 }
 
@@ -235,18 +230,9 @@ TEST_F(AdaptiveLimitTest, AnyOtherFailureOnlyFreesTheSlot) {
 TEST_F(AdaptiveLimitTest, TheCallersExceptionIsRethrownUnchanged) {
   auto limit = make();
   const std::exception_ptr original = std::make_exception_ptr(SlowReply("late"));
-  const void* original_address = nullptr;
-  try {
-    std::rethrow_exception(original);
-  } catch (const SlowReply& e) {
-    original_address = &e;
-  }
-  try {
-    limit->execute([&] { std::rethrow_exception(original); });
-    FAIL() << "nothing thrown";
-  } catch (const SlowReply& e) {
-    EXPECT_EQ(&e, original_address);  // the same object, not a copy
-  }
+  // The same object, not a copy.
+  ASSERT_TRUE(r4c::test::throws_the_original<SlowReply>(
+      original, [&] { limit->execute([&] { std::rethrow_exception(original); }); }));
 }
 
 TEST_F(AdaptiveLimitTest, APermitEndsOnceAndOnlyOnAnLvalue) {

@@ -16,19 +16,17 @@
 #include <vector>
 
 #include "test_seed.hpp"
+#include "test_support.hpp"
 
 namespace {
 
+using r4c::test::config_message;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 using State = r4c::CircuitBreakerState;
 
-struct Unavailable : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-struct NotFound : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using r4c::test::NotFound;
+using r4c::test::Unavailable;
 struct PartitionUnavailable : Unavailable {
   using Unavailable::Unavailable;
 };
@@ -252,18 +250,10 @@ TEST_F(CircuitBreakerTest, DerivedExceptionTypesMatch) {
 TEST_F(CircuitBreakerTest, TheOriginalExceptionIsRethrownUnchanged) {
   auto breaker = make_small();
   const std::exception_ptr original = std::make_exception_ptr(NotFound("404"));
-  const void* original_address = nullptr;
-  try {
-    std::rethrow_exception(original);
-  } catch (const NotFound& e) {
-    original_address = &e;
-  }
-  try {
-    breaker->execute([&]() -> int { std::rethrow_exception(original); });
-    FAIL() << "nothing thrown";
-  } catch (const NotFound& e) {
-    EXPECT_EQ(&e, original_address);
-  }
+  // The same object, not a copy.
+  ASSERT_TRUE(r4c::test::throws_the_original<NotFound>(original, [&] {
+    (void)breaker->execute([&]() -> int { std::rethrow_exception(original); });
+  }));
   EXPECT_EQ(breaker->snapshot().failed_calls, 1u);
 }
 
@@ -778,49 +768,36 @@ TEST_F(CircuitBreakerTest, StatesAndWindowTypesHaveNames) {
 
 TEST(CircuitBreakerConfigTest, DefaultsAreResilience4js) {
   const r4c::CircuitBreakerConfig config;
-  EXPECT_EQ(config.failure_rate_threshold(), 50);
-  EXPECT_EQ(config.slow_call_rate_threshold(), 100);
-  EXPECT_EQ(config.slow_call_duration(), 60s);
-  EXPECT_EQ(config.sliding_window_type(), r4c::SlidingWindowType::count_based);
-  EXPECT_EQ(config.sliding_window_size(), 100);
-  EXPECT_EQ(config.minimum_number_of_calls(), 100);
-  EXPECT_EQ(config.wait_in_open(), 60s);
-  EXPECT_EQ(config.permitted_calls_in_half_open(), 10);
+  EXPECT_EQ(r4c::test::settings_of(config),
+            (r4c::test::BreakerSettings{50, 100, 60s, r4c::SlidingWindowType::count_based, 100, 100,
+                                        60s, 10}));
   EXPECT_TRUE(config.record_on_types().empty());
   EXPECT_TRUE(config.ignore_on_types().empty());
 }
 
 TEST(CircuitBreakerConfigTest, InvalidSettingsNameTheSettingTheValueAndTheRange) {
-  auto message_of = [](auto&& set) {
-    try {
-      set();
-    } catch (const r4c::ConfigException& e) {
-      return std::string(e.what());
-    }
-    return std::string("none");
-  };
   using Config = r4c::CircuitBreakerConfig;
-  EXPECT_EQ(message_of([] { Config().failure_rate_threshold(0); }),
+  EXPECT_EQ(config_message([] { Config().failure_rate_threshold(0); }),
             "R4C-REG-001: failure_rate_threshold is 0; valid: a percentage in (0, 100]");
-  EXPECT_EQ(message_of([] { Config().failure_rate_threshold(100.5); }),
+  EXPECT_EQ(config_message([] { Config().failure_rate_threshold(100.5); }),
             "R4C-REG-001: failure_rate_threshold is 100.5; valid: a percentage in (0, 100]");
-  EXPECT_EQ(message_of([] { Config().slow_call_rate_threshold(-1); }),
+  EXPECT_EQ(config_message([] { Config().slow_call_rate_threshold(-1); }),
             "R4C-REG-001: slow_call_rate_threshold is -1; valid: a percentage in (0, 100]");
-  EXPECT_EQ(message_of([] { Config().slow_call_duration(0ns); }),
+  EXPECT_EQ(config_message([] { Config().slow_call_duration(0ns); }),
             "R4C-REG-001: slow_call_duration is 0 ns; valid: > 0 ns");
-  EXPECT_EQ(message_of([] { Config().sliding_window_type(r4c::SlidingWindowType{7}); }),
+  EXPECT_EQ(config_message([] { Config().sliding_window_type(r4c::SlidingWindowType{7}); }),
             "R4C-REG-001: sliding_window_type is 7; valid: count_based or time_based");
-  EXPECT_EQ(message_of([] { Config().sliding_window_size(0); }),
+  EXPECT_EQ(config_message([] { Config().sliding_window_size(0); }),
             "R4C-ATR-003: sliding_window_size is 0; valid: an integer >= 1");
-  EXPECT_EQ(message_of([] { Config().sliding_window_size(1'000'001); }),
+  EXPECT_EQ(config_message([] { Config().sliding_window_size(1'000'001); }),
             "R4C-REG-001: sliding_window_size is 1000001; valid: an integer from 1 to 1000000");
-  EXPECT_EQ(message_of([] { Config().minimum_number_of_calls(0); }),
+  EXPECT_EQ(config_message([] { Config().minimum_number_of_calls(0); }),
             "R4C-ATR-003: minimum_number_of_calls is 0; valid: an integer >= 1");
-  EXPECT_EQ(message_of([] { Config().wait_in_open(0ns); }),
+  EXPECT_EQ(config_message([] { Config().wait_in_open(0ns); }),
             "R4C-REG-001: wait_in_open is 0 ns; valid: 1 ns .. 24 h");
-  EXPECT_EQ(message_of([] { Config().wait_in_open(24h + 1ns); }),
+  EXPECT_EQ(config_message([] { Config().wait_in_open(24h + 1ns); }),
             "R4C-REG-001: wait_in_open is 86400000000001 ns; valid: 1 ns .. 24 h");
-  EXPECT_EQ(message_of([] { Config().permitted_calls_in_half_open(-3); }),
+  EXPECT_EQ(config_message([] { Config().permitted_calls_in_half_open(-3); }),
             "R4C-ATR-003: permitted_calls_in_half_open is -3; valid: an integer >= 1");
 }
 

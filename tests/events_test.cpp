@@ -17,6 +17,7 @@
 #include "r4c/circuit_breaker.hpp"
 #include "r4c/registry.hpp"
 #include "r4c/retry.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -56,7 +57,15 @@ class HookCapture {
   std::vector<std::string> lines_;
 };
 
-class LimitEventsTest : public ::testing::Test {
+// An aimd limit's settings, with windows of `window` that one sample may end.
+r4c::AdaptiveLimitConfig aimd(std::chrono::nanoseconds window) {
+  return r4c::AdaptiveLimitConfig()
+      .algorithm(r4c::LimitAlgorithm::aimd)
+      .min_window_samples(1)
+      .window(window);
+}
+
+class LimitEventsTest : public r4c::test::AimdRegistryTest {
  protected:
   // One call of `latency` that ends the window: a drop or a success.
   void call(std::chrono::nanoseconds latency, bool drop) {
@@ -70,13 +79,6 @@ class LimitEventsTest : public ::testing::Test {
     }
   }
 
-  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
-  r4c::ResilienceRegistry registry_ =
-      r4c::testing::registry(clock_)
-          .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) {
-            a.algorithm(r4c::LimitAlgorithm::aimd).min_window_samples(1).window(1s);
-          })
-          .build();
   r4c::AdaptiveLimit& limit_ = registry_.adaptive_limit_policy("shop::Orders#place(int)", "orders",
                                                                "", {.initial_limit = 10});
   std::vector<r4c::LimitChangeEvent> events_;
@@ -161,13 +163,7 @@ TEST(LimitEventsConcurrencyTest, ChangesFromManyThreadsArriveInWindowOrder) {
   // Windows close on whichever thread ends a call after the window did; each event must start
   // from the limit the previous one ended at.
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("orders",
-                           r4c::AdaptiveLimitConfig()
-                               .algorithm(r4c::LimitAlgorithm::aimd)
-                               .initial_limit(50)
-                               .min_window_samples(1)
-                               .window(1ms),
-                           clock);
+  r4c::AdaptiveLimit limit("orders", aimd(1ms).initial_limit(50), clock);
   std::mutex mutex;
   std::vector<std::pair<int, int>> chain;
   r4c::Subscription s = limit.on_limit_change([&](const r4c::LimitChangeEvent& e) {
@@ -175,22 +171,18 @@ TEST(LimitEventsConcurrencyTest, ChangesFromManyThreadsArriveInWindowOrder) {
     chain.emplace_back(e.old_limit, e.new_limit);
   });
   // The callers move the clock themselves, so windows end while the others' calls run.
-  std::vector<std::thread> callers;
-  for (int t = 0; t < 4; ++t) {
-    callers.emplace_back([&, t] {
-      for (int i = 0; i < 2000; ++i) {
-        if (i % 20 == 0) clock->advance(1ms);
-        if (r4c::Permit permit = limit.try_acquire()) {
-          if ((i + t) % 7 == 0) {
-            permit.on_drop();
-          } else {
-            permit.on_success();
-          }
+  r4c::test::on_threads(4, [&](int t) {
+    for (int i = 0; i < 2000; ++i) {
+      if (i % 20 == 0) clock->advance(1ms);
+      if (r4c::Permit permit = limit.try_acquire()) {
+        if ((i + t) % 7 == 0) {
+          permit.on_drop();
+        } else {
+          permit.on_success();
         }
       }
-    });
-  }
-  for (auto& caller : callers) caller.join();
+    }
+  });
   std::lock_guard lock(mutex);
   ASSERT_GE(chain.size(), 5u);  // 400 windows end, most with a drop
   EXPECT_EQ(chain.front().first, 50);
@@ -297,19 +289,15 @@ TEST_F(BreakerEventsTest, ConcurrentTransitionsArePublishedInOrder) {
   // dropped, which shows as a gap in the numbers.
   constexpr int kThreads = 4;
   constexpr int kRounds = 500;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([this, t] {
-      for (int i = 0; i < kRounds; ++i) {
-        if ((i + t) % 2 == 0) {
-          breaker_.transition_to_open();
-        } else {
-          breaker_.transition_to_closed();
-        }
+  r4c::test::on_threads(kThreads, [this](int t) {
+    for (int i = 0; i < kRounds; ++i) {
+      if ((i + t) % 2 == 0) {
+        breaker_.transition_to_open();
+      } else {
+        breaker_.transition_to_closed();
       }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+    }
+  });
   std::lock_guard lock(mutex_);
   ASSERT_FALSE(events_.empty());
   for (std::size_t i = 1; i < events_.size(); ++i) {
@@ -379,12 +367,7 @@ TEST(RetryEventsTest, AFailureThatIsNeverRetriedIsNoGivingUp) {
 TEST(ListenerErrorHookTest, AHookThatThrowsBreaksNothing) {
   r4c::set_listener_error_hook([](const r4c::ListenerError&) { throw std::logic_error("hook"); });
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("orders",
-                           r4c::AdaptiveLimitConfig()
-                               .algorithm(r4c::LimitAlgorithm::aimd)
-                               .min_window_samples(1)
-                               .window(1s),
-                           clock);
+  r4c::AdaptiveLimit limit("orders", aimd(1s), clock);
   int after = 0;
   r4c::Subscription thrower =
       limit.on_limit_change([](const r4c::LimitChangeEvent&) { throw std::runtime_error("bug"); });
@@ -402,12 +385,7 @@ TEST(ListenerErrorHookTest, AHookThatThrowsBreaksNothing) {
 
 TEST(ListenerErrorHookTest, TheDefaultHookWritesOneLineToStandardError) {
   auto clock = std::make_shared<r4c::ManualClock>();
-  r4c::AdaptiveLimit limit("orders",
-                           r4c::AdaptiveLimitConfig()
-                               .algorithm(r4c::LimitAlgorithm::aimd)
-                               .min_window_samples(1)
-                               .window(1s),
-                           clock);
+  r4c::AdaptiveLimit limit("orders", aimd(1s), clock);
   r4c::Subscription s =
       limit.on_limit_change([](const r4c::LimitChangeEvent&) { throw std::runtime_error("bug"); });
   ::testing::internal::CaptureStderr();

@@ -55,8 +55,32 @@ struct Attempts {
   }
 };
 
+// An attempt that blocks until the test releases it or its token is stopped; it returns its
+// number.
+auto blocking(std::shared_ptr<Attempts> attempts) {
+  return [attempts](std::stop_token stop) {
+    const int attempt = attempts->begin();
+    attempts->block(stop);
+    attempts->end();
+    return attempt;
+  };
+}
+
 class HedgeTest : public ::testing::Test {
  protected:
+  // `hedge.execute(attempt)` on a thread of its own, while the test drives the clock.
+  template <class Attempt>
+  static auto execute_async(r4c::Hedge& hedge, Attempt attempt) {
+    return std::async(std::launch::async, [&hedge, attempt] { return hedge.execute(attempt); });
+  }
+  // Occupies one of the executor's threads until `release` counts down.
+  void occupy_a_thread(std::latch& release) {
+    ASSERT_TRUE(executor_->try_post([this, &release] {
+      busy_.count_down();
+      release.wait();
+    }));
+    busy_.wait();
+  }
   std::unique_ptr<r4c::Hedge> make(r4c::HedgeConfig config, int threads = 2, int max_queued = 64) {
     executor_ = std::make_shared<r4c::Executor>(threads, max_queued);
     return std::make_unique<r4c::Hedge>("reads", config, clock_, executor_);
@@ -69,6 +93,7 @@ class HedgeTest : public ::testing::Test {
 
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
   std::shared_ptr<r4c::Executor> executor_;
+  std::latch busy_{1};  // counted down by occupy_a_thread's task
 };
 
 TEST_F(HedgeTest, AFastFirstAttemptLaunchesNoHedgeAndLeavesNoTimer) {
@@ -85,16 +110,14 @@ TEST_F(HedgeTest, AFastFirstAttemptLaunchesNoHedgeAndLeavesNoTimer) {
 TEST_F(HedgeTest, ASlowFirstAttemptGetsAHedgeWhoseSuccessWinsAndStopsTheFirst) {
   auto hedge = make(r4c::HedgeConfig().delay(100ms));
   auto attempts = std::make_shared<Attempts>();
-  auto result = std::async(std::launch::async, [&] {
-    return hedge->execute([attempts](std::stop_token stop) {
-      const int attempt = attempts->begin();
-      if (attempt == 1) {
-        attempts->block(stop);
-        attempts->first_saw_stop = stop.stop_requested();
-      }
-      attempts->end();
-      return attempt;
-    });
+  auto result = execute_async(*hedge, [attempts](std::stop_token stop) {
+    const int attempt = attempts->begin();
+    if (attempt == 1) {
+      attempts->block(stop);
+      attempts->first_saw_stop = stop.stop_requested();
+    }
+    attempts->end();
+    return attempt;
   });
   wait_for_timer(*attempts, 1);
   clock_->advance(99ms);
@@ -109,13 +132,11 @@ TEST_F(HedgeTest, ASlowFirstAttemptGetsAHedgeWhoseSuccessWinsAndStopsTheFirst) {
 TEST_F(HedgeTest, WhenEveryAttemptFailsTheCallerGetsTheLastFailure) {
   auto hedge = make(r4c::HedgeConfig().delay(100ms));
   auto attempts = std::make_shared<Attempts>();
-  auto result = std::async(std::launch::async, [&] {
-    return hedge->execute([attempts](std::stop_token stop) -> int {
-      const int attempt = attempts->begin();
-      if (attempt == 1) attempts->block(stop);
-      attempts->end();
-      throw SlowReplica("attempt " + std::to_string(attempt));
-    });
+  auto result = execute_async(*hedge, [attempts](std::stop_token stop) -> int {
+    const int attempt = attempts->begin();
+    if (attempt == 1) attempts->block(stop);
+    attempts->end();
+    throw SlowReplica("attempt " + std::to_string(attempt));
   });
   wait_for_timer(*attempts, 1);
   clock_->advance(100ms);
@@ -137,18 +158,16 @@ TEST_F(HedgeTest, AFailedAttemptDoesNotEndTheCallWhileAnotherIsInFlight) {
   auto hedge = make(r4c::HedgeConfig().delay(100ms));
   auto attempts = std::make_shared<Attempts>();
   auto hedge_may_end = std::make_shared<std::atomic<bool>>(false);
-  auto result = std::async(std::launch::async, [&] {
-    return hedge->execute([attempts, hedge_may_end](std::stop_token stop) {
-      const int attempt = attempts->begin();
-      if (attempt == 1) {
-        attempts->block(stop);
-        attempts->end();
-        throw SlowReplica("attempt 1");
-      }
-      wait_until([&] { return hedge_may_end->load(); });
+  auto result = execute_async(*hedge, [attempts, hedge_may_end](std::stop_token stop) {
+    const int attempt = attempts->begin();
+    if (attempt == 1) {
+      attempts->block(stop);
       attempts->end();
-      return attempt;
-    });
+      throw SlowReplica("attempt 1");
+    }
+    wait_until([&] { return hedge_may_end->load(); });
+    attempts->end();
+    return attempt;
   });
   wait_for_timer(*attempts, 1);
   clock_->advance(100ms);
@@ -173,17 +192,15 @@ TEST_F(HedgeTest, AFirstAttemptRejectedByAnInnerPolicyEndsTheCallWithoutAHedge) 
 TEST_F(HedgeTest, AHedgeRejectedByAnInnerPolicyStopsFurtherLaunches) {
   auto hedge = make(r4c::HedgeConfig().delay(100ms).max_attempts(3), 3);
   auto attempts = std::make_shared<Attempts>();
-  auto result = std::async(std::launch::async, [&] {
-    return hedge->execute([attempts](std::stop_token stop) {
-      const int attempt = attempts->begin();
-      if (attempt == 2) {
-        attempts->end();
-        throw ShardFull("shard 3 is full");  // derived from BulkheadFullException
-      }
-      attempts->block(stop);
+  auto result = execute_async(*hedge, [attempts](std::stop_token stop) {
+    const int attempt = attempts->begin();
+    if (attempt == 2) {
       attempts->end();
-      return attempt;
-    });
+      throw ShardFull("shard 3 is full");  // derived from BulkheadFullException
+    }
+    attempts->block(stop);
+    attempts->end();
+    return attempt;
   });
   wait_for_timer(*attempts, 1);
   clock_->advance(100ms);
@@ -201,14 +218,7 @@ TEST_F(HedgeTest, AHedgeRejectedByAnInnerPolicyStopsFurtherLaunches) {
 TEST_F(HedgeTest, MaxAttemptsBoundsTheAttemptsInFlight) {
   auto hedge = make(r4c::HedgeConfig().delay(100ms).max_attempts(3), 4);
   auto attempts = std::make_shared<Attempts>();
-  auto result = std::async(std::launch::async, [&] {
-    return hedge->execute([attempts](std::stop_token stop) {
-      const int attempt = attempts->begin();
-      attempts->block(stop);
-      attempts->end();
-      return attempt;
-    });
-  });
+  auto result = execute_async(*hedge, blocking(attempts));
   wait_for_timer(*attempts, 1);
   clock_->advance(100ms);
   wait_for_timer(*attempts, 2);
@@ -228,13 +238,8 @@ TEST_F(HedgeTest, MaxAttemptsBoundsTheAttemptsInFlight) {
 
 TEST_F(HedgeTest, AFirstAttemptTheExecutorRefusesRunsOnTheCallersThread) {
   auto hedge = make(r4c::HedgeConfig().delay(100ms), 1, 1);
-  std::latch busy(1);
   std::latch release(1);
-  ASSERT_TRUE(executor_->try_post([&] {
-    busy.count_down();
-    release.wait();
-  }));
-  busy.wait();
+  ASSERT_NO_FATAL_FAILURE(occupy_a_thread(release));
   ASSERT_TRUE(executor_->try_post([] {}));  // fills the queue
   EXPECT_EQ(hedge->execute([](std::stop_token) { return std::this_thread::get_id(); }),
             std::this_thread::get_id());
@@ -249,21 +254,9 @@ TEST_F(HedgeTest, AFirstAttemptTheExecutorRefusesRunsOnTheCallersThread) {
 TEST_F(HedgeTest, AHedgeTheExecutorRefusesEndsTheLaunching) {
   auto hedge = make(r4c::HedgeConfig().delay(100ms).max_attempts(3), 2, 1);
   auto attempts = std::make_shared<Attempts>();
-  std::latch busy(1);
   std::latch release(1);
-  ASSERT_TRUE(executor_->try_post([&] {
-    busy.count_down();
-    release.wait();
-  }));
-  busy.wait();
-  auto result = std::async(std::launch::async, [&] {
-    return hedge->execute([attempts](std::stop_token stop) {
-      const int attempt = attempts->begin();
-      attempts->block(stop);
-      attempts->end();
-      return attempt;
-    });
-  });
+  ASSERT_NO_FATAL_FAILURE(occupy_a_thread(release));
+  auto result = execute_async(*hedge, blocking(attempts));
   wait_for_timer(*attempts, 1);
   ASSERT_TRUE(executor_->try_post([] {}));  // both threads busy: the queue is full
   clock_->advance(100ms);                   // the hedge is refused

@@ -10,9 +10,11 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "r4c/registry.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -37,16 +39,16 @@ std::optional<double> value_of(const std::vector<Metric>& metrics, const std::st
   return std::nullopt;
 }
 
-class MetricsTest : public ::testing::Test {
- protected:
-  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
-  r4c::ResilienceRegistry registry_ =
-      r4c::testing::registry(clock_)
-          .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) {
-            a.algorithm(r4c::LimitAlgorithm::aimd).min_window_samples(1).window(1s);
-          })
-          .build();
-};
+// That each of `expected`, a metric's name and value, has that value for policy kind/id.
+void expect_values(const std::vector<Metric>& metrics, const std::string& kind,
+                   const std::string& id,
+                   const std::vector<std::pair<std::string, double>>& expected) {
+  for (const auto& [name, value] : expected) {
+    EXPECT_EQ(value_of(metrics, name, kind, id), value) << name;
+  }
+}
+
+using MetricsTest = r4c::test::AimdRegistryTest;
 
 TEST_F(MetricsTest, TheAdaptiveLimitReportsTheProductDocumentsMetrics) {
   r4c::AdaptiveLimit& limit = registry_.adaptive_limit_policy("shop::Orders#place(int)", "orders",
@@ -62,15 +64,15 @@ TEST_F(MetricsTest, TheAdaptiveLimitReportsTheProductDocumentsMetrics) {
   EXPECT_FALSE(limit.try_acquire());
 
   const auto m = r4c::metrics::collect(registry_);
-  EXPECT_EQ(value_of(m, "r4c.calls.rejected", "adaptivelimit", "orders"), 2);
-  EXPECT_EQ(value_of(m, "r4c.adaptivelimit.limit.changes", "adaptivelimit", "orders"), 1);
-  EXPECT_EQ(value_of(m, "r4c.adaptivelimit.limit", "adaptivelimit", "orders"), 9);
-  EXPECT_EQ(value_of(m, "r4c.adaptivelimit.concurrent.calls", "adaptivelimit", "orders"), 9);
-  EXPECT_EQ(value_of(m, "r4c.adaptivelimit.min.limit", "adaptivelimit", "orders"), 1);
-  EXPECT_EQ(value_of(m, "r4c.adaptivelimit.max.limit", "adaptivelimit", "orders"), 200);
-  EXPECT_EQ(value_of(m, "r4c.adaptivelimit.windows", "adaptivelimit", "orders"), 1);
-  EXPECT_EQ(value_of(m, "r4c.adaptivelimit.window.latency.seconds", "adaptivelimit", "orders"),
-            1.5);
+  expect_values(m, "adaptivelimit", "orders",
+                {{"r4c.calls.rejected", 2},
+                 {"r4c.adaptivelimit.limit.changes", 1},
+                 {"r4c.adaptivelimit.limit", 9},
+                 {"r4c.adaptivelimit.concurrent.calls", 9},
+                 {"r4c.adaptivelimit.min.limit", 1},
+                 {"r4c.adaptivelimit.max.limit", 200},
+                 {"r4c.adaptivelimit.windows", 1},
+                 {"r4c.adaptivelimit.window.latency.seconds", 1.5}});
   for (const Metric& metric : m) {
     const bool counter = metric.name == "r4c.calls.rejected" ||
                          metric.name == "r4c.adaptivelimit.limit.changes" ||
@@ -111,14 +113,16 @@ TEST_F(MetricsTest, EveryOtherPolicyReportsItsCountersAndGauges) {
   EXPECT_THROW(breaker.execute([] { return 1; }), r4c::CallNotPermittedException);
 
   const auto m = r4c::metrics::collect(registry_);
-  EXPECT_EQ(value_of(m, "r4c.calls.rejected", "bulkhead", "pool"), 1);
-  EXPECT_EQ(value_of(m, "r4c.bulkhead.concurrent.calls", "bulkhead", "pool"), 1);
-  EXPECT_EQ(value_of(m, "r4c.bulkhead.available.concurrent.calls", "bulkhead", "pool"), 0);
-  EXPECT_EQ(value_of(m, "r4c.bulkhead.max.allowed.concurrent.calls", "bulkhead", "pool"), 1);
-  EXPECT_EQ(value_of(m, "r4c.calls.rejected", "ratelimiter", "quota"), 1);
-  EXPECT_EQ(value_of(m, "r4c.ratelimiter.available.permissions", "ratelimiter", "quota"), 0);
-  EXPECT_EQ(value_of(m, "r4c.ratelimiter.waiting.calls", "ratelimiter", "quota"), 0);
-  EXPECT_EQ(value_of(m, "r4c.timeout.calls.timed.out", "timeout", "deadline"), 1);
+  expect_values(m, "bulkhead", "pool",
+                {{"r4c.calls.rejected", 1},
+                 {"r4c.bulkhead.concurrent.calls", 1},
+                 {"r4c.bulkhead.available.concurrent.calls", 0},
+                 {"r4c.bulkhead.max.allowed.concurrent.calls", 1}});
+  expect_values(m, "ratelimiter", "quota",
+                {{"r4c.calls.rejected", 1},
+                 {"r4c.ratelimiter.available.permissions", 0},
+                 {"r4c.ratelimiter.waiting.calls", 0}});
+  expect_values(m, "timeout", "deadline", {{"r4c.timeout.calls.timed.out", 1}});
   EXPECT_EQ(value_of(m, "r4c.retry.calls", "retry", "again", Label{"result", "failed_with_retry"}),
             1);
   EXPECT_EQ(
@@ -135,8 +139,7 @@ TEST_F(MetricsTest, EveryOtherPolicyReportsItsCountersAndGauges) {
                      Label{"state", "half_open"}),
             0);
   EXPECT_EQ(value_of(m, "r4c.circuitbreaker.transitions", "circuitbreaker", "fuse"), 1);
-  EXPECT_EQ(value_of(m, "r4c.hedge.calls", "hedge", "twice"), 0);
-  EXPECT_EQ(value_of(m, "r4c.hedge.hedges.launched", "hedge", "twice"), 0);
+  expect_values(m, "hedge", "twice", {{"r4c.hedge.calls", 0}, {"r4c.hedge.hedges.launched", 0}});
 }
 
 TEST_F(MetricsTest, ThePrometheusTextIsTheExpositionFormat) {

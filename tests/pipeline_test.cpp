@@ -183,18 +183,10 @@ TEST_F(PipelineTest, TheCallersExceptionReachesItUnchangedAfterEveryPolicyRecord
                       .rate_limiter()
                       .build();
   const std::exception_ptr original = std::make_exception_ptr(NotFound("404"));
-  const void* original_address = nullptr;
-  try {
-    std::rethrow_exception(original);
-  } catch (const NotFound& e) {
-    original_address = &e;
-  }
-  try {
-    pipeline.execute([&](std::stop_token) -> int { std::rethrow_exception(original); });
-    FAIL() << "nothing thrown";
-  } catch (const NotFound& e) {
-    EXPECT_EQ(&e, original_address);
-  }
+  // The same object, not a copy.
+  ASSERT_TRUE(r4c::test::throws_the_original<NotFound>(original, [&] {
+    (void)pipeline.execute([&](std::stop_token) -> int { std::rethrow_exception(original); });
+  }));
   EXPECT_EQ(pipeline.adaptive_limit()->in_flight(), 0);
   EXPECT_EQ(pipeline.bulkhead()->in_flight(), 0);
   EXPECT_EQ(clock_->pending_tasks(), 0u);

@@ -50,15 +50,9 @@ TEST_F(RateLimiterTest, UnusedPermitsDoNotAccumulate) {
 TEST_F(RateLimiterTest, WithoutATimeoutACallWithoutAPermitFailsAtOnce) {
   auto limiter = make(r4c::RateLimiterConfig().limit_for_period(1));
   limiter->acquire();
-  bool called = false;
-  try {
-    limiter->execute([&] { called = true; });
-    FAIL() << "not refused";
-  } catch (const r4c::RequestNotPermittedException& e) {
-    EXPECT_EQ(e.instance_id(), "search");
-    EXPECT_THAT(e.what(), HasSubstr("rate limiter 'search' has no permit"));
-  }
-  EXPECT_FALSE(called);
+  ASSERT_NO_FATAL_FAILURE(r4c::test::expect_refused<r4c::RequestNotPermittedException>(
+      [&](auto method) { limiter->execute(method); }, "search",
+      "rate limiter 'search' has no permit"));
   EXPECT_EQ(limiter->snapshot().rejected, 1u);
 }
 

@@ -27,6 +27,14 @@ r4c::ConfigException build_error(const std::string& text) {
   return config_error([&] { r4c::ResilienceRegistry::builder().config_text(text).build(); });
 }
 
+// That building a registry from `text` fails with `code`, its message holding each of `parts`.
+void expect_build_error(const std::string& text, const std::string& code,
+                        const std::vector<std::string>& parts) {
+  const auto e = build_error(text);
+  EXPECT_EQ(e.code(), code) << text;
+  for (const std::string& part : parts) EXPECT_THAT(e.what(), HasSubstr(part)) << text;
+}
+
 constexpr std::string_view kPlace = "shop::Orders#place(std::string)";
 constexpr std::string_view kCancel = "shop::Orders#cancel(std::string)";
 
@@ -171,18 +179,9 @@ TEST(RegistryTest, EveryKeyOfTheFileSetsItsSetting) {
                       )")
                       .build();
   const r4c::AdaptiveLimitConfig& c = registry.adaptive_limit_policy(kPlace).config();
-  EXPECT_FALSE(c.enabled());
-  EXPECT_EQ(c.algorithm(), r4c::LimitAlgorithm::aimd);
-  EXPECT_EQ(c.initial_limit(), 9);
-  EXPECT_EQ(c.min_limit(), 3);
-  EXPECT_EQ(c.max_limit(), 99);
-  EXPECT_EQ(c.window(), 250ms);
-  EXPECT_EQ(c.min_window_samples(), 4);
-  EXPECT_EQ(c.smoothing(), 0.5);
-  EXPECT_EQ(c.rtt_tolerance(), 2.0);
-  EXPECT_EQ(c.long_window(), 30);
-  EXPECT_EQ(c.queue_size(), 0);
-  EXPECT_EQ(c.backoff_ratio(), 0.75);
+  EXPECT_EQ(r4c::test::settings_of(c),
+            (r4c::test::LimitSettings{r4c::LimitAlgorithm::aimd, 9, 3, 99, 250ms, 4, 0.5, 2.0, 30,
+                                      0, 0.75, false}));
   EXPECT_EQ(c.drop_on_types(),
             (std::vector<r4c::ExceptionType>{r4c::ExceptionType::of<SocketTimeout>(),
                                              r4c::ExceptionType::of<r4c::CallTimeoutException>()}));
@@ -240,32 +239,25 @@ TEST(RegistryFileErrorTest, AMalformedDurationIsAtr001) {
 }
 
 TEST(RegistryFileErrorTest, ALimitBelowOneIsAtr003WithLineAndKey) {
-  const auto e = build_error("\n# comment\nconfigs.backend.adaptiveLimit.minLimit=0");
-  EXPECT_EQ(e.code(), "R4C-ATR-003");
-  EXPECT_THAT(e.what(),
-              AllOf(HasSubstr("config text:3: key configs.backend.adaptiveLimit.minLimit"),
-                    HasSubstr("min_limit is 0"), HasSubstr(">= 1")));
+  expect_build_error(
+      "\n# comment\nconfigs.backend.adaptiveLimit.minLimit=0", "R4C-ATR-003",
+      {"config text:3: key configs.backend.adaptiveLimit.minLimit", "min_limit is 0", ">= 1"});
 }
 
 TEST(RegistryFileErrorTest, BoundsOutOfOrderAreAtr009AtBuild) {
-  const auto defaults = build_error("defaults.adaptiveLimit.minLimit=50");
-  EXPECT_EQ(defaults.code(), "R4C-ATR-009");
-  EXPECT_THAT(defaults.what(), AllOf(HasSubstr("adaptive limit defaults"),
-                                     HasSubstr("min_limit (50)"), HasSubstr("initial_limit (20)")));
-  const auto named = build_error("configs.small.adaptiveLimit.maxLimit=10");
-  EXPECT_EQ(named.code(), "R4C-ATR-009");
-  EXPECT_THAT(named.what(), HasSubstr("named config 'small'"));
+  expect_build_error("defaults.adaptiveLimit.minLimit=50", "R4C-ATR-009",
+                     {"adaptive limit defaults", "min_limit (50)", "initial_limit (20)"});
+  expect_build_error("configs.small.adaptiveLimit.maxLimit=10", "R4C-ATR-009",
+                     {"named config 'small'"});
   EXPECT_EQ(build_error("defaults.adaptiveLimit.window=2h").code(), "R4C-ATR-009");
 }
 
 TEST(RegistryFileErrorTest, BoundsOutOfOrderForOneInstanceAreAtr009AtBuildWithTheLine) {
   // The instance resolves over the defaults (initial_limit 20) when the registry is built, so
   // the mistake surfaces there, not in whichever pipeline first asks for "orders".
-  const auto e = build_error("\n\ninstances.orders.adaptiveLimit.maxLimit=5");
-  EXPECT_EQ(e.code(), "R4C-ATR-009");
-  EXPECT_THAT(e.what(),
-              AllOf(HasSubstr("config text:3: adaptive limit 'orders'"),
-                    HasSubstr("instances.orders.adaptiveLimit"), HasSubstr("max_limit (5)")));
+  expect_build_error("\n\ninstances.orders.adaptiveLimit.maxLimit=5", "R4C-ATR-009",
+                     {"config text:3: adaptive limit 'orders'", "instances.orders.adaptiveLimit",
+                      "max_limit (5)"});
 }
 
 TEST(RegistryFileErrorTest, AnInstanceIsCheckedOverTheRegistryDefaultsAtBuild) {
@@ -283,10 +275,9 @@ TEST(RegistryFileErrorTest, AnInstanceIsCheckedOverTheRegistryDefaultsAtBuild) {
 }
 
 TEST(RegistryFileErrorTest, AnOutOfRangeValueIsReg001WithLineAndKey) {
-  const auto e = build_error("defaults.adaptiveLimit.smoothing=0");
-  EXPECT_EQ(e.code(), "R4C-REG-001");
-  EXPECT_THAT(e.what(), AllOf(HasSubstr("config text:1: key defaults.adaptiveLimit.smoothing"),
-                              HasSubstr("smoothing is 0"), HasSubstr("(0, 1]")));
+  expect_build_error(
+      "defaults.adaptiveLimit.smoothing=0", "R4C-REG-001",
+      {"config text:1: key defaults.adaptiveLimit.smoothing", "smoothing is 0", "(0, 1]"});
 }
 
 TEST(RegistryFileErrorTest, AValueOfTheWrongTypeSaysWhichTypeIsExpected) {
@@ -301,18 +292,13 @@ TEST(RegistryFileErrorTest, AValueOfTheWrongTypeSaysWhichTypeIsExpected) {
 }
 
 TEST(RegistryFileErrorTest, AnUnknownKeyNamesItsLineAndTheClosestValidKey) {
-  const auto e =
-      build_error("defaults.adaptiveLimit.maxLimit=10\n\ndefaults.adaptiveLimit.maxLimt=5");
-  EXPECT_EQ(e.code(), "R4C-CFG-003");
-  EXPECT_THAT(e.what(), AllOf(HasSubstr("config text:3"), HasSubstr("'maxLimt'"),
-                              HasSubstr("did you mean 'maxLimit'?")));
+  expect_build_error("defaults.adaptiveLimit.maxLimit=10\n\ndefaults.adaptiveLimit.maxLimt=5",
+                     "R4C-CFG-003", {"config text:3", "'maxLimt'", "did you mean 'maxLimit'?"});
 }
 
 TEST(RegistryFileErrorTest, AnUnknownPolicyKindNamesTheClosestValidKind) {
-  const auto e = build_error("configs.backend.adaptiveLimt.maxLimit=5");
-  EXPECT_EQ(e.code(), "R4C-CFG-003");
-  EXPECT_THAT(e.what(), AllOf(HasSubstr("unknown policy kind 'adaptiveLimt'"),
-                              HasSubstr("did you mean 'adaptiveLimit'?")));
+  expect_build_error("configs.backend.adaptiveLimt.maxLimit=5", "R4C-CFG-003",
+                     {"unknown policy kind 'adaptiveLimt'", "did you mean 'adaptiveLimit'?"});
 }
 
 TEST(RegistryFileErrorTest, AnUnknownScopeOrMalformedLineSaysWhatIsExpected) {
@@ -326,11 +312,9 @@ TEST(RegistryFileErrorTest, AnUnknownScopeOrMalformedLineSaysWhatIsExpected) {
 }
 
 TEST(RegistryFileErrorTest, AnUnknownExceptionNameSuggestsARegisteredOne) {
-  const auto e = build_error("defaults.adaptiveLimit.dropOn=CallTimeoutExeption");
-  EXPECT_EQ(e.code(), "R4C-CFG-003");
-  EXPECT_THAT(e.what(), AllOf(HasSubstr("'CallTimeoutExeption'"),
-                              HasSubstr("did you mean 'CallTimeoutException'?"),
-                              HasSubstr("exception_type<T>")));
+  expect_build_error(
+      "defaults.adaptiveLimit.dropOn=CallTimeoutExeption", "R4C-CFG-003",
+      {"'CallTimeoutExeption'", "did you mean 'CallTimeoutException'?", "exception_type<T>"});
 }
 
 TEST(RegistryFileErrorTest, AMissingFileSaysSoWithItsPath) {
@@ -540,24 +524,15 @@ TEST(RegistryPolicyKindsTest, RetryAndCircuitBreakerTakeTheirFileKeys) {
                       )")
                       .build();
   const r4c::RetryConfig& retry = registry.retry_policy("a#f()").config();
-  EXPECT_EQ(retry.max_attempts(), 5);
-  EXPECT_EQ(retry.wait(), 200ms);
-  EXPECT_TRUE(retry.exponential_backoff());
-  EXPECT_EQ(retry.backoff_multiplier(), 2.0);
-  EXPECT_EQ(retry.max_wait(), 1s);
-  EXPECT_EQ(retry.randomized_wait(), 0.5);
+  EXPECT_EQ(r4c::test::settings_of(retry),
+            (r4c::test::RetrySettings{5, 200ms, true, 2.0, 1s, 0.5}));
   EXPECT_EQ(
       retry.abort_on_types(),
       (std::vector<r4c::ExceptionType>{r4c::ExceptionType::of<r4c::LimitExceededException>()}));
   const r4c::CircuitBreakerConfig& breaker = registry.circuit_breaker_policy("a#f()").config();
-  EXPECT_EQ(breaker.failure_rate_threshold(), 25.0);
-  EXPECT_EQ(breaker.slow_call_rate_threshold(), 80.0);
-  EXPECT_EQ(breaker.slow_call_duration(), 2s);
-  EXPECT_EQ(breaker.sliding_window_type(), r4c::SlidingWindowType::time_based);
-  EXPECT_EQ(breaker.sliding_window_size(), 30);
-  EXPECT_EQ(breaker.minimum_number_of_calls(), 7);
-  EXPECT_EQ(breaker.wait_in_open(), 5s);
-  EXPECT_EQ(breaker.permitted_calls_in_half_open(), 2);
+  EXPECT_EQ(r4c::test::settings_of(breaker),
+            (r4c::test::BreakerSettings{25.0, 80.0, 2s, r4c::SlidingWindowType::time_based, 30, 7,
+                                        5s, 2}));
   EXPECT_EQ(
       breaker.ignore_on_types(),
       (std::vector<r4c::ExceptionType>{r4c::ExceptionType::of<r4c::LimitExceededException>()}));

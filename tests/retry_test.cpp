@@ -16,19 +16,17 @@
 #include <vector>
 
 #include "test_seed.hpp"
+#include "test_support.hpp"
 
 namespace {
 
+using r4c::test::config_message;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-struct Busy : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-struct NotFound : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using r4c::test::Busy;
+using r4c::test::NotFound;
 struct GoneForGood : NotFound {
   using NotFound::NotFound;
 };
@@ -542,32 +540,24 @@ TEST_F(RetryTest, ReturnsMoveOnlyResultsAndReferences) {
 }
 
 TEST(RetryConfigTest, InvalidSettingsGiveTheirDocumentedCodesAndKeepTheOldValue) {
-  auto message_of = [](auto&& set) {
-    try {
-      set();
-    } catch (const r4c::ConfigException& e) {
-      return std::string(e.what());
-    }
-    return std::string("none");
-  };
-  EXPECT_EQ(message_of([] { r4c::RetryConfig().max_attempts(0); }),
+  EXPECT_EQ(config_message([] { r4c::RetryConfig().max_attempts(0); }),
             "R4C-ATR-003: max_attempts is 0; valid: an integer >= 1");
-  EXPECT_EQ(message_of([] { r4c::RetryConfig().wait(-1ns); }),
+  EXPECT_EQ(config_message([] { r4c::RetryConfig().wait(-1ns); }),
             "R4C-REG-001: wait is -1 ns; valid: 0 .. 1 h (0 .. 3600000000000 ns)");
-  EXPECT_THAT(message_of([] { r4c::RetryConfig().wait(1h + 1ns); }), HasSubstr("R4C-REG-001"));
-  EXPECT_EQ(message_of([] { r4c::RetryConfig().exponential_backoff(0.5, 1s); }),
+  EXPECT_THAT(config_message([] { r4c::RetryConfig().wait(1h + 1ns); }), HasSubstr("R4C-REG-001"));
+  EXPECT_EQ(config_message([] { r4c::RetryConfig().exponential_backoff(0.5, 1s); }),
             "R4C-REG-001: backoff_multiplier is 0.5; valid: a finite number >= 1");
-  EXPECT_THAT(message_of([] { r4c::RetryConfig().exponential_backoff(2.0, 2h); }),
+  EXPECT_THAT(config_message([] { r4c::RetryConfig().exponential_backoff(2.0, 2h); }),
               HasSubstr("R4C-REG-001: max_wait is 7200000000000 ns"));
-  EXPECT_EQ(message_of([] { r4c::RetryConfig().randomized_wait(1.0); }),
+  EXPECT_EQ(config_message([] { r4c::RetryConfig().randomized_wait(1.0); }),
             "R4C-REG-001: randomized_wait is 1; valid: [0, 1)");
-  EXPECT_THAT(message_of([] { r4c::RetryConfig().randomized_wait(-0.1); }),
+  EXPECT_THAT(config_message([] { r4c::RetryConfig().randomized_wait(-0.1); }),
               HasSubstr("R4C-REG-001"));
-  EXPECT_THAT(message_of([] { r4c::RetryConfig().retry_on_result<int>(nullptr); }),
+  EXPECT_THAT(config_message([] { r4c::RetryConfig().retry_on_result<int>(nullptr); }),
               HasSubstr("R4C-REG-001: retry_on_result is an empty function"));
   // Settings valid on their own, wrong together: validate() and the constructor reject them.
   const auto crossed = r4c::RetryConfig().wait(500ms).exponential_backoff(2.0, 100ms);
-  EXPECT_EQ(message_of([&] { crossed.validate(); }),
+  EXPECT_EQ(config_message([&] { crossed.validate(); }),
             "R4C-ATR-009: max_wait (100000000 ns) is less than wait (500000000 ns); valid: "
             "max_wait >= wait");
   EXPECT_THROW(r4c::Retry("orders", crossed), r4c::ConfigException);
@@ -580,12 +570,8 @@ TEST(RetryConfigTest, InvalidSettingsGiveTheirDocumentedCodesAndKeepTheOldValue)
 
 TEST(RetryConfigTest, HasTheDocumentedDefaults) {
   const r4c::RetryConfig defaults;
-  EXPECT_EQ(defaults.max_attempts(), 3);
-  EXPECT_EQ(defaults.wait(), 500ms);
-  EXPECT_FALSE(defaults.exponential_backoff());
-  EXPECT_EQ(defaults.backoff_multiplier(), 1.0);
-  EXPECT_EQ(defaults.max_wait(), 0ns);
-  EXPECT_EQ(defaults.randomized_wait(), 0.0);
+  EXPECT_EQ(r4c::test::settings_of(defaults),
+            (r4c::test::RetrySettings{3, 500ms, false, 1.0, 0ns, 0.0}));
   EXPECT_TRUE(defaults.retry_on_types().empty());
   EXPECT_TRUE(defaults.abort_on_types().empty());
   EXPECT_FALSE(defaults.retry_on_result_type().has_value());

@@ -93,16 +93,9 @@ TEST_F(ThrottleTest, ACallIsRejectedLocallyWhenTheDrawFallsBelowTheProbability) 
   admitted.on_refused();  // p = 11 / 12 = 0.9166...
   draw_ = 0.9166;
   EXPECT_FALSE(throttle->try_acquire());
-  bool called = false;
-  try {
-    throttle->execute([&] { called = true; });
-    FAIL() << "not rejected";
-  } catch (const r4c::ThrottledException& e) {
-    EXPECT_EQ(e.instance_id(), "search");
-    EXPECT_EQ(e.kind(), "throttle");
-    EXPECT_THAT(e.what(), HasSubstr("throttle 'search' rejected the call locally"));
-  }
-  EXPECT_FALSE(called);
+  ASSERT_NO_FATAL_FAILURE(r4c::test::expect_refused<r4c::ThrottledException>(
+      [&](auto method) { throttle->execute(method); }, "search",
+      "throttle 'search' rejected the call locally", "throttle"));
   EXPECT_EQ(throttle->snapshot().throttled, 2u);
 }
 

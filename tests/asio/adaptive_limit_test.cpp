@@ -30,22 +30,16 @@
 
 namespace {
 
+using r4c::testing::refused_when_full;
 using r4c::testing::spawn;
 
 using namespace std::chrono_literals;
 
-class AsyncLimitTest : public ::testing::Test {
+// 6. The limit schedules nothing: ManualClockTest checks that no task is left on the clock.
+class AsyncLimitTest : public r4c::testing::AsyncRegistryTest {
  protected:
-  void TearDown() override { EXPECT_EQ(clock_->pending_tasks(), 0u); }  // 6. schedules nothing
-
-  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
-  r4c::ResilienceRegistry registry_ =
-      r4c::testing::registry(clock_)
-          .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(1); })
-          .build();
   r4c::AdaptiveLimit& limit_ = registry_.adaptive_limit_policy("orders#placeAsync", "orders-async",
                                                                "", {.initial_limit = 2});
-  r4c::testing::AsyncBackend backend_;
 };
 
 // 5. The ManualClock scenario of resilience4cata 0.6.0's "Adaptive limit" page, ported.
@@ -61,15 +55,8 @@ TEST_F(AsyncLimitTest, TwoPendingOperationsHoldBothSlotsAndTheThirdFailsAtOnce) 
   EXPECT_FALSE(backend_.has("c"));  // the operation never started
   EXPECT_EQ(limit_.in_flight(), 2);
 
-  clock_->advance(1s);                 // the calls took 1 s; the window is over
-  backend_.complete("a", "placed a");  // ends the window
-  backend_.complete("b", "placed b");
-  EXPECT_EQ(a.get(), "placed a");
-  EXPECT_EQ(b.get(), "placed b");
-  const r4c::AdaptiveLimitSnapshot snapshot = registry_.adaptive_limit("orders-async").snapshot();
-  EXPECT_EQ(snapshot.windows, 1u);
-  EXPECT_EQ(snapshot.window_latency, 1s);
-  EXPECT_EQ(snapshot.rejected, 1u);
+  place_a_and_b_after_one_second(a, b);
+  EXPECT_EQ(registry_.adaptive_limit("orders-async").snapshot().rejected, 1u);
   EXPECT_EQ(limit_.in_flight(), 0);
 }
 
@@ -100,12 +87,7 @@ TEST_F(AsyncLimitTest, ErrorCodesBecomeSystemErrorsAndTimedOutIsADrop) {
   auto a = limit_.async_execute<std::string>(backend_.place("a"), asio::use_future);
   clock_->advance(1s);
   backend_.fail("a", asio::error::make_error_code(asio::error::timed_out));
-  try {
-    a.get();
-    ADD_FAILURE() << "no exception";
-  } catch (const asio::system_error& e) {
-    EXPECT_EQ(e.code(), asio::error::timed_out);
-  }
+  EXPECT_EQ(r4c::testing::error_code_of(a), asio::error::timed_out);
   EXPECT_TRUE(limit_.snapshot().window_dropped);
 
   auto b = limit_.async_execute<std::string>(backend_.place("b"), asio::use_future);
@@ -166,15 +148,9 @@ TEST_F(AsyncLimitTest, CoroutinesAwaitTheResultOrTheRejection) {
   std::string first;
   bool rejected = false;
   spawn(io, [&]() -> asio::awaitable<void> {
-    auto a = limit_.async_execute<std::string>(backend_.place("a"), asio::use_future);
-    auto b = limit_.async_execute<std::string>(backend_.place("b"), asio::use_future);
-    try {
-      co_await limit_.async_execute<std::string>(backend_.place("c"), asio::use_awaitable);
-    } catch (const r4c::LimitExceededException&) {
-      rejected = true;
-    }
-    backend_.complete("a", "a");
-    backend_.complete("b", "b");
+    rejected = co_await refused_when_full<r4c::LimitExceededException>(limit_, backend_, [&] {
+      return limit_.async_execute<std::string>(backend_.place("c"), asio::use_awaitable);
+    });
     first = co_await limit_.async_execute<std::string>(backend_.place("d"), asio::use_awaitable);
   });
   io.run_one();  // runs until the coroutine waits for "d"
@@ -191,15 +167,9 @@ TEST_F(AsyncLimitTest, CoExecuteRunsACoroutineUnderTheLimit) {
   std::string result;
   bool rejected = false;
   spawn(io, [&]() -> asio::awaitable<void> {
-    auto a = limit_.async_execute<std::string>(backend_.place("a"), asio::use_future);
-    auto b = limit_.async_execute<std::string>(backend_.place("b"), asio::use_future);
-    try {
-      co_await limit_.co_execute([]() -> asio::awaitable<std::string> { co_return "x"; });
-    } catch (const r4c::LimitExceededException&) {
-      rejected = true;
-    }
-    backend_.complete("a", "a");
-    backend_.complete("b", "b");
+    rejected = co_await refused_when_full<r4c::LimitExceededException>(limit_, backend_, [&] {
+      return limit_.co_execute([]() -> asio::awaitable<std::string> { co_return "x"; });
+    });
     result = co_await limit_.co_execute([&]() -> asio::awaitable<std::string> {
       EXPECT_EQ(limit_.in_flight(), 1);
       clock_->advance(2s);

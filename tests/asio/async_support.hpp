@@ -5,16 +5,23 @@
 // gave it. Thread-safe: operations may start on any thread.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include "../test_seed.hpp"
+#include "r4c/clock.hpp"
+#include "r4c/registry.hpp"
 
 #include <asio/associated_cancellation_slot.hpp>
+#include <asio/awaitable.hpp>
 #include <asio/bind_executor.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_type.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/error.hpp>
 #include <asio/io_context.hpp>
 #include <asio/system_error.hpp>
+#include <asio/use_future.hpp>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -23,9 +30,11 @@
 #include <cstdlib>
 #include <deque>
 #include <exception>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -174,6 +183,160 @@ inline bool aborted(const std::exception_ptr& failure) {
     return false;
   }
 }
+
+// That `answer` holds exactly one call, a success with `value`.
+inline ::testing::AssertionResult succeeded_with(const Answer& answer, const std::string& value) {
+  if (answer.calls != 1) return ::testing::AssertionFailure() << answer.calls << " calls";
+  if (answer.failure) return ::testing::AssertionFailure() << "a failure";
+  if (answer.value != value) {
+    return ::testing::AssertionFailure() << "\"" << answer.value << "\", not \"" << value << "\"";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The error code of the asio::system_error `reply` throws; none when it throws nothing (any other
+// exception leaves the test).
+template <class T>
+std::error_code error_code_of(std::future<T>& reply) {
+  try {
+    reply.get();
+  } catch (const asio::system_error& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "no exception";
+  return {};
+}
+
+// The exception of type Exception `reply` throws; none, and a failure, when it throws nothing
+// (another exception leaves the test).
+template <class Exception, class T>
+std::optional<Exception> exception_of(std::future<T>& reply) {
+  try {
+    reply.get();
+  } catch (const Exception& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no exception";
+  return std::nullopt;
+}
+
+// In a coroutine, on a policy with room for 2 calls: the pending calls "a" and "b" fill it, the
+// call `third()` awaits is refused with an Exception, then "a" and "b" complete. Whether the
+// refusal came.
+template <class Exception, class Policy, class Third>
+asio::awaitable<bool> refused_when_full(Policy& policy, AsyncBackend& backend, Third third) {
+  auto a = policy.template async_execute<std::string>(backend.place("a"), asio::use_future);
+  auto b = policy.template async_execute<std::string>(backend.place("b"), asio::use_future);
+  bool refused = false;
+  try {
+    co_await third();
+  } catch (const Exception&) {
+    refused = true;
+  }
+  backend.complete("a", "a");
+  backend.complete("b", "b");
+  co_return refused;
+}
+
+// A ManualClock that must have nothing left scheduled when the test ends: an async call leaves
+// no timer behind.
+class ManualClockTest : public ::testing::Test {
+ protected:
+  void TearDown() override { EXPECT_EQ(clock_->pending_tasks(), 0u); }
+
+  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
+};
+
+// One policy of type Policy on the ManualClock, made by the `make(clock)` a suite gives, with
+// an io_context and the fake backend. The policy outlives both: the backend's pending
+// operations, then the io_context's handlers, are destroyed first.
+template <class Policy>
+class AsyncPolicyTest : public ManualClockTest {
+ protected:
+  template <class Make>
+  explicit AsyncPolicyTest(Make make) : policy_(make(clock_)) {}
+
+  // Runs the handlers ready on io_.
+  void poll() { r4c::testing::poll(io_); }
+  // A callback on io_ recording into `answer`.
+  auto on_io(Answer& answer) { return on(io_, answer); }
+
+  // Fails "a" with a Failure and "b" with connection_refused: both reach their callers unchanged.
+  template <class Failure>
+  void expect_failures_pass_through(std::future<std::string>& a, std::future<std::string>& b) {
+    backend_.fail("a", std::make_exception_ptr(Failure()));
+    backend_.fail("b", asio::error::make_error_code(asio::error::connection_refused));
+    EXPECT_THROW(a.get(), Failure);
+    EXPECT_EQ(error_code_of(b), asio::error::connection_refused);
+  }
+
+  Policy policy_;
+  asio::io_context io_;
+  AsyncBackend backend_;
+};
+
+// A policy named `name` that waits on the clock (a retry, a rate limiter), held so that a test
+// can make another with make(): when the test ends, once the handlers ready have run, nothing
+// waits and nothing is scheduled.
+template <class Policy, class Config>
+class AsyncWaitTest : public AsyncPolicyTest<std::unique_ptr<Policy>> {
+ protected:
+  AsyncWaitTest(const std::string& name, Config config)
+      : AsyncPolicyTest<std::unique_ptr<Policy>>(
+            [&](const std::shared_ptr<r4c::ManualClock>& clock) {
+              return std::make_unique<Policy>(name, std::move(config), clock);
+            }),
+        name_(name) {}
+
+  void make(Config config) {
+    this->policy_ = std::make_unique<Policy>(name_, std::move(config), this->clock_);
+  }
+
+  void TearDown() override {
+    this->poll();
+    ManualClockTest::TearDown();
+    EXPECT_EQ(this->policy_->snapshot().waiting_calls, 0);
+  }
+
+  // `cancel` cancels the one call waiting, on the clock's only timer: the timer goes at once,
+  // nothing waits, and the caller's callback on io_ gets operation_aborted.
+  void cancel_the_wait(asio::cancellation_signal& cancel, const Answer& answer) {
+    ASSERT_EQ(this->clock_->pending_tasks(), 1u);
+    cancel.emit(asio::cancellation_type::terminal);
+    EXPECT_EQ(this->clock_->pending_tasks(), 0u);  // the timer is cancelled at once
+    EXPECT_EQ(this->policy_->snapshot().waiting_calls, 0);
+    this->poll();
+    ASSERT_EQ(answer.calls, 1);
+    EXPECT_TRUE(aborted(answer.failure));
+  }
+
+ private:
+  std::string name_;
+};
+
+// A registry on the ManualClock whose adaptive limits need a single sample per window, and the fake
+// backend.
+class AsyncRegistryTest : public ManualClockTest {
+ protected:
+  r4c::ResilienceRegistry registry_ =
+      r4c::testing::registry(clock_)
+          .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(1); })
+          .build();
+  AsyncBackend backend_;
+
+  // The end of resilience4cata 0.6.0's ManualClock scenario: the pending calls "a" and "b" took
+  // 1 s; their answers arrive and the limit "orders-async" has one window of 1 s.
+  void place_a_and_b_after_one_second(std::future<std::string>& a, std::future<std::string>& b) {
+    clock_->advance(std::chrono::seconds(1));
+    backend_.complete("a", "placed a");  // ends the window
+    backend_.complete("b", "placed b");
+    EXPECT_EQ(a.get(), "placed a");
+    EXPECT_EQ(b.get(), "placed b");
+    const r4c::AdaptiveLimitSnapshot snapshot = registry_.adaptive_limit("orders-async").snapshot();
+    EXPECT_EQ(snapshot.windows, 1u);
+    EXPECT_EQ(snapshot.window_latency, std::chrono::seconds(1));
+  }
+};
 
 // Starts the coroutine `body` on `io`, detached: the test then runs `io` and checks what the
 // coroutine left in its captures.

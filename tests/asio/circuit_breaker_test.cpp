@@ -39,9 +39,12 @@ struct IoError : std::runtime_error {
   IoError() : std::runtime_error("io error") {}
 };
 
-class AsyncCircuitBreakerTest : public ::testing::Test {
+class AsyncCircuitBreakerTest : public AsyncPolicyTest<r4c::CircuitBreaker> {
  protected:
-  void TearDown() override { EXPECT_EQ(clock_->pending_tasks(), 0u); }
+  AsyncCircuitBreakerTest()
+      : AsyncPolicyTest([](const std::shared_ptr<r4c::ManualClock>& clock) {
+          return r4c::CircuitBreaker("inventory", config(), clock);
+        }) {}
 
   // Opens at 50% failures of the last 4 calls; 2 s or longer is slow; one trial when half-open.
   static r4c::CircuitBreakerConfig config() {
@@ -64,10 +67,7 @@ class AsyncCircuitBreakerTest : public ::testing::Test {
     }
   }
 
-  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
-  r4c::CircuitBreaker breaker_{"inventory", config(), clock_};
-  asio::io_context io_;  // destroyed after the backend's pending operations
-  r4c::testing::AsyncBackend backend_;
+  r4c::CircuitBreaker& breaker_ = policy_;
   int failures_ = 0;
 };
 
@@ -78,9 +78,7 @@ TEST_F(AsyncCircuitBreakerTest, ASuccessPassesThroughAndIsRecordedWithItsDuratio
   EXPECT_EQ(breaker_.snapshot().buffered_calls, 0u);  // nothing until it completes
   clock_->advance(3s);
   backend_.complete("a", "42");
-  ASSERT_EQ(answer.calls, 1);
-  EXPECT_FALSE(answer.failure);
-  EXPECT_EQ(answer.value, "42");
+  ASSERT_TRUE(succeeded_with(answer, "42"));
   const r4c::CircuitBreakerSnapshot snapshot = breaker_.snapshot();
   EXPECT_EQ(snapshot.buffered_calls, 1u);
   EXPECT_EQ(snapshot.failed_calls, 0u);
@@ -96,15 +94,7 @@ TEST_F(AsyncCircuitBreakerTest, ASuccessPassesThroughAndIsRecordedWithItsDuratio
 TEST_F(AsyncCircuitBreakerTest, FailuresPassThroughUnchangedAndAreRecorded) {
   auto a = breaker_.async_execute<std::string>(backend_.place("a"), asio::use_future);
   auto b = breaker_.async_execute<std::string>(backend_.place("b"), asio::use_future);
-  backend_.fail("a", std::make_exception_ptr(IoError()));
-  backend_.fail("b", asio::error::make_error_code(asio::error::connection_refused));
-  EXPECT_THROW(a.get(), IoError);
-  try {
-    b.get();
-    ADD_FAILURE() << "no exception";
-  } catch (const asio::system_error& e) {
-    EXPECT_EQ(e.code(), asio::error::connection_refused);
-  }
+  expect_failures_pass_through<IoError>(a, b);
   EXPECT_EQ(breaker_.snapshot().buffered_calls, 2u);
   EXPECT_EQ(breaker_.snapshot().failed_calls, 2u);
 }
@@ -156,12 +146,9 @@ TEST_F(AsyncCircuitBreakerTest, FailuresOpenTheBreakerWhichThenRejectsAtOnce) {
   std::future<std::string> refused =
       breaker_.async_execute<std::string>(backend_.place("r"), asio::use_future);
   ASSERT_EQ(refused.wait_for(0s), std::future_status::ready);
-  try {
-    refused.get();
-    ADD_FAILURE() << "no exception";
-  } catch (const r4c::CallNotPermittedException& e) {
-    EXPECT_EQ(e.instance_id(), "inventory");
-  }
+  const auto refusal = exception_of<r4c::CallNotPermittedException>(refused);
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(refusal->instance_id(), "inventory");
   EXPECT_EQ(backend_.started(), started);  // the operation never started
   EXPECT_FALSE(backend_.has("r"));
   EXPECT_EQ(breaker_.snapshot().not_permitted_calls, 1u);

@@ -140,12 +140,8 @@ class Replicas {
   std::map<std::string, std::unique_ptr<Pending>> pending_;
 };
 
-// What a callback received.
-struct Answer {
-  int calls = 0;
-  std::exception_ptr failure;
-  std::string value;
-};
+using r4c::testing::Answer;  // what a callback received
+using r4c::testing::succeeded_with;
 
 asio::error_code code_of(const std::exception_ptr& failure) {
   try {
@@ -313,9 +309,7 @@ TEST_F(AsyncHedgeTest, AFailedAttemptDoesNotEndTheCallWhileAnotherIsInFlight) {
   EXPECT_FALSE(replicas_.cancelled("a#2"));
   replicas_.complete("a#2", "second");
   run_ready();
-  ASSERT_EQ(a.calls, 1);
-  EXPECT_FALSE(a.failure);
-  EXPECT_EQ(a.value, "second");
+  ASSERT_TRUE(succeeded_with(a, "second"));
   EXPECT_EQ(hedge.snapshot().failed, 0u);
   EXPECT_EQ(hedge.snapshot().won_by_hedge, 1u);
 }

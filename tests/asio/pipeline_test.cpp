@@ -36,17 +36,7 @@ using r4c::testing::spawn;
 
 using namespace std::chrono_literals;
 
-class AsyncPipelineTest : public ::testing::Test {
- protected:
-  void TearDown() override { EXPECT_EQ(clock_->pending_tasks(), 0u); }
-
-  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
-  r4c::ResilienceRegistry registry_ =
-      r4c::testing::registry(clock_)
-          .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(1); })
-          .build();
-  r4c::testing::AsyncBackend backend_;
-};
+using AsyncPipelineTest = r4c::testing::AsyncRegistryTest;
 
 // The ManualClock scenario of resilience4cata 0.6.0's "Adaptive limit" page, through a pipeline.
 TEST_F(AsyncPipelineTest, TwoPendingCallsHoldTheSlotsTheThirdFailsAtOnceAndTheWindowEnds) {
@@ -61,14 +51,7 @@ TEST_F(AsyncPipelineTest, TwoPendingCallsHoldTheSlotsTheThirdFailsAtOnceAndTheWi
   EXPECT_THROW(c.get(), r4c::LimitExceededException);
   EXPECT_FALSE(backend_.has("c"));
   EXPECT_EQ(orders.bulkhead()->in_flight(), 2);
-  clock_->advance(1s);
-  backend_.complete("a", "placed a");
-  backend_.complete("b", "placed b");
-  EXPECT_EQ(a.get(), "placed a");
-  EXPECT_EQ(b.get(), "placed b");
-  const r4c::AdaptiveLimitSnapshot snapshot = registry_.adaptive_limit("orders-async").snapshot();
-  EXPECT_EQ(snapshot.windows, 1u);
-  EXPECT_EQ(snapshot.window_latency, 1s);
+  place_a_and_b_after_one_second(a, b);
   EXPECT_EQ(orders.bulkhead()->in_flight(), 0);
 }
 
@@ -229,12 +212,9 @@ TEST_F(AsyncPipelineTest, AnOperationsFailurePassesThroughUnchanged) {
   auto result = orders.async_execute(backend_.place("a"), asio::use_future);
   auto failure = std::make_exception_ptr(std::runtime_error("out of stock"));
   backend_.fail("a", failure);
-  try {
-    result.get();
-    ADD_FAILURE() << "no exception";
-  } catch (const std::runtime_error& e) {
-    EXPECT_STREQ(e.what(), "out of stock");
-  }
+  const auto passed = r4c::testing::exception_of<std::runtime_error>(result);
+  ASSERT_TRUE(passed);
+  EXPECT_STREQ(passed->what(), "out of stock");
 }
 
 // Thousands of concurrent async calls on a thread pool: operations complete, fail, report error

@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include "r4c/asio.hpp"
 
@@ -112,6 +114,15 @@ struct WithHedge : LimitOnly {
 
 using PolicyCases = ::testing::Types<LimitOnly, WithBulkhead, WithCircuitBreaker, WithTimeout,
                                      WithRetry, WithRateLimiter, WithHedge>;
+
+// A pipeline of T named `name`: an adaptive limit (its defaults), then the Case's policy.
+template <class Case, class T = std::string>
+std::unique_ptr<Pipeline<T>> case_pipeline(ResilienceRegistry& registry, const std::string& name,
+                                           const CaseSettings& settings = kManualClockSettings) {
+  auto builder = Pipeline<T>::builder(registry, name).adaptive_limit();
+  Case::add(builder, settings);
+  return std::make_unique<Pipeline<T>>(builder.build());
+}
 
 // That no call of `pipeline` holds anything: no slot of its limit or bulkhead, no wait of its
 // retry or rate limiter. (Its clock's timers are the caller's to check: a real-time suite waits

@@ -39,29 +39,15 @@ using namespace std::chrono_literals;
 // What a callback received.
 using Outcome = r4c::testing::Answer;
 
-class AsyncRateLimiterTest : public ::testing::Test {
+// The backend is destroyed first: operations left pending are abandoned.
+class AsyncRateLimiterTest : public AsyncWaitTest<r4c::RateLimiter, r4c::RateLimiterConfig> {
  protected:
-  void TearDown() override {
-    poll();
-    EXPECT_EQ(clock_->pending_tasks(), 0u);
-    EXPECT_EQ(limiter_->snapshot().waiting_calls, 0);
-  }
+  AsyncRateLimiterTest()
+      : AsyncWaitTest(
+            "search",
+            r4c::RateLimiterConfig().limit_for_period(1).refresh_period(1s).timeout_duration(2s)) {}
 
-  void poll() { r4c::testing::poll(io_); }
-
-  void make(r4c::RateLimiterConfig config) {
-    limiter_ = std::make_unique<r4c::RateLimiter>("search", std::move(config), clock_);
-  }
-
-  // A callback on io_ recording into `outcome`.
-  auto on_io(Outcome& outcome) { return r4c::testing::on(io_, outcome); }
-
-  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
-  std::unique_ptr<r4c::RateLimiter> limiter_ = std::make_unique<r4c::RateLimiter>(
-      "search",
-      r4c::RateLimiterConfig().limit_for_period(1).refresh_period(1s).timeout_duration(2s), clock_);
-  asio::io_context io_;
-  r4c::testing::AsyncBackend backend_;  // destroyed first: operations left pending are abandoned
+  std::unique_ptr<r4c::RateLimiter>& limiter_ = policy_;
 };
 
 TEST_F(AsyncRateLimiterTest, APermitFreeNowStartsTheOperationAtOnce) {
@@ -73,9 +59,7 @@ TEST_F(AsyncRateLimiterTest, APermitFreeNowStartsTheOperationAtOnce) {
   EXPECT_EQ(clock_->pending_tasks(), 0u);  // nothing to wait for
   backend_.complete("a", "hits");
   poll();
-  ASSERT_EQ(outcome.calls, 1);
-  EXPECT_FALSE(outcome.failure);
-  EXPECT_EQ(outcome.value, "hits");
+  ASSERT_TRUE(succeeded_with(outcome, "hits"));
 }
 
 // The call waits on the limiter's clock: async_execute returns on this thread (the same thread
@@ -104,9 +88,7 @@ TEST_F(AsyncRateLimiterTest, ACallWithoutAPermitWaitsOnTheClockWithoutBlockingAT
   EXPECT_EQ(clock_->pending_tasks(), 0u);
   backend_.complete("b", "hits");
   poll();
-  ASSERT_EQ(outcome.calls, 1);
-  EXPECT_FALSE(outcome.failure);
-  EXPECT_EQ(outcome.value, "hits");
+  ASSERT_TRUE(succeeded_with(outcome, "hits"));
   EXPECT_EQ(limiter_->snapshot().rejected, 0u);
 }
 
@@ -116,12 +98,9 @@ TEST_F(AsyncRateLimiterTest, ACallThatCannotGetAPermitInTimeFailsAtOnce) {
   auto c = limiter_->async_execute<std::string>(backend_.place("c"), asio::use_future);  // 2 s
   auto d = limiter_->async_execute<std::string>(backend_.place("d"), asio::use_future);  // 3 s
   ASSERT_EQ(d.wait_for(0s), std::future_status::ready);  // before async_execute returned
-  try {
-    d.get();
-    ADD_FAILURE() << "no exception";
-  } catch (const r4c::RequestNotPermittedException& e) {
-    EXPECT_EQ(e.instance_id(), "search");
-  }
+  const auto refusal = exception_of<r4c::RequestNotPermittedException>(d);
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(refusal->instance_id(), "search");
   EXPECT_EQ(backend_.started("d"), 0);
   r4c::RateLimiterSnapshot snapshot = limiter_->snapshot();
   EXPECT_EQ(snapshot.rejected, 1u);
@@ -182,13 +161,7 @@ TEST_F(AsyncRateLimiterTest, CancellingAWaitingCallCompletesAtOnceAndNeverStarts
   Outcome outcome;
   limiter_->async_execute<std::string>(backend_.place("b"),
                                        asio::bind_cancellation_slot(cancel.slot(), on_io(outcome)));
-  ASSERT_EQ(clock_->pending_tasks(), 1u);
-  cancel.emit(asio::cancellation_type::terminal);
-  EXPECT_EQ(clock_->pending_tasks(), 0u);  // the timer is cancelled at once
-  EXPECT_EQ(limiter_->snapshot().waiting_calls, 0);
-  poll();
-  ASSERT_EQ(outcome.calls, 1);
-  EXPECT_TRUE(aborted(outcome.failure));
+  ASSERT_NO_FATAL_FAILURE(cancel_the_wait(cancel, outcome));
 
   clock_->advance(1s);
   poll();

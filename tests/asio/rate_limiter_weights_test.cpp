@@ -22,24 +22,24 @@ using namespace std::chrono_literals;
 
 // What a callback received.
 using Outcome = r4c::testing::Answer;
+using r4c::testing::succeeded_with;
 
-class AsyncRateLimiterWeightsTest : public ::testing::Test {
+class AsyncRateLimiterWeightsTest : public r4c::testing::AsyncPolicyTest<r4c::RateLimiter> {
  protected:
-  // A callback on io_ recording into `outcome`.
-  auto on_io(Outcome& outcome) { return r4c::testing::on(io_, outcome); }
-  void poll() { r4c::testing::poll(io_); }
+  AsyncRateLimiterWeightsTest()
+      : AsyncPolicyTest([](const std::shared_ptr<r4c::ManualClock>& clock) {
+          return r4c::RateLimiter(
+              "bulk",
+              r4c::RateLimiterConfig().limit_for_period(4).refresh_period(1s).timeout_duration(2s),
+              clock);
+        }) {}
 
   void TearDown() override {
-    EXPECT_EQ(clock_->pending_tasks(), 0u);
+    AsyncPolicyTest::TearDown();
     EXPECT_EQ(limiter_.snapshot().waiting_calls, 0);
   }
 
-  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
-  r4c::RateLimiter limiter_{
-      "bulk", r4c::RateLimiterConfig().limit_for_period(4).refresh_period(1s).timeout_duration(2s),
-      clock_};
-  asio::io_context io_;
-  r4c::testing::AsyncBackend backend_;
+  r4c::RateLimiter& limiter_ = policy_;
 };
 
 TEST_F(AsyncRateLimiterWeightsTest, AWeightedCallStartsAtOnceWhenItsPermitsAreFree) {
@@ -67,21 +67,16 @@ TEST_F(AsyncRateLimiterWeightsTest, AWeightedCallWaitsOnTheClockForThePeriodThat
   EXPECT_EQ(limiter_.snapshot().available_permissions, 1);
   backend_.complete("b", "ok");
   poll();
-  ASSERT_EQ(outcome.calls, 1);
-  EXPECT_FALSE(outcome.failure);
-  EXPECT_EQ(outcome.value, "ok");
+  ASSERT_TRUE(succeeded_with(outcome, "ok"));
 }
 
 TEST_F(AsyncRateLimiterWeightsTest, AWeightAboveTheLimitCompletesAtOnceWithR4CUse001) {
   auto reply = limiter_.async_execute<std::string>(5, backend_.place("c"), asio::use_future);
   ASSERT_EQ(reply.wait_for(0s), std::future_status::ready);
-  try {
-    reply.get();
-    ADD_FAILURE() << "no exception";
-  } catch (const r4c::ConfigException& e) {
-    EXPECT_EQ(e.code(), "R4C-USE-001");
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("asked for 5 permits at once; valid: 1 .. 4"));
-  }
+  const auto mistake = r4c::testing::exception_of<r4c::ConfigException>(reply);
+  ASSERT_TRUE(mistake);
+  EXPECT_EQ(mistake->code(), "R4C-USE-001");
+  EXPECT_THAT(mistake->what(), ::testing::HasSubstr("asked for 5 permits at once; valid: 1 .. 4"));
   EXPECT_EQ(backend_.started("c"), 0);
   EXPECT_EQ(limiter_.snapshot().available_permissions, 4);
   EXPECT_EQ(limiter_.snapshot().rejected, 0u);

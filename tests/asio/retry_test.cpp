@@ -50,28 +50,12 @@ std::vector<std::uint64_t> counters(const r4c::RetrySnapshot& s) {
           s.failed_with_retry, s.retries};
 }
 
-class AsyncRetryTest : public ::testing::Test {
+// The backend is destroyed first: operations left pending are abandoned.
+class AsyncRetryTest : public AsyncWaitTest<r4c::Retry, r4c::RetryConfig> {
  protected:
-  void TearDown() override {
-    poll();
-    EXPECT_EQ(clock_->pending_tasks(), 0u);
-    EXPECT_EQ(retry_->snapshot().waiting_calls, 0);
-  }
+  AsyncRetryTest() : AsyncWaitTest("orders", r4c::RetryConfig().max_attempts(3).wait(100ms)) {}
 
-  void make(r4c::RetryConfig config) {
-    retry_ = std::make_unique<r4c::Retry>("orders", std::move(config), clock_);
-  }
-
-  void poll() { r4c::testing::poll(io_); }
-
-  // A callback on io_ recording into `outcome`.
-  auto on_io(Outcome& outcome) { return r4c::testing::on(io_, outcome); }
-
-  std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
-  std::unique_ptr<r4c::Retry> retry_ = std::make_unique<r4c::Retry>(
-      "orders", r4c::RetryConfig().max_attempts(3).wait(100ms), clock_);
-  asio::io_context io_;
-  r4c::testing::AsyncBackend backend_;  // destroyed first: operations left pending are abandoned
+  std::unique_ptr<r4c::Retry>& retry_ = policy_;
 };
 
 // Each wait ends when the test thread advances the clock; the next attempt then starts on the
@@ -100,9 +84,7 @@ TEST_F(AsyncRetryTest, SucceedsAfterFailedAttemptsDrivenByTheClock) {
   EXPECT_EQ(backend_.started("a"), 3);
   backend_.complete("a", "placed");
   poll();
-  ASSERT_EQ(outcome.calls, 1);
-  EXPECT_FALSE(outcome.failure);
-  EXPECT_EQ(outcome.value, "placed");
+  ASSERT_TRUE(succeeded_with(outcome, "placed"));
   const r4c::RetrySnapshot snapshot = retry_->snapshot();
   EXPECT_EQ(snapshot.successful_with_retry, 1u);
   EXPECT_EQ(snapshot.successful_without_retry, 0u);
@@ -226,9 +208,7 @@ TEST_F(AsyncRetryTest, UnwantedResultsAreRetriedAndTheLastOneIsReturned) {
     clock_->advance(50ms);
     poll();
   }
-  ASSERT_EQ(exhausted.calls, 1);
-  EXPECT_FALSE(exhausted.failure);
-  EXPECT_EQ(exhausted.value, "busy");
+  ASSERT_TRUE(succeeded_with(exhausted, "busy"));
   const r4c::RetrySnapshot snapshot = retry_->snapshot();
   EXPECT_EQ(snapshot.failed_with_retry, 1u);
   EXPECT_EQ(snapshot.retries, 3u);  // one for the first call, two for the second
@@ -284,13 +264,7 @@ TEST_F(AsyncRetryTest, CancellingDuringAWaitEndsTheCallAtOnce) {
   retry_->async_execute<std::string>(backend_.place("a"),
                                      asio::bind_cancellation_slot(cancel.slot(), on_io(outcome)));
   backend_.fail("a", std::make_exception_ptr(Busy()));
-  ASSERT_EQ(clock_->pending_tasks(), 1u);
-  cancel.emit(asio::cancellation_type::terminal);
-  EXPECT_EQ(clock_->pending_tasks(), 0u);  // the timer is cancelled at once
-  EXPECT_EQ(retry_->snapshot().waiting_calls, 0);
-  poll();
-  ASSERT_EQ(outcome.calls, 1);
-  EXPECT_TRUE(aborted(outcome.failure));
+  ASSERT_NO_FATAL_FAILURE(cancel_the_wait(cancel, outcome));
   clock_->advance(1s);
   poll();
   EXPECT_EQ(backend_.started("a"), 1);

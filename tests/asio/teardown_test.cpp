@@ -25,7 +25,6 @@
 namespace {
 
 using namespace std::chrono_literals;
-using Builder = r4c::Pipeline<std::string>::Builder;
 
 // What became of the caller's handler.
 struct HandlerLife {
@@ -49,11 +48,7 @@ struct TrackedHandler {
 template <class Policy>
 class AsyncTeardownTest : public ::testing::Test {
  protected:
-  AsyncTeardownTest() {
-    Builder builder = r4c::Pipeline<std::string>::builder(registry_, "orders").adaptive_limit();
-    Policy::add(builder, r4c::testing::kManualClockSettings);
-    pipeline_ = std::make_unique<r4c::Pipeline<std::string>>(builder.build());
-  }
+  AsyncTeardownTest() : pipeline_(r4c::testing::case_pipeline<Policy>(registry_, "orders")) {}
 
   // Starts one call whose operation posts its completion to the io_context, and runs what is
   // ready (a retry's first, failing attempt): the call then stands at its policy's step.

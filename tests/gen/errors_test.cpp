@@ -54,6 +54,17 @@ fs::path scratch(const std::string& name) {
   return path;
 }
 
+// r4c-gen on the test header `<name>.hpp`, writing a scratch `<name>.resilient.hpp`.
+struct Generated {
+  fs::path output;
+  GeneratorRun run;
+};
+
+Generated generate_header(const std::string& name) {
+  const fs::path output = scratch(name + ".resilient.hpp");
+  return {output, generate(name + ".hpp -o '" + output.string() + "'")};
+}
+
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
   for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
     text.replace(at, from.size(), to);
@@ -122,8 +133,7 @@ TEST(GeneratorTest, AMissingHeaderOrArgumentsFileIsAnInputError) {
 // ---- headers that pass --------------------------------------------------------------------
 
 TEST(GeneratorTest, AttributesInSkippedPreprocessorBranchesAreNotRead) {
-  const fs::path output = scratch("inactive_branches.resilient.hpp");
-  const GeneratorRun run = generate("inactive_branches.hpp -o '" + output.string() + "'");
+  const auto [output, run] = generate_header("inactive_branches");
   EXPECT_EQ(run.status, 0) << run.output;
   EXPECT_EQ(run.output, "");
   const std::string text = read(output);
@@ -132,8 +142,7 @@ TEST(GeneratorTest, AttributesInSkippedPreprocessorBranchesAreNotRead) {
 }
 
 TEST(GeneratorTest, SettingsThatConflictWithTheBuiltInDefaultsAreAWarning) {
-  const fs::path output = scratch("default_conflict.resilient.hpp");
-  const GeneratorRun run = generate("default_conflict.hpp -o '" + output.string() + "'");
+  const auto [output, run] = generate_header("default_conflict");
   EXPECT_EQ(run.status, 0) << run.output;
   EXPECT_EQ(run.output,
             "default_conflict.hpp:6:10: warning: with the built-in defaults for what "
@@ -145,8 +154,7 @@ TEST(GeneratorTest, SettingsThatConflictWithTheBuiltInDefaultsAreAWarning) {
 }
 
 TEST(GeneratorTest, MethodIdsSpellParameterTypesFullyQualified) {
-  const fs::path output = scratch("ids.resilient.hpp");
-  const GeneratorRun run = generate("ids.hpp -o '" + output.string() + "'");
+  const auto [output, run] = generate_header("ids");
   ASSERT_EQ(run.status, 0) << run.output;
   const std::string text = read(output);
   for (const char* id :

@@ -34,6 +34,13 @@ r4c::ConfigException config_error_of(const std::function<void()>& action) {
 
 class GeneratedWrapperTest : public ::testing::Test {
  protected:
+  // A registry on clock_ whose adaptive limits need a single sample per window.
+  r4c::ResilienceRegistry one_sample_registry() {
+    return r4c::testing::registry(clock_)
+        .adaptive_limit_defaults([](auto& a) { a.min_window_samples(1); })
+        .build();
+  }
+
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
 };
 
@@ -118,9 +125,7 @@ TEST_F(GeneratedWrapperTest, ACallClassAttributeSaysTheMethodsClassToItsLimit) {
 }
 
 TEST_F(GeneratedWrapperTest, ATimeoutInsideTheLimitIsADropAndAimdBacksOff) {
-  auto registry = r4c::testing::registry(clock_)
-                      .adaptive_limit_defaults([](auto& a) { a.min_window_samples(1); })
-                      .build();
+  auto registry = one_sample_registry();
   auto backend = std::make_shared<FakeSearch>();
   auto client = r4c::make_resilient<shop::SearchClient>(backend, registry);
   backend->during_call = [&] { clock_->advance(2s); };  // [[r4c::timeout("2s")]] passes
@@ -132,9 +137,7 @@ TEST_F(GeneratedWrapperTest, ATimeoutInsideTheLimitIsADropAndAimdBacksOff) {
 }
 
 TEST_F(GeneratedWrapperTest, DropOnFromTheAttributeMakesTheBackendsTimeoutADrop) {
-  auto registry = r4c::testing::registry(clock_)
-                      .adaptive_limit_defaults([](auto& a) { a.min_window_samples(1); })
-                      .build();
+  auto registry = one_sample_registry();
   auto backend = std::make_shared<FakeSearch>();
   auto client = r4c::make_resilient<shop::SearchClient>(backend, registry);
   const auto failure = std::make_shared<shop::SocketTimeout>("socket timed out");

@@ -20,7 +20,10 @@ namespace {
 // r4c-sim's statistical bounds were sized with seed 1; R4C_TEST_SEED picks another.
 constexpr std::uint64_t kSimTestSeed = 1;
 
+using testing::group_text;
 using ::testing::HasSubstr;
+using testing::server_change_text;
+using testing::server_text;
 using testing::simulate_text;
 using testing::Simulated;
 
@@ -31,15 +34,8 @@ void expect_conservation(const GroupSummary& s) {
 }
 
 TEST(SimulationTest, AServerWithFreeWorkersAnswersInExactlyTheServiceTime) {
-  const Simulated run = simulate_text(R"(duration = "10s"
-[server]
-workers = 1000
-service = { distribution = "fixed", mean = "10ms" }
-[[groups]]
-name = "bare"
-rate = 500
-policy = "none"
-)");
+  const Simulated run =
+      simulate_text(server_text("10s", 1000, "10ms") + group_text("bare", 500, "none"));
   const GroupSummary& s = run.summary("bare");
   EXPECT_GT(s.offered, 4500);
   expect_conservation(s);
@@ -56,16 +52,9 @@ policy = "none"
 TEST(SimulationTest, ATimeoutAnswersAtExactlyItsDeadline) {
   // Every call takes 100 ms; the timeout inside the pipeline answers each at 30 ms, on the
   // ManualClock, as the server keeps working.
-  const Simulated run = simulate_text(R"(duration = "5s"
-[server]
-workers = 1000
-service = { distribution = "fixed", mean = "100ms" }
-[[groups]]
-name = "impatient"
-rate = 200
-policy = "none"
-timeout = "30ms"
-)");
+  const Simulated run =
+      simulate_text(server_text("5s", 1000, "100ms") + group_text("impatient", 200, "none") +
+                    "timeout = \"30ms\"\n");
   const GroupSummary& s = run.summary("impatient");
   expect_conservation(s);
   EXPECT_EQ(s.succeeded, 0);
@@ -75,15 +64,8 @@ timeout = "30ms"
 }
 
 TEST(SimulationTest, TimeoutsAreAimdsDropSignal) {
-  const Simulated run = simulate_text(R"(duration = "10s"
-[server]
-workers = 1000
-service = { distribution = "fixed", mean = "100ms" }
-[[groups]]
-name = "aimd"
-rate = 500
-policy = "aimd"
-timeout = "30ms"
+  const Simulated run = simulate_text(server_text("10s", 1000, "100ms") +
+                                      group_text("aimd", 500, "aimd") + R"(timeout = "30ms"
 limit = { window = "100ms", initial_limit = 40 }
 )");
   const GroupSummary& s = run.summary("aimd");
@@ -100,22 +82,10 @@ limit = { window = "100ms", initial_limit = 40 }
 }
 
 TEST(SimulationTest, ExtraLatencyAndServiceScaleChangeLatencyAtTheirTimes) {
-  const Simulated run = simulate_text(R"(duration = "9s"
-[server]
-workers = 1000
-service = { distribution = "fixed", mean = "10ms" }
-[[server.changes]]
-at = "3s"
-extra_latency = "5ms"
-[[server.changes]]
-at = "6s"
-extra_latency = "0ms"
-service_scale = 2
-[[groups]]
-name = "g"
-rate = 300
-policy = "none"
-)");
+  const Simulated run = simulate_text(
+      server_text("9s", 1000, "10ms") + server_change_text("3s", "extra_latency = \"5ms\"\n") +
+      server_change_text("6s", "extra_latency = \"0ms\"\nservice_scale = 2\n") +
+      group_text("g", 300, "none"));
   for (const TimelineRow& row : run.rows(0)) {
     if (!row.p50_ms) continue;
     const double t = std::chrono::duration<double>(row.end).count();
@@ -135,18 +105,9 @@ policy = "none"
 TEST(SimulationTest, BusyWorkersCompleteExactlyTheirCapacity) {
   // 1000 calls/s against 4 workers of 10 ms, then 8: the queue never empties, so each 100 ms
   // the server completes exactly 40, then 80 calls.
-  const Simulated run = simulate_text(R"(duration = "10s"
-[server]
-workers = 4
-service = { distribution = "fixed", mean = "10ms" }
-[[server.changes]]
-at = "5s"
-workers = 8
-[[groups]]
-name = "g"
-rate = 1000
-policy = "none"
-)");
+  const Simulated run =
+      simulate_text(server_text("10s", 4, "10ms") + server_change_text("5s", "workers = 8\n") +
+                    group_text("g", 1000, "none"));
   const std::vector<TimelineRow> rows = run.rows(0);
   ASSERT_EQ(rows.size(), 100u);
   for (std::size_t k = 1; k < 50; ++k) EXPECT_EQ(rows[k].goodput_per_s, 400.0) << k;
@@ -161,18 +122,9 @@ policy = "none"
 TEST(SimulationTest, FewerWorkersLetCallsInServiceFinish) {
   // 8 workers become 2 at 1 s: the 8 calls in service finish, and only then does the server
   // start queued calls, 2 at a time.
-  const Simulated run = simulate_text(R"(duration = "3s"
-[server]
-workers = 8
-service = { distribution = "fixed", mean = "50ms" }
-[[server.changes]]
-at = "1s"
-workers = 2
-[[groups]]
-name = "g"
-rate = 1000
-policy = "none"
-)");
+  const Simulated run =
+      simulate_text(server_text("3s", 8, "50ms") + server_change_text("1s", "workers = 2\n") +
+                    group_text("g", 1000, "none"));
   const std::vector<TimelineRow> rows = run.rows(0);
   EXPECT_EQ(rows[9].goodput_per_s, 160.0);  // 0.9 .. 1.0 s: 8 workers x 2 calls per 100 ms
   for (std::size_t k = 12; k < rows.size(); ++k) {
@@ -184,21 +136,9 @@ TEST(SimulationTest, AbandonedCallsAreServedUnlessTheServerDropsThem) {
   // 5 times the capacity and a 50 ms timeout. A server that serves the calls its clients gave
   // up on builds an endless queue; one that drops them keeps only the calls of the last 50 ms
   // (about 25). FIFO still serves the oldest, close to their deadline: most time out anyway.
-  const std::string scenario = R"(duration = "10s"
-[server]
-workers = 1
-service = { distribution = "fixed", mean = "10ms" }
-abandoned = "ABANDONED"
-[[groups]]
-name = "g"
-rate = 500
-policy = "none"
-timeout = "50ms"
-)";
-  auto with = [&](const std::string& abandoned) {
-    std::string text = scenario;
-    text.replace(text.find("ABANDONED"), 9, abandoned);
-    return simulate_text(text);
+  auto with = [](const std::string& abandoned) {
+    return simulate_text(server_text("10s", 1, "10ms") + "abandoned = \"" + abandoned + "\"\n" +
+                         group_text("g", 500, "none") + "timeout = \"50ms\"\n");
   };
   const Simulated serve = with("serve");
   const Simulated drop = with("drop");
@@ -213,16 +153,8 @@ timeout = "50ms"
 }
 
 TEST(SimulationTest, AFullQueueRefusesCallsAsErrors) {
-  const Simulated run = simulate_text(R"(duration = "5s"
-[server]
-workers = 1
-queue_limit = 3
-service = { distribution = "fixed", mean = "10ms" }
-[[groups]]
-name = "g"
-rate = 500
-policy = "none"
-)");
+  const Simulated run = simulate_text(server_text("5s", 1, "10ms") + "queue_limit = 3\n" +
+                                      group_text("g", 500, "none"));
   const GroupSummary& s = run.summary("g");
   expect_conservation(s);
   EXPECT_GT(s.errors, 1500);
@@ -235,22 +167,11 @@ policy = "none"
 }
 
 TEST(SimulationTest, TheLimitAndTheBulkheadHoldTheirCallsInFlight) {
-  const Simulated run = simulate_text(R"(duration = "20s"
-isolated = true
-[server]
-workers = 4
-service = { distribution = "exponential", mean = "10ms" }
-[[groups]]
-name = "g2"
-rate = 1000
-policy = "gradient2"
-limit = { initial_limit = 4, window = "100ms", long_window = 6000, queue_size = 2 }
-[[groups]]
-name = "pool"
-rate = 1000
-policy = "bulkhead"
-max_concurrent = 3
-)");
+  const Simulated run = simulate_text(
+      server_text("20s", 4, "10ms", "exponential", true) + group_text("g2", 1000, "gradient2") +
+      R"(limit = { initial_limit = 4, window = "100ms", long_window = 6000, queue_size = 2 }
+)" + group_text("pool", 1000, "bulkhead") +
+      "max_concurrent = 3\n");
   // A lower limit interrupts nothing: calls in flight may exceed it until they end, never the
   // highest limit of the last few intervals.
   const std::vector<TimelineRow> g2_rows = run.rows(0);
@@ -273,15 +194,8 @@ max_concurrent = 3
 }
 
 TEST(SimulationTest, ARateChangeChangesTheOfferedLoad) {
-  const Simulated run = simulate_text(R"(duration = "20s"
-[server]
-workers = 1000
-service = { distribution = "fixed", mean = "1ms" }
-[[groups]]
-name = "g"
-rate = 100
-policy = "none"
-[[groups.changes]]
+  const Simulated run = simulate_text(server_text("20s", 1000, "1ms") +
+                                      group_text("g", 100, "none") + R"([[groups.changes]]
 at = "10s"
 rate = 1000
 [[groups.changes]]
@@ -300,21 +214,14 @@ rate = 0
   EXPECT_EQ(after, 0.0);
 }
 
+// Two groups of 300 calls/s with no policy, on 2 workers of 10 ms (exponential), for 5 s.
+std::string two_groups_of_300(bool isolated) {
+  return server_text("5s", 2, "10ms", "exponential", isolated) + group_text("one", 300, "none") +
+         group_text("two", 300, "none");
+}
+
 TEST(SimulationTest, IsolatedGroupsAreOfferedTheSameCalls) {
-  const Simulated run = simulate_text(R"(duration = "5s"
-isolated = true
-[server]
-workers = 2
-service = { distribution = "exponential", mean = "10ms" }
-[[groups]]
-name = "one"
-rate = 300
-policy = "none"
-[[groups]]
-name = "two"
-rate = 300
-policy = "none"
-)");
+  const Simulated run = simulate_text(two_groups_of_300(true));
   const auto one = run.rows(0);
   const auto two = run.rows(1);
   for (std::size_t k = 0; k < one.size(); ++k) {
@@ -325,19 +232,7 @@ policy = "none"
 }
 
 TEST(SimulationTest, GroupsOnASharedServerSeeOneQueueAndIndependentArrivals) {
-  const Simulated run = simulate_text(R"(duration = "5s"
-[server]
-workers = 2
-service = { distribution = "exponential", mean = "10ms" }
-[[groups]]
-name = "one"
-rate = 300
-policy = "none"
-[[groups]]
-name = "two"
-rate = 300
-policy = "none"
-)");
+  const Simulated run = simulate_text(two_groups_of_300(false));
   const auto one = run.rows(0);
   const auto two = run.rows(1);
   int different = 0;
@@ -350,32 +245,21 @@ policy = "none"
 
 // ---- determinism ---------------------------------------------------------------------------
 
-constexpr const char* kMixed = R"(duration = "10s"
+// Three isolated groups of 1200 calls/s (gradient2, aimd, none) on 8 lognormal workers, 3 from
+// 4 s on.
+std::string mixed_scenario() {
+  return R"(duration = "10s"
 isolated = true
 [server]
 workers = 8
 service = { distribution = "lognormal", mean = "10ms", sigma = 0.8 }
-[[server.changes]]
-at = "4s"
-workers = 3
-[[groups]]
-name = "g2"
-rate = 1200
-policy = "gradient2"
-timeout = "200ms"
+)" + server_change_text("4s", "workers = 3\n") +
+         group_text("g2", 1200, "gradient2") + R"(timeout = "200ms"
 limit = { initial_limit = 4, window = "100ms", long_window = 6000, queue_size = 2 }
-[[groups]]
-name = "aimd"
-rate = 1200
-policy = "aimd"
-timeout = "40ms"
-limit = { window = "100ms" }
-[[groups]]
-name = "none"
-rate = 1200
-policy = "none"
-timeout = "200ms"
-)";
+)" + group_text("aimd", 1200, "aimd") +
+         "timeout = \"40ms\"\nlimit = { window = \"100ms\" }\n" + group_text("none", 1200, "none") +
+         "timeout = \"200ms\"\n";
+}
 
 std::string outputs_of(const Scenario& scenario, const testing::fs::path& folder) {
   Recorder recorder(scenario);
@@ -390,7 +274,7 @@ std::string outputs_of(const Scenario& scenario, const testing::fs::path& folder
 
 TEST(SimulationTest, TheSameSeedGivesTheSameBytes) {
   const testing::ScratchDir scratch;
-  Scenario scenario = parse_scenario(kMixed, "mixed.toml");
+  Scenario scenario = parse_scenario(mixed_scenario(), "mixed.toml");
   scenario.seed = r4c::test::test_seed(kSimTestSeed);
   const std::string first = outputs_of(scenario, scratch.path() / "first");
   const std::string second = outputs_of(scenario, scratch.path() / "second");
@@ -409,7 +293,7 @@ TEST(SimulationTest, TheSameSeedGivesTheSameBytes) {
 // saw was the simulated one, and no window was missed.
 TEST(SimulationTest, ReplayingTheRecordedWindowsGivesTheSameLimits) {
   const testing::ScratchDir scratch;
-  const Scenario scenario = parse_scenario(kMixed, "mixed.toml");
+  const Scenario scenario = parse_scenario(mixed_scenario(), "mixed.toml");
   Recorder recorder(scenario);
   simulate(scenario, recorder);
   const Results results = recorder.finish();
@@ -510,19 +394,14 @@ TEST(ShippedScenarioTest, CapacityDropHasTheFiveGroupsTheReadmeNames) {
 
 // ---- the command line ----------------------------------------------------------------------
 
-constexpr const char* kSmall = R"(duration = "3s"
-[server]
-workers = 4
-service = { distribution = "fixed", mean = "10ms" }
-[[groups]]
-name = "g2"
-rate = 500
-policy = "gradient2"
-)";
+// One gradient2 group of 500 calls/s on 4 workers of 10 ms, for 3 s.
+std::string small_scenario() {
+  return server_text("3s", 4, "10ms") + group_text("g2", 500, "gradient2");
+}
 
 TEST(RunCommandTest, WritesTheOutputsAndPrintsTheSummary) {
   const testing::ScratchDir scratch;
-  const auto file = scratch.write("small.toml", kSmall);
+  const auto file = scratch.write("small.toml", small_scenario());
   const auto out = scratch.path() / "out";
   const testing::ToolRun run =
       testing::run_binary({"run", file.string(), "--out", out.string(), "--no-plots"});
@@ -542,7 +421,7 @@ TEST(RunCommandTest, WritesTheOutputsAndPrintsTheSummary) {
 
 TEST(RunCommandTest, WithoutGnuplotItWritesTheCsvAndSaysSo) {
   const testing::ScratchDir scratch;
-  const auto file = scratch.write("small.toml", kSmall);
+  const auto file = scratch.write("small.toml", small_scenario());
   const auto out = scratch.path() / "out";
   const testing::ToolRun run =
       testing::run_binary({"run", file.string(), "--out", out.string()}, "PATH=/nonexistent");
@@ -554,7 +433,7 @@ TEST(RunCommandTest, WithoutGnuplotItWritesTheCsvAndSaysSo) {
 
 TEST(RunCommandTest, TheSeedOptionReplacesTheScenariosSeed) {
   const testing::ScratchDir scratch;
-  const auto file = scratch.write("small.toml", kSmall);
+  const auto file = scratch.write("small.toml", small_scenario());
   auto timeline = [&](const std::vector<std::string>& extra, const std::string& dir) {
     std::vector<std::string> args = {"run", file.string(), "--out", (scratch.path() / dir).string(),
                                      "--no-plots"};
@@ -599,7 +478,7 @@ TEST(RunCommandTest, ReportsAMissingFileAndAMissingArgument) {
 
 TEST(RunCommandTest, ReportsAnOutputFolderItCannotWrite) {
   const testing::ScratchDir scratch;
-  const auto file = scratch.write("small.toml", kSmall);
+  const auto file = scratch.write("small.toml", small_scenario());
   const testing::ToolRun run =
       testing::run_binary({"run", file.string(), "--out", "/proc/r4c-sim", "--no-plots"});
   EXPECT_EQ(run.exit_code, 1);

@@ -78,15 +78,9 @@ TEST_P(LiveTransportTest, TheLimitFollowsARealServerDownToItsWorkers) {
 TEST_P(LiveTransportTest, TheCommandWritesTheSameOutputsAsRun) {
   const bool grpc = GetParam() == LiveTransport::grpc;
   const testing::ScratchDir scratch;
-  const auto file = scratch.write("short.toml", R"(duration = "2s"
-[server]
-workers = 2
-service = { distribution = "fixed", mean = "20ms" }
-[[groups]]
-name = "g2"
-rate = 100
-policy = "gradient2"
-timeout = "500ms"
+  const auto file = scratch.write("short.toml", testing::server_text("2s", 2, "20ms") +
+                                                    testing::group_text("g2", 100, "gradient2") +
+                                                    R"(timeout = "500ms"
 [live]
 clients = 8
 drain = "1s"

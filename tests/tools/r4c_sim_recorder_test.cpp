@@ -22,20 +22,20 @@ Nanos ms(double value) { return Nanos(static_cast<std::int64_t>(value * 1e6)); }
 
 // Two groups on one server of 2 workers of 10 ms (200 calls/s), offered 300 + 100 per second.
 Scenario one_second() {
-  return parse_scenario(R"(duration = "1s"
-[server]
-workers = 2
-service = { distribution = "fixed", mean = "10ms" }
-[[groups]]
-name = "a"
-rate = 300
-policy = "gradient2"
-[[groups]]
-name = "b"
-rate = 100
-policy = "none"
-)",
+  return parse_scenario(testing::server_text("1s", 2, "10ms") +
+                            testing::group_text("a", 300, "gradient2") +
+                            testing::group_text("b", 100, "none"),
                         "one.toml");
+}
+
+// Group a of one_second(): 3 calls offered at 50 ms, 1 of them rejected, and 4 answered.
+void record_group_a(Recorder& recorder) {
+  for (int i = 0; i < 3; ++i) recorder.offered(0, ms(50));
+  recorder.rejected(0, ms(50));
+  recorder.answered(0, ms(10), ms(30), Outcome::success);   // 20 ms, interval 1
+  recorder.answered(0, ms(20), ms(60), Outcome::success);   // 40 ms, interval 1
+  recorder.answered(0, ms(50), ms(150), Outcome::timeout);  // 100 ms, interval 2
+  recorder.answered(0, ms(100), ms(110), Outcome::error);   // 10 ms, interval 2
 }
 
 TEST(PercentileTest, IsTheNearestRank) {
@@ -57,12 +57,7 @@ TEST(PercentileTest, IsTheNearestRank) {
 TEST(RecorderTest, FilesEachEventInItsInterval) {
   const Scenario scenario = one_second();
   Recorder recorder(scenario);
-  for (int i = 0; i < 3; ++i) recorder.offered(0, ms(50));
-  recorder.rejected(0, ms(50));
-  recorder.answered(0, ms(10), ms(30), Outcome::success);   // 20 ms, interval 1
-  recorder.answered(0, ms(20), ms(60), Outcome::success);   // 40 ms, interval 1
-  recorder.answered(0, ms(50), ms(150), Outcome::timeout);  // 100 ms, interval 2
-  recorder.answered(0, ms(100), ms(110), Outcome::error);   // 10 ms, interval 2
+  record_group_a(recorder);
   recorder.offered(1, ms(999));
   recorder.offered(1, ms(1000));  // the end belongs to the last interval
   const Results results = recorder.finish();
@@ -94,12 +89,7 @@ TEST(RecorderTest, FilesEachEventInItsInterval) {
 TEST(RecorderTest, SummarisesAGroupOverTheRun) {
   const Scenario scenario = one_second();
   Recorder recorder(scenario);
-  for (int i = 0; i < 3; ++i) recorder.offered(0, ms(50));
-  recorder.rejected(0, ms(50));
-  recorder.answered(0, ms(10), ms(30), Outcome::success);
-  recorder.answered(0, ms(20), ms(60), Outcome::success);
-  recorder.answered(0, ms(50), ms(150), Outcome::timeout);
-  recorder.answered(0, ms(100), ms(110), Outcome::error);
+  record_group_a(recorder);
   recorder.unfinished(0, ms(500), ms(1000));  // waited 500 ms by the end
   const Results results = recorder.finish();
 
@@ -159,20 +149,11 @@ TEST(RecorderTest, LimitErrorIsTheDistanceFromTheGroupsShareOfTheWorkersUnderOve
 }
 
 TEST(RecorderTest, LimitErrorCountsOnlyIntervalsWhereTheLoadExceedsCapacity) {
-  const Scenario scenario = parse_scenario(R"(duration = "1s"
-isolated = true
-[server]
-workers = 4
-service = { distribution = "fixed", mean = "10ms" }
-[[server.changes]]
-at = "500ms"
-workers = 1
-[[groups]]
-name = "a"
-rate = 150
-policy = "gradient2"
-)",
-                                           "t.toml");
+  const Scenario scenario =
+      parse_scenario(testing::server_text("1s", 4, "10ms", "fixed", true) +
+                         testing::server_change_text("500ms", "workers = 1\n") +
+                         testing::group_text("a", 150, "gradient2"),
+                     "t.toml");
   Recorder recorder(scenario);
   for (int k = 1; k <= 10; ++k) recorder.sample(0, ms(100 * k), 3, 0, 0);
   const Results results = recorder.finish();
@@ -188,18 +169,11 @@ policy = "gradient2"
 // A 30 s scenario with one change at 10 s, fed a limit that is 20 until the change, 10 until
 // 12 s, 5 until 14 s and 4 afterwards.
 Results settle_run(const std::function<int(double)>& limit_at) {
-  static const Scenario scenario = parse_scenario(R"(duration = "30s"
-[server]
-workers = 4
-[[server.changes]]
-at = "10s"
-workers = 2
-[[groups]]
-name = "a"
-rate = 1000
-policy = "gradient2"
-)",
-                                                  "settle.toml");
+  static const Scenario scenario =
+      parse_scenario("duration = \"30s\"\n[server]\nworkers = 4\n" +
+                         testing::server_change_text("10s", "workers = 2\n") +
+                         testing::group_text("a", 1000, "gradient2"),
+                     "settle.toml");
   Recorder recorder(scenario);
   for (int k = 1; k <= 300; ++k) recorder.sample(0, ms(100.0 * k), limit_at(k / 10.0), 0, 0);
   return recorder.finish();

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "r4c/adaptive_limit.hpp"
@@ -40,6 +41,14 @@ ToolRun run_replay_binary(const std::vector<std::string>& args, const fs::path& 
   std::vector<std::string> command{"replay"};
   command.insert(command.end(), args.begin(), args.end());
   return testing_support::run_binary(command, "", stdin_file);
+}
+
+// Runs `r4c-sim replay <args> --input <a file holding csv>`.
+ToolRun replay_csv(const std::string& csv, std::vector<std::string> args = {}) {
+  const ScratchDir scratch("_csv");
+  args.push_back("--input");
+  args.push_back(scratch.write("in.csv", csv).string());
+  return run_replay_binary(args);
 }
 
 // ---- the conformance traces ----------------------------------------------------------------
@@ -153,9 +162,7 @@ TEST(ReplayConformanceTest, ReadsATraceFromStandardInput) {
 constexpr std::string_view kHeader = "avg_rtt_ns,max_in_flight,dropped\n";
 
 TEST(ReplayErrorTest, RejectsAHeaderWithoutTheDroppedColumn) {
-  const ScratchDir scratch;
-  const fs::path input = scratch.write("in.csv", "avg_rtt_ns,max_in_flight\n1000,5\n");
-  const ToolRun run = run_replay_binary({"--input", input.string()});
+  const ToolRun run = replay_csv("avg_rtt_ns,max_in_flight\n1000,5\n");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.out, "");
   EXPECT_THAT(run.err, StartsWith("r4c-sim replay: line 1: the header has no dropped column; "
@@ -163,11 +170,10 @@ TEST(ReplayErrorTest, RejectsAHeaderWithoutTheDroppedColumn) {
 }
 
 TEST(ReplayErrorTest, RejectsALatencyThatIsNotANumberNamingLineColumnValueAndWhatIsValid) {
-  const ScratchDir scratch;
   std::string csv(kHeader);
   for (int i = 0; i < 5; ++i) csv += "1000,5,0\n";
   csv += "12x,5,0\n";  // line 7
-  const ToolRun run = run_replay_binary({"--input", scratch.write("in.csv", csv).string()});
+  const ToolRun run = replay_csv(csv);
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.out, "");
   EXPECT_EQ(run.err,
@@ -176,9 +182,7 @@ TEST(ReplayErrorTest, RejectsALatencyThatIsNotANumberNamingLineColumnValueAndWha
 }
 
 TEST(ReplayErrorTest, RejectsANegativeLatency) {
-  const ScratchDir scratch;
-  const fs::path input = scratch.write("in.csv", std::string(kHeader) + "-5,5,0\n");
-  const ToolRun run = run_replay_binary({"--input", input.string()});
+  const ToolRun run = replay_csv(std::string(kHeader) + "-5,5,0\n");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
             "r4c-sim replay: line 2: avg_rtt_ns is \"-5\"; expected a non-negative integer "
@@ -186,10 +190,9 @@ TEST(ReplayErrorTest, RejectsANegativeLatency) {
 }
 
 TEST(ReplayErrorTest, CountsCommentAndBlankLinesInTheLineNumberOfABadRow) {
-  const ScratchDir scratch;
   const std::string csv = "# recorded on host a\n\n# settings: defaults\n" + std::string(kHeader) +
                           "1000,5,0\n\n1000,five,0\n";  // the bad row is line 7
-  const ToolRun run = run_replay_binary({"--input", scratch.write("in.csv", csv).string()});
+  const ToolRun run = replay_csv(csv);
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
             "r4c-sim replay: line 7: max_in_flight is \"five\"; expected a non-negative integer "
@@ -225,10 +228,8 @@ TEST(ReplayErrorTest, RejectsAnUnknownAlgorithm) {
 }
 
 TEST(ReplayErrorTest, RejectsAJitterOutsideZeroToOne) {
-  const ScratchDir scratch;
-  const fs::path input =
-      scratch.write("in.csv", "avg_rtt_ns,max_in_flight,dropped,jitter_after\n1000,5,0,1.5\n");
-  const ToolRun run = run_replay_binary({"--algorithm", "vegas", "--input", input.string()});
+  const ToolRun run = replay_csv("avg_rtt_ns,max_in_flight,dropped,jitter_after\n1000,5,0,1.5\n",
+                                 {"--algorithm", "vegas"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("line 2: jitter_after is \"1.5\"; expected a number in [0, 1]"));
 }
@@ -331,42 +332,44 @@ TEST(ParseWindowsTest, ReadsAHeaderWithoutRowsAsNoWindows) {
   EXPECT_TRUE(parse(std::string(kHeader)).empty());
 }
 
-TEST(ParseWindowsTest, RejectsAnEmptyField) {
-  EXPECT_EQ(parse_error(std::string(kHeader) + ",7,0\n"),
-            "line 2: avg_rtt_ns is empty; expected a non-negative integer (nanoseconds)");
+// A bad row after kHeader: each case its rows and the message each gets.
+struct BadRows {
+  const char* name;
+  std::vector<std::pair<std::string, std::string>> rows;
+};
+
+class ParseWindowsRowTest : public ::testing::TestWithParam<BadRows> {};
+
+TEST_P(ParseWindowsRowTest, RejectsTheRowNamingItsLineFieldAndWhatIsValid) {
+  for (const auto& [row, message] : GetParam().rows) {
+    EXPECT_EQ(parse_error(std::string(kHeader) + row), message) << row;
+  }
 }
 
-TEST(ParseWindowsTest, RejectsAnythingAfterTheNumber) {
-  EXPECT_EQ(parse_error(std::string(kHeader) + "1500 ,7,0\n"),
-            "line 2: avg_rtt_ns is \"1500 \"; expected a non-negative integer (nanoseconds)");
-  EXPECT_EQ(parse_error(std::string(kHeader) + "1500.5,7,0\n"),
-            "line 2: avg_rtt_ns is \"1500.5\"; expected a non-negative integer (nanoseconds)");
-  EXPECT_EQ(parse_error(std::string(kHeader) + "1500,7e1,0\n"),
-            "line 2: max_in_flight is \"7e1\"; expected a non-negative integer (calls in flight)");
-}
+const std::string kNanoseconds = "; expected a non-negative integer (nanoseconds)";
+const std::string kCallsInFlight = "; expected a non-negative integer (calls in flight)";
+const std::string kDropped = "; expected 0, 1, false or true";
 
-TEST(ParseWindowsTest, RejectsANegativeMaxInFlight) {
-  EXPECT_EQ(parse_error(std::string(kHeader) + "1500,-1,0\n"),
-            "line 2: max_in_flight is \"-1\"; expected a non-negative integer (calls in flight)");
-}
-
-TEST(ParseWindowsTest, RejectsALatencyBeyondSixtyFourBits) {
-  EXPECT_EQ(parse_error(std::string(kHeader) + "9223372036854775808,7,0\n"),
-            "line 2: avg_rtt_ns is \"9223372036854775808\"; expected a non-negative integer "
-            "(nanoseconds) no greater than 9223372036854775807");
-}
-
-TEST(ParseWindowsTest, RejectsADroppedValueOtherThanZeroOneFalseOrTrue) {
-  EXPECT_EQ(parse_error(std::string(kHeader) + "1500,7,2\n"),
-            "line 2: dropped is \"2\"; expected 0, 1, false or true");
-  EXPECT_EQ(parse_error(std::string(kHeader) + "1500,7,yes\n"),
-            "line 2: dropped is \"yes\"; expected 0, 1, false or true");
-}
-
-TEST(ParseWindowsTest, RejectsARowWithTooFewFields) {
-  EXPECT_EQ(parse_error(std::string(kHeader) + "1500,7\n"),
-            "line 2: the row has 2 fields; expected 3, one per header column");
-}
+INSTANTIATE_TEST_SUITE_P(
+    Rejects, ParseWindowsRowTest,
+    ::testing::Values(
+        BadRows{"AnEmptyField", {{",7,0\n", "line 2: avg_rtt_ns is empty" + kNanoseconds}}},
+        BadRows{"AnythingAfterTheNumber",
+                {{"1500 ,7,0\n", "line 2: avg_rtt_ns is \"1500 \"" + kNanoseconds},
+                 {"1500.5,7,0\n", "line 2: avg_rtt_ns is \"1500.5\"" + kNanoseconds},
+                 {"1500,7e1,0\n", "line 2: max_in_flight is \"7e1\"" + kCallsInFlight}}},
+        BadRows{"ANegativeMaxInFlight",
+                {{"1500,-1,0\n", "line 2: max_in_flight is \"-1\"" + kCallsInFlight}}},
+        BadRows{"ALatencyBeyondSixtyFourBits",
+                {{"9223372036854775808,7,0\n", "line 2: avg_rtt_ns is \"9223372036854775808\"" +
+                                                   kNanoseconds +
+                                                   " no greater than 9223372036854775807"}}},
+        BadRows{"ADroppedValueOtherThanZeroOneFalseOrTrue",
+                {{"1500,7,2\n", "line 2: dropped is \"2\"" + kDropped},
+                 {"1500,7,yes\n", "line 2: dropped is \"yes\"" + kDropped}}},
+        BadRows{"ARowWithTooFewFields",
+                {{"1500,7\n", "line 2: the row has 2 fields; expected 3, one per header column"}}}),
+    [](const ::testing::TestParamInfo<BadRows>& info) { return std::string(info.param.name); });
 
 TEST(ParseWindowsTest, RejectsAnInputWithoutAHeader) {
   EXPECT_EQ(parse_error("# only a comment\n\n"),

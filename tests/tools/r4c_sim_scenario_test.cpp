@@ -7,6 +7,7 @@
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "common.hpp"
 #include "r4c/detail/config_file.hpp"
@@ -32,6 +33,14 @@ std::string error_of(const std::string& text) {
     return e.what();
   }
   return "";
+}
+
+// Each of `cases` is the rest of a group after kGroupWithoutPolicy, and the message
+// parse_scenario throws for it.
+void expect_group_errors(const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [rest, message] : cases) {
+    EXPECT_EQ(error_of(kGroupWithoutPolicy + rest), message) << rest;
+  }
 }
 
 // What the library says of a malformed duration, after "<key> is '<value>'; ".
@@ -417,30 +426,29 @@ TEST(ScenarioTest, ReportsMissingKeys) {
             "test.toml:4: groups[1] has no rate; expected calls per second\n"
             "test.toml:4: groups[1] has no policy; expected one of gradient2, aimd, vegas, "
             "delay_target, bulkhead, throttle, none");
-  const std::string head = kGroupWithoutPolicy;
-  EXPECT_EQ(error_of(head + "policy = \"bulkhead\"\n"),
-            "test.toml:4: groups[1] has no max_concurrent; expected the bulkhead's size for "
-            "policy bulkhead");
-  EXPECT_EQ(error_of(head + "policy = \"aimd\"\n"),
-            "test.toml:4: groups[1] has no timeout; expected a duration such as \"250ms\" or "
-            "\"2m\": policy aimd needs a timeout inside the limit as its drop signal");
+  expect_group_errors(
+      {{"policy = \"bulkhead\"\n",
+        "test.toml:4: groups[1] has no max_concurrent; expected the bulkhead's size for "
+        "policy bulkhead"},
+       {"policy = \"aimd\"\n",
+        "test.toml:4: groups[1] has no timeout; expected a duration such as \"250ms\" or "
+        "\"2m\": policy aimd needs a timeout inside the limit as its drop signal"}});
 }
 
 TEST(ScenarioTest, RejectsSettingsThatDoNotApplyToThePolicy) {
-  const std::string head = kGroupWithoutPolicy;
-  EXPECT_EQ(error_of(head + "policy = \"gradient2\"\nmax_concurrent = 3\n"),
-            "test.toml:8: groups[1].max_concurrent applies to policy bulkhead only (this "
-            "group's policy is gradient2)");
-  EXPECT_EQ(error_of(head + "policy = \"bulkhead\"\nmax_concurrent = 3\nlimit = { max_limit = "
-                            "9 }\n"),
-            "test.toml:9: groups[1].limit applies to the adaptive limit's policies only "
-            "(gradient2, aimd, vegas, delay_target; this group's policy is bulkhead)");
-  EXPECT_EQ(error_of(head + "policy = \"aimd\"\ntimeout = \"1s\"\nlimit = { smoothing = 0.5 }\n"),
-            "test.toml:9: groups[1].limit.smoothing applies to gradient2 and vegas only (this "
-            "group's policy is aimd)");
-  EXPECT_EQ(error_of(head + "policy = \"gradient2\"\nlimit = { backoff_ratio = 0.5 }\n"),
-            "test.toml:8: groups[1].limit.backoff_ratio applies to aimd and delay_target only "
-            "(this group's policy is gradient2)");
+  expect_group_errors(
+      {{"policy = \"gradient2\"\nmax_concurrent = 3\n",
+        "test.toml:8: groups[1].max_concurrent applies to policy bulkhead only (this "
+        "group's policy is gradient2)"},
+       {"policy = \"bulkhead\"\nmax_concurrent = 3\nlimit = { max_limit = 9 }\n",
+        "test.toml:9: groups[1].limit applies to the adaptive limit's policies only "
+        "(gradient2, aimd, vegas, delay_target; this group's policy is bulkhead)"},
+       {"policy = \"aimd\"\ntimeout = \"1s\"\nlimit = { smoothing = 0.5 }\n",
+        "test.toml:9: groups[1].limit.smoothing applies to gradient2 and vegas only (this "
+        "group's policy is aimd)"},
+       {"policy = \"gradient2\"\nlimit = { backoff_ratio = 0.5 }\n",
+        "test.toml:8: groups[1].limit.backoff_ratio applies to aimd and delay_target only "
+        "(this group's policy is gradient2)"}});
   EXPECT_EQ(error_of("duration = \"10s\"\n[server]\nworkers = 4\nservice = { sigma = 0.5 }\n"
                      "[[groups]]\nname = \"g\"\nrate = 1\npolicy = \"none\"\n"),
             "test.toml:4: server.service.sigma applies to distribution lognormal only");
@@ -547,29 +555,16 @@ TEST(DurationTest, ReadsTheLibrarysGrammarAndNothingElse) {
 }
 
 TEST(ScheduleTest, TheServerStateFollowsItsChanges) {
-  const Scenario s = parse_scenario(R"(duration = "300s"
-[server]
-workers = 16
-service = { distribution = "fixed", mean = "10ms" }
-[[server.changes]]
-at = "180s"
-workers = 12
-[[server.changes]]
-at = "60s"
-workers = 4
-service_scale = 2
-[[server.changes]]
-at = "100s"
-extra_latency = "5ms"
-[[groups]]
-name = "g"
-rate = 1000
-policy = "none"
-[[groups.changes]]
+  const Scenario s =
+      parse_scenario(testing::server_text("300s", 16, "10ms") +
+                         testing::server_change_text("180s", "workers = 12\n") +
+                         testing::server_change_text("60s", "workers = 4\nservice_scale = 2\n") +
+                         testing::server_change_text("100s", "extra_latency = \"5ms\"\n") +
+                         testing::group_text("g", 1000, "none") + R"([[groups.changes]]
 at = "100s"
 rate = 3000
 )",
-                                    "t.toml");
+                     "t.toml");
   // Sorted by time whatever the file's order.
   ASSERT_EQ(s.server.changes.size(), 3u);
   EXPECT_EQ(s.server.changes[0].at, seconds(60));

@@ -232,12 +232,14 @@ TEST(TargetsTest, TheThrottleHalvesTheBackendLoadForTheSameGoodput) {
   EXPECT_LE(static_cast<double>(throttled.errors), 0.4 * static_cast<double>(unprotected.errors));
 }
 
+// The share of a group's offered calls that succeeded.
+double success(const GroupSummary& g) {
+  return static_cast<double>(g.succeeded) / static_cast<double>(g.offered);
+}
+
 // Issue 17 (docs/simulator.md, "Priority classes and a bounded wait").
 TEST(TargetsTest, ClassesKeepCriticalCallsThroughABulkSpikeOnOneLimit) {
   if (!kOptimised) GTEST_SKIP() << kWhySkipped;
-  const auto success = [](const GroupSummary& g) {
-    return static_cast<double>(g.succeeded) / static_cast<double>(g.offered);
-  };
   const GroupSummary& critical = run_of("priority-spike").summary("critical");
   const GroupSummary& bulk = run_of("priority-spike").summary("bulk");
   const GroupSummary& critical_alone = run_of("priority-spike-no-classes").summary("critical");
@@ -251,9 +253,6 @@ TEST(TargetsTest, ClassesKeepCriticalCallsThroughABulkSpikeOnOneLimit) {
 
 TEST(TargetsTest, APartitionKeepsItsGuaranteeThroughAnotherPartitionsSpike) {
   if (!kOptimised) GTEST_SKIP() << kWhySkipped;
-  const auto success = [](const GroupSummary& g) {
-    return static_cast<double>(g.succeeded) / static_cast<double>(g.offered);
-  };
   const GroupSummary& user = run_of("partition-spike").summary("user");
   const GroupSummary& prefetch = run_of("partition-spike").summary("prefetch");
   const GroupSummary& alone = run_of("priority-spike-no-classes").summary("critical");

@@ -153,6 +153,29 @@ struct Simulated {
   }
 };
 
+/// The start of a scenario's text: its duration, `isolated = true` when asked, and a server of
+/// `workers` workers whose calls take `mean` drawn from `distribution`. Server keys and changes,
+/// then groups (group_text), follow.
+inline std::string server_text(std::string_view duration, int workers, std::string_view mean,
+                               std::string_view distribution = "fixed", bool isolated = false) {
+  std::string text = "duration = \"" + std::string(duration) + "\"\n";
+  if (isolated) text += "isolated = true\n";
+  text += "[server]\nworkers = " + std::to_string(workers) + "\n";
+  return text + "service = { distribution = \"" + std::string(distribution) + "\", mean = \"" +
+         std::string(mean) + "\" }\n";
+}
+
+/// A `[[groups]]` entry of a scenario's text; the group's other keys follow it.
+inline std::string group_text(std::string_view name, int rate, std::string_view policy) {
+  return "[[groups]]\nname = \"" + std::string(name) + "\"\nrate = " + std::to_string(rate) +
+         "\npolicy = \"" + std::string(policy) + "\"\n";
+}
+
+/// A `[[server.changes]]` entry at `at`, with the keys it changes.
+inline std::string server_change_text(std::string_view at, std::string_view keys) {
+  return "[[server.changes]]\nat = \"" + std::string(at) + "\"\n" + std::string(keys);
+}
+
 inline Simulated simulate_text(const std::string& toml) {
   Simulated run;
   run.scenario = parse_scenario(toml, "test.toml");
