@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "config_check.hpp"
+#include "exception_match.hpp"
 #include "kind_settings.hpp"
+#include "observe_metrics.hpp"
 #include "r4c/detail/event_hub.hpp"
 #include "r4c/metrics.hpp"
 
@@ -147,11 +149,7 @@ const std::exception_ptr& AdaptiveLimit::rejection(RejectReason reason) const no
 
 bool AdaptiveLimit::is_drop(const std::exception_ptr& failure) const noexcept {
   if (!failure) return false;
-  try {
-    std::rethrow_exception(failure);
-  } catch (...) {
-    return is_drop_current();
-  }
+  return detail::ask_rethrown<&AdaptiveLimit::is_drop_current>(*this, failure);
 }
 
 bool AdaptiveLimit::is_drop(const std::error_code& code) const noexcept {
@@ -897,17 +895,12 @@ void AdaptiveLimitKind::metrics(const Snapshot& s, metrics::Emitter& out) {
   out.gauge("r4c.adaptivelimit.window.latency.seconds",
             "Average latency of the last window that recomputed the adaptive limit.",
             seconds(s.window_latency));
-  // Only in observe mode (or after it), so that an enforcing limit's metrics stay as they were.
-  if (s.mode == PolicyMode::observe || s.would_have_rejected != 0) {
-    out.counter("r4c.adaptivelimit.would.reject",
-                "Calls the adaptive limit in observe mode would have rejected and admitted.",
-                count(s.would_have_rejected));
-  }
-  if (s.latency.enabled) {
-    out.histogram("r4c.adaptivelimit.call.latency.seconds",
-                  "Latency of the calls the adaptive limit sampled (latencyHistogram on).",
-                  s.latency);
-  }
+  detail::emit_would_reject(
+      out, s, "r4c.adaptivelimit.would.reject",
+      "Calls the adaptive limit in observe mode would have rejected and admitted.");
+  out.histogram("r4c.adaptivelimit.call.latency.seconds",
+                "Latency of the calls the adaptive limit sampled (latencyHistogram on).",
+                s.latency);  // nothing unless enabled
   for (const LimitPartitionSnapshot& p : s.partitions) {
     const std::vector<metrics::Label> partition = {{"partition", p.name.empty() ? "none" : p.name}};
     out.gauge("r4c.adaptivelimit.partition.concurrent.calls",

@@ -71,12 +71,6 @@ void check_smoothing(double value) {
   if (!(value > 0.0 && value <= 1.0)) fail(kInvalidValue, "smoothing", show(value), "(0, 1]");
 }
 
-void check_rtt_tolerance(double value) {
-  if (!(value >= 1.0 && std::isfinite(value))) {
-    fail(kInvalidValue, "rtt_tolerance", show(value), "a finite number >= 1");
-  }
-}
-
 void check_long_window(int value) {
   if (value < 1) fail(kInvalidValue, "long_window", show(value), "an integer >= 1");
 }
@@ -96,6 +90,13 @@ void check_probe_multiplier(int value) {
 void check_queue_bound(std::string_view setting, int value) {
   if (value < 0) {
     fail(kInvalidValue, setting, show(value), "an integer >= 0 (0: Netflix's log10 function)");
+  }
+}
+
+void check_sample_percentile(double value) {
+  if (!(value >= 0.0 && value < 1.0)) {
+    fail(kInvalidValue, "sample_percentile", show(value),
+         "0 (the window's average) or a percentile in (0, 1), e.g. 0.99");
   }
 }
 
@@ -182,157 +183,107 @@ AdaptiveLimitConfig::AdaptiveLimitConfig()
       drop_on_error_(is_timed_out) {}
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::algorithm(LimitAlgorithm value) {
-  check_algorithm(value);
-  algorithm_ = value;
-  return *this;
+  return detail::store_checked(*this, algorithm_, value, check_algorithm);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::initial_limit(int value) {
-  check_limit("initial_limit", value);
-  initial_limit_ = value;
-  return *this;
+  return detail::store_checked(*this, initial_limit_, value, check_limit, "initial_limit");
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::min_limit(int value) {
-  check_limit("min_limit", value);
-  min_limit_ = value;
-  return *this;
+  return detail::store_checked(*this, min_limit_, value, check_limit, "min_limit");
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::max_limit(int value) {
-  check_limit("max_limit", value);
-  max_limit_ = value;
-  return *this;
+  return detail::store_checked(*this, max_limit_, value, check_limit, "max_limit");
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::window(std::chrono::nanoseconds value) {
-  check_window(value);
-  window_ = value;
-  return *this;
+  return detail::store_checked(*this, window_, value, check_window);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::min_window_samples(int value) {
-  check_min_window_samples(value);
-  min_window_samples_ = value;
-  return *this;
+  return detail::store_checked(*this, min_window_samples_, value, check_min_window_samples);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::smoothing(double value) {
-  check_smoothing(value);
-  smoothing_ = value;
-  return *this;
+  return detail::store_checked(*this, smoothing_, value, check_smoothing);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::rtt_tolerance(double value) {
-  check_rtt_tolerance(value);
-  rtt_tolerance_ = value;
-  return *this;
+  return detail::store_checked(*this, rtt_tolerance_, value, detail::check_factor, "rtt_tolerance");
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::long_window(int value) {
-  check_long_window(value);
-  long_window_ = value;
-  return *this;
+  return detail::store_checked(*this, long_window_, value, check_long_window);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::queue_size(int value) {
-  check_queue_size(value);
-  queue_size_ = value;
-  return *this;
+  return detail::store_checked(*this, queue_size_, value, check_queue_size);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::backoff_ratio(double value) {
-  check_backoff_ratio(value);
-  backoff_ratio_ = value;
-  return *this;
+  return detail::store_checked(*this, backoff_ratio_, value, check_backoff_ratio);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::probe_multiplier(int value) {
-  check_probe_multiplier(value);
-  probe_multiplier_ = value;
-  return *this;
+  return detail::store_checked(*this, probe_multiplier_, value, check_probe_multiplier);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::alpha(int value) {
-  check_queue_bound("alpha", value);
-  alpha_ = value;
-  return *this;
+  return detail::store_checked(*this, alpha_, value, check_queue_bound, "alpha");
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::beta(int value) {
-  check_queue_bound("beta", value);
-  beta_ = value;
-  return *this;
+  return detail::store_checked(*this, beta_, value, check_queue_bound, "beta");
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::random_seed(std::uint64_t value) noexcept {
-  random_seed_ = value;
-  return *this;
+  return detail::store(*this, random_seed_, value);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::probe_jitter(JitterSource source) {
-  probe_jitter_ = std::move(source);
-  return *this;
+  return detail::store(*this, probe_jitter_, std::move(source));
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::enabled(bool value) noexcept {
-  enabled_ = value;
-  return *this;
+  return detail::store(*this, enabled_, value);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::mode(PolicyMode value) noexcept {
-  mode_ = value;
-  return *this;
+  return detail::store(*this, mode_, value);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::latency_histogram(bool value) noexcept {
-  latency_histogram_ = value;
-  return *this;
+  return detail::store(*this, latency_histogram_, value);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::sample_percentile(double value) {
-  if (!(value >= 0.0 && value < 1.0)) {
-    fail(kInvalidValue, "sample_percentile", show(value),
-         "0 (the window's average) or a percentile in (0, 1), e.g. 0.99");
-  }
-  sample_percentile_ = value;
-  return *this;
+  return detail::store_checked(*this, sample_percentile_, value, check_sample_percentile);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::max_wait(std::chrono::nanoseconds value) {
-  check_max_wait(value);
-  max_wait_ = value;
-  return *this;
+  return detail::store_checked(*this, max_wait_, value, check_max_wait);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::max_queue(int value) {
-  check_max_queue(value);
-  max_queue_ = value;
-  return *this;
+  return detail::store_checked(*this, max_queue_, value, check_max_queue);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::max_queue_factor(double value) {
-  check_max_queue_factor(value);
-  max_queue_factor_ = value;
-  return *this;
+  return detail::store_checked(*this, max_queue_factor_, value, check_max_queue_factor);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::queue_order(QueueOrder value) {
-  check_queue_order(value);
-  queue_order_ = value;
-  return *this;
+  return detail::store_checked(*this, queue_order_, value, check_queue_order);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::codel_target(std::chrono::nanoseconds value) {
-  check_codel("codel_target", value);
-  codel_target_ = value;
-  return *this;
+  return detail::store_checked(*this, codel_target_, value, check_codel, "codel_target");
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::codel_interval(std::chrono::nanoseconds value) {
-  check_codel("codel_interval", value);
-  codel_interval_ = value;
-  return *this;
+  return detail::store_checked(*this, codel_interval_, value, check_codel, "codel_interval");
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::class_share(CallClass cls, double value) {
@@ -367,8 +318,7 @@ AdaptiveLimitConfig& AdaptiveLimitConfig::partitions(std::vector<LimitPartitionS
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::partition_borrow(bool value) noexcept {
-  partition_borrow_ = value;
-  return *this;
+  return detail::store(*this, partition_borrow_, value);
 }
 
 std::optional<int> AdaptiveLimitConfig::partition_index(std::string_view name) const noexcept {
@@ -379,14 +329,12 @@ std::optional<int> AdaptiveLimitConfig::partition_index(std::string_view name) c
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::drop_on(std::vector<ExceptionType> types) {
-  drop_on_ = std::move(types);
-  return *this;
+  return detail::store(*this, drop_on_, std::move(types));
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::drop_on_error(
     std::function<bool(const std::error_code&)> predicate) {
-  drop_on_error_ = std::move(predicate);
-  return *this;
+  return detail::store(*this, drop_on_error_, std::move(predicate));
 }
 
 std::optional<SettingDifference> first_difference(const AdaptiveLimitConfig& first,
@@ -440,7 +388,7 @@ void AdaptiveLimitConfig::validate() const {
   check_window(window_);
   check_min_window_samples(min_window_samples_);
   check_smoothing(smoothing());
-  check_rtt_tolerance(rtt_tolerance_);
+  detail::check_factor("rtt_tolerance", rtt_tolerance_);
   check_long_window(long_window_);
   check_queue_size(queue_size_);
   check_backoff_ratio(backoff_ratio_);
@@ -480,7 +428,7 @@ void AdaptiveLimitConfig::validate() const {
          "shares that sum to at most 1");
   }
 
-  AdaptiveLimitConfig().sample_percentile(sample_percentile_);
+  check_sample_percentile(sample_percentile_);
   if (sample_percentile_ > 0.0 && !latency_histogram_) {
     throw ConfigException(kBoundsOrRange,
                           "sample_percentile is " + show(sample_percentile_) +

@@ -7,40 +7,45 @@
 
 #include "config_check.hpp"
 #include "kind_settings.hpp"
+#include "observe_metrics.hpp"
 #include "r4c/metrics.hpp"
 
 namespace r4c {
 
-// Found by DifferenceFinder through argument-dependent lookup.
-static std::string show(PolicyMode value) { return std::string(to_string(value)); }
+namespace {
 
-BulkheadConfig& BulkheadConfig::max_concurrent(int value) {
+void check_max_concurrent(int value) {
   if (value < 1)
     detail::fail(detail::kLimitBelowOne, "max_concurrent", detail::show(value), "an integer >= 1");
-  max_concurrent_ = value;
-  return *this;
 }
 
-BulkheadConfig& BulkheadConfig::max_wait(std::chrono::nanoseconds value) {
+void check_max_wait(std::chrono::nanoseconds value) {
   if (value < std::chrono::nanoseconds(0) || value > std::chrono::hours(1))
     detail::fail(detail::kInvalidValue, "max_wait", detail::show(value),
                  "0 .. 1 h (0: a full bulkhead rejects at once)");
-  max_wait_ = value;
-  return *this;
+}
+
+}  // namespace
+
+BulkheadConfig& BulkheadConfig::max_concurrent(int value) {
+  return detail::store_checked(*this, max_concurrent_, value, check_max_concurrent);
+}
+
+BulkheadConfig& BulkheadConfig::max_wait(std::chrono::nanoseconds value) {
+  return detail::store_checked(*this, max_wait_, value, check_max_wait);
 }
 
 BulkheadConfig& BulkheadConfig::mode(PolicyMode value) noexcept {
-  mode_ = value;
-  return *this;
+  return detail::store(*this, mode_, value);
 }
 
 BulkheadConfig& BulkheadConfig::latency_histogram(bool value) noexcept {
-  latency_histogram_ = value;
-  return *this;
+  return detail::store(*this, latency_histogram_, value);
 }
 
 void BulkheadConfig::validate() const {
-  BulkheadConfig().max_concurrent(max_concurrent_).max_wait(max_wait_);
+  check_max_concurrent(max_concurrent_);
+  check_max_wait(max_wait_);
   detail::check_no_wait_when_observing(
       mode_ == PolicyMode::observe, "max_wait", max_wait_,
       "an observing bulkhead lets a call through instead of making it wait");
@@ -48,12 +53,9 @@ void BulkheadConfig::validate() const {
 
 std::optional<SettingDifference> first_difference(const BulkheadConfig& first,
                                                   const BulkheadConfig& second) {
-  return detail::DifferenceFinder()
-      .compare("max_concurrent", first.max_concurrent(), second.max_concurrent())
-      .compare("max_wait", first.max_wait(), second.max_wait())
-      .compare("mode", first.mode(), second.mode())
-      .compare("latency_histogram", first.latency_histogram(), second.latency_histogram())
-      .result();
+  // In the order it has always compared them (the table lists mode last).
+  return detail::settings_difference<BulkheadKind>(
+      first, second, {"max_concurrent", "max_wait", "mode", "latency_histogram"});
 }
 
 namespace {
@@ -435,17 +437,12 @@ void BulkheadKind::metrics(const Snapshot& s, metrics::Emitter& out) {
   out.gauge("r4c.bulkhead.available.concurrent.calls", "Free slots of the bulkhead.", s.available);
   out.gauge("r4c.bulkhead.max.allowed.concurrent.calls", "Slots of the bulkhead.",
             s.max_concurrent);
-  // Only in observe mode (or after it), so that an enforcing bulkhead's metrics stay as they were.
-  if (s.mode == PolicyMode::observe || s.would_have_rejected != 0) {
-    out.counter("r4c.bulkhead.would.reject",
-                "Calls the bulkhead in observe mode would have rejected and let through.",
-                metrics::count(s.would_have_rejected));
-  }
-  if (s.latency.enabled) {
-    out.histogram("r4c.bulkhead.call.latency.seconds",
-                  "How long the bulkhead's calls held their slot (latencyHistogram on).",
-                  s.latency);
-  }
+  detail::emit_would_reject(
+      out, s, "r4c.bulkhead.would.reject",
+      "Calls the bulkhead in observe mode would have rejected and let through.");
+  out.histogram("r4c.bulkhead.call.latency.seconds",
+                "How long the bulkhead's calls held their slot (latencyHistogram on).",
+                s.latency);  // nothing unless enabled
   // Only for a bulkhead that waits (or has waited), so that a plain one's metrics stay as
   // they were.
   std::uint64_t waited = s.waits_granted;

@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "config_check.hpp"
+#include "exception_match.hpp"
 #include "kind_settings.hpp"
+#include "observe_metrics.hpp"
 #include "r4c/detail/event_hub.hpp"
 #include "r4c/metrics.hpp"
 
@@ -51,6 +53,50 @@ void check_duration(const char* setting, std::chrono::nanoseconds value,
   }
 }
 
+void check_wait_in_open(const char* setting, std::chrono::nanoseconds value) {
+  check_duration(setting, value, std::chrono::nanoseconds(1), "1 ns .. 24 h");
+}
+
+void check_max_wait_in_half_open(std::chrono::nanoseconds value) {
+  check_duration("max_wait_in_half_open", value, std::chrono::nanoseconds::zero(),
+                 "0 (no limit) .. 24 h");
+}
+
+void check_slow_call_duration(std::chrono::nanoseconds value) {
+  if (value <= std::chrono::nanoseconds::zero()) {
+    detail::fail(detail::kInvalidValue, "slow_call_duration", detail::show(value), "> 0 ns");
+  }
+}
+
+void check_sliding_window_type(SlidingWindowType value) {
+  if (value != SlidingWindowType::count_based && value != SlidingWindowType::time_based) {
+    detail::fail(detail::kInvalidValue, "sliding_window_type",
+                 detail::show(static_cast<int>(value)), "count_based or time_based");
+  }
+}
+
+void check_sliding_window_size(int value) {
+  check_count("sliding_window_size", value);
+  if (value > CircuitBreakerConfig::kMaxSlidingWindowSize) {
+    detail::fail(detail::kInvalidValue, "sliding_window_size", detail::show(value),
+                 "an integer from 1 to 1000000");
+  }
+}
+
+void check_state_after_max_wait_in_half_open(CircuitBreakerState value) {
+  if (value != CircuitBreakerState::open && value != CircuitBreakerState::closed) {
+    detail::fail(detail::kInvalidValue, "state_after_max_wait_in_half_open",
+                 detail::show(static_cast<int>(value)), "open or closed");
+  }
+}
+
+void check_initial_state(CircuitBreakerState value) {
+  if (static_cast<int>(value) > static_cast<int>(CircuitBreakerState::forced_open)) {
+    detail::fail(detail::kInvalidValue, "initial_state", detail::show(static_cast<int>(value)),
+                 text::choices<CircuitBreakerState>());
+  }
+}
+
 const CircuitBreakerConfig& validated(const CircuitBreakerConfig& config) {
   config.validate();
   return config;
@@ -82,70 +128,45 @@ std::size_t ring_index(std::int64_t second, std::int64_t size) {
 }  // namespace
 
 CircuitBreakerConfig& CircuitBreakerConfig::failure_rate_threshold(double value) {
-  check_rate("failure_rate_threshold", value);
-  failure_rate_threshold_ = value;
-  return *this;
+  return detail::store_checked(*this, failure_rate_threshold_, value, check_rate,
+                               "failure_rate_threshold");
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::slow_call_rate_threshold(double value) {
-  check_rate("slow_call_rate_threshold", value);
-  slow_call_rate_threshold_ = value;
-  return *this;
+  return detail::store_checked(*this, slow_call_rate_threshold_, value, check_rate,
+                               "slow_call_rate_threshold");
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::slow_call_duration(std::chrono::nanoseconds value) {
-  if (value <= std::chrono::nanoseconds::zero()) {
-    detail::fail(detail::kInvalidValue, "slow_call_duration", detail::show(value), "> 0 ns");
-  }
-  slow_call_duration_ = value;
-  return *this;
+  return detail::store_checked(*this, slow_call_duration_, value, check_slow_call_duration);
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::sliding_window_type(SlidingWindowType value) {
-  if (value != SlidingWindowType::count_based && value != SlidingWindowType::time_based) {
-    detail::fail(detail::kInvalidValue, "sliding_window_type",
-                 detail::show(static_cast<int>(value)), "count_based or time_based");
-  }
-  sliding_window_type_ = value;
-  return *this;
+  return detail::store_checked(*this, sliding_window_type_, value, check_sliding_window_type);
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::sliding_window_size(int value) {
-  check_count("sliding_window_size", value);
-  if (value > kMaxSlidingWindowSize) {
-    detail::fail(detail::kInvalidValue, "sliding_window_size", detail::show(value),
-                 "an integer from 1 to 1000000");
-  }
-  sliding_window_size_ = value;
-  return *this;
+  return detail::store_checked(*this, sliding_window_size_, value, check_sliding_window_size);
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::minimum_number_of_calls(int value) {
-  check_count("minimum_number_of_calls", value);
-  minimum_number_of_calls_ = value;
-  return *this;
+  return detail::store_checked(*this, minimum_number_of_calls_, value, check_count,
+                               "minimum_number_of_calls");
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::wait_in_open(std::chrono::nanoseconds value) {
-  check_duration("wait_in_open", value, std::chrono::nanoseconds(1), "1 ns .. 24 h");
-  wait_in_open_ = value;
-  return *this;
+  return detail::store_checked(*this, wait_in_open_, value, check_wait_in_open, "wait_in_open");
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::permitted_calls_in_half_open(int value) {
-  check_count("permitted_calls_in_half_open", value);
-  permitted_calls_in_half_open_ = value;
-  return *this;
+  return detail::store_checked(*this, permitted_calls_in_half_open_, value, check_count,
+                               "permitted_calls_in_half_open");
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::exponential_wait_in_open(
     double multiplier, std::chrono::nanoseconds max_wait) {
-  // Written so that NaN fails too.
-  if (!(multiplier >= 1.0 && std::isfinite(multiplier))) {
-    detail::fail(detail::kInvalidValue, "wait_in_open_multiplier", detail::show(multiplier),
-                 "a finite number >= 1");
-  }
-  check_duration("max_wait_in_open", max_wait, std::chrono::nanoseconds(1), "1 ns .. 24 h");
+  detail::check_factor("wait_in_open_multiplier", multiplier);
+  check_wait_in_open("max_wait_in_open", max_wait);
   wait_in_open_multiplier_ = multiplier;
   max_wait_in_open_ = max_wait;
   max_wait_in_open_set_ = true;
@@ -174,62 +195,45 @@ std::chrono::nanoseconds CircuitBreakerConfig::wait_in_open_for(int opening) con
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::max_wait_in_half_open(std::chrono::nanoseconds value) {
-  check_duration("max_wait_in_half_open", value, std::chrono::nanoseconds::zero(),
-                 "0 (no limit) .. 24 h");
-  max_wait_in_half_open_ = value;
-  return *this;
+  return detail::store_checked(*this, max_wait_in_half_open_, value, check_max_wait_in_half_open);
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::state_after_max_wait_in_half_open(
     CircuitBreakerState value) {
-  if (value != CircuitBreakerState::open && value != CircuitBreakerState::closed) {
-    detail::fail(detail::kInvalidValue, "state_after_max_wait_in_half_open",
-                 detail::show(static_cast<int>(value)), "open or closed");
-  }
-  state_after_max_wait_in_half_open_ = value;
-  return *this;
+  return detail::store_checked(*this, state_after_max_wait_in_half_open_, value,
+                               check_state_after_max_wait_in_half_open);
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::mode(PolicyMode value) noexcept {
-  mode_ = value;
-  return *this;
+  return detail::store(*this, mode_, value);
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::initial_state(CircuitBreakerState value) {
-  if (static_cast<int>(value) > static_cast<int>(CircuitBreakerState::forced_open)) {
-    detail::fail(detail::kInvalidValue, "initial_state", detail::show(static_cast<int>(value)),
-                 text::choices<CircuitBreakerState>());
-  }
-  initial_state_ = value;
-  return *this;
+  return detail::store_checked(*this, initial_state_, value, check_initial_state);
 }
 
 void CircuitBreakerConfig::check_predicate(const char* setting, bool present) {
-  if (!present) detail::fail(detail::kInvalidValue, setting, "an empty function", "a callable");
+  detail::check_present(setting, present);
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::record_on(
     std::function<bool(const std::exception_ptr&)> predicate) {
-  check_predicate("record_on", static_cast<bool>(predicate));
-  record_if_ = std::move(predicate);
-  return *this;
+  return detail::store_checked(*this, record_if_, std::move(predicate), detail::check_callable,
+                               "record_on");
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::ignore_on(
     std::function<bool(const std::exception_ptr&)> predicate) {
-  check_predicate("ignore_on", static_cast<bool>(predicate));
-  ignore_if_ = std::move(predicate);
-  return *this;
+  return detail::store_checked(*this, ignore_if_, std::move(predicate), detail::check_callable,
+                               "ignore_on");
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::record_on(std::vector<ExceptionType> types) {
-  record_on_ = std::move(types);
-  return *this;
+  return detail::store(*this, record_on_, std::move(types));
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::ignore_on(std::vector<ExceptionType> types) {
-  ignore_on_ = std::move(types);
-  return *this;
+  return detail::store(*this, ignore_on_, std::move(types));
 }
 
 void CircuitBreakerConfig::validate() const {
@@ -680,11 +684,7 @@ int CircuitBreaker::classify_current() const noexcept {
 
 int CircuitBreaker::classify(const std::exception_ptr& failure) const noexcept {
   if (!classifies_) return kFailed;
-  try {
-    std::rethrow_exception(failure);
-  } catch (...) {
-    return classify_current();
-  }
+  return detail::ask_rethrown<&CircuitBreaker::classify_current>(*this, failure);
 }
 
 bool CircuitBreaker::rates_exceeded(const detail::CallWindow::Totals& totals) const noexcept {
@@ -943,12 +943,9 @@ void CircuitBreakerKind::metrics(const Snapshot& s, metrics::Emitter& out) {
             count(s.buffered_calls));
   out.counter("r4c.circuitbreaker.transitions", "State changes of the circuit breaker.",
               count(s.transitions));
-  // Only in observe mode (or after it), so that an enforcing breaker's metrics stay as they were.
-  if (s.mode == PolicyMode::observe || s.would_have_rejected != 0) {
-    out.counter("r4c.circuitbreaker.would.reject",
-                "Calls the circuit breaker in observe mode would have refused and let through.",
-                count(s.would_have_rejected));
-  }
+  detail::emit_would_reject(
+      out, s, "r4c.circuitbreaker.would.reject",
+      "Calls the circuit breaker in observe mode would have refused and let through.");
 }
 
 }  // namespace r4c

@@ -5,6 +5,7 @@
 #include <cxxabi.h>
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 
@@ -51,6 +52,16 @@ void fail(std::string_view code, std::string_view setting, const std::string& va
           std::string_view valid) {
   throw ConfigException(code,
                         std::string(setting) + " is " + value + "; valid: " + std::string(valid));
+}
+
+void check_present(std::string_view setting, bool present) {
+  if (!present) fail(kInvalidValue, setting, "an empty function", "a callable");
+}
+
+void check_factor(std::string_view setting, double value) {
+  if (!(value >= 1.0 && std::isfinite(value))) {
+    fail(kInvalidValue, setting, show(value), "a finite number >= 1");
+  }
 }
 
 void check_no_wait_when_observing(bool observe, std::string_view wait_setting,

@@ -48,15 +48,11 @@ std::shared_ptr<Clock> or_system_clock(std::shared_ptr<Clock> clock) {
 }  // namespace
 
 HedgeConfig& HedgeConfig::delay(std::chrono::nanoseconds value) {
-  check_delay(value);
-  delay_ = value;
-  return *this;
+  return detail::store_checked(*this, delay_, value, check_delay);
 }
 
 HedgeConfig& HedgeConfig::max_attempts(int value) {
-  check_max_attempts(value);
-  max_attempts_ = value;
-  return *this;
+  return detail::store_checked(*this, max_attempts_, value, check_max_attempts);
 }
 
 void HedgeConfig::validate() const {

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <chrono>
+#include <initializer_list>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -107,18 +109,40 @@ struct SettingRows {
   }
 };
 
+/// How `setting` differs between two configs, shown as detail::show shows its type; nullopt when
+/// its values are the same or it cannot be read back.
+template <class Config>
+std::optional<SettingDifference> setting_difference(const Setting<Config>& setting,
+                                                    const Config& first, const Config& second) {
+  if (!setting.read) return std::nullopt;  // nothing to compare it by
+  const SettingValue a = setting.read(first);
+  const SettingValue b = setting.read(second);
+  if (same_value(a, b)) return std::nullopt;
+  return SettingDifference{std::string(setting.name), show(a, setting.choice_name),
+                           show(b, setting.choice_name)};
+}
+
 /// first_difference for a kind that compares its settings and nothing else: the first setting,
-/// in the table's order, whose values differ, shown as detail::show shows them.
+/// in the table's order, whose values differ.
 template <class Kind>
 std::optional<SettingDifference> settings_difference(const typename Kind::Config& first,
                                                      const typename Kind::Config& second) {
   for (const auto& setting : Kind::settings()) {
-    if (!setting.read) continue;  // nothing to compare it by
-    const SettingValue a = setting.read(first);
-    const SettingValue b = setting.read(second);
-    if (same_value(a, b)) continue;
-    return SettingDifference{std::string(setting.name), show(a, setting.choice_name),
-                             show(b, setting.choice_name)};
+    if (auto difference = setting_difference(setting, first, second)) return difference;
+  }
+  return std::nullopt;
+}
+
+/// The same over the settings `names` (snake_case, each in the kind's table), in that order: for
+/// a kind whose first_difference has an order of its own.
+template <class Kind>
+std::optional<SettingDifference> settings_difference(
+    const typename Kind::Config& first, const typename Kind::Config& second,
+    std::initializer_list<std::string_view> names) {
+  for (const std::string_view name : names) {
+    const auto* setting = find_setting(Kind::settings(), name);
+    if (setting == nullptr) throw std::logic_error("no setting " + std::string(name));
+    if (auto difference = setting_difference(*setting, first, second)) return difference;
   }
   return std::nullopt;
 }

@@ -369,12 +369,26 @@ std::int64_t LimitEstimator::long_latency_ns() const noexcept {
 // Each algorithm takes a fresh instance's parameters from the new config and carries over what
 // it learnt; the estimate stays where it was, clamped into the new bounds.
 
+namespace {
+
+// What a retuned algorithm keeps: the `learnt` members of `from`, copied into `to`, the fresh
+// instance built from the new config.
+template <class Algorithm, class... Member>
+void carry_over(Algorithm& to, const Algorithm& from, Member Algorithm::*... learnt) {
+  ((to.*learnt = from.*learnt), ...);
+}
+
+// An estimate carried into the new bounds [low, high].
+double within(double low, double high, double estimate) {
+  return std::max(low, std::min(high, estimate));
+}
+
+}  // namespace
+
 void Gradient2::retune(const AdaptiveLimitConfig& config) {
   Gradient2 next(config);
-  next.estimate_ = std::max(next.min_limit_, std::min(next.max_limit_, estimate_));
-  next.long_value_ = long_value_;
-  next.long_sum_ = long_sum_;
-  next.long_count_ = long_count_;
+  next.estimate_ = within(next.min_limit_, next.max_limit_, estimate_);
+  carry_over(next, *this, &Gradient2::long_value_, &Gradient2::long_sum_, &Gradient2::long_count_);
   *this = next;
 }
 
@@ -386,27 +400,22 @@ void Aimd::retune(const AdaptiveLimitConfig& config) {
 
 void Vegas::retune(const AdaptiveLimitConfig& config) {
   Vegas next(config);
-  next.estimate_ = std::max(next.min_limit_, std::min(next.max_limit_, estimate_));
+  next.estimate_ = within(next.min_limit_, next.max_limit_, estimate_);
   next.limit_ = static_cast<int>(next.estimate_);
-  next.rtt_noload_ = rtt_noload_;
-  next.probe_count_ = probe_count_;
-  // The random stream and the pending probe's jitter go on, so a seeded run stays reproducible.
-  next.random_ = random_;
-  next.jitter_ = jitter_;
+  // The random stream and the pending probe's jitter go on too, so that a seeded run stays
+  // reproducible.
+  carry_over(next, *this, &Vegas::rtt_noload_, &Vegas::probe_count_, &Vegas::random_,
+             &Vegas::jitter_);
   *this = std::move(next);
 }
 
 void DelayTarget::retune(const AdaptiveLimitConfig& config) {
   DelayTarget next(config);
-  next.estimate_ = std::max(next.min_estimate_, std::min(next.max_estimate_, estimate_));
-  next.baseline_ = baseline_;
-  next.smoothed_ = smoothed_;
-  next.streak_ = streak_;
-  next.probe_epoch_ = probe_epoch_;
-  next.probing_ = probing_;
-  next.before_probe_ = std::max(next.min_estimate_, std::min(next.max_estimate_, before_probe_));
-  next.cut_estimate_ = cut_estimate_;
-  next.cut_latency_ = cut_latency_;
+  next.estimate_ = within(next.min_estimate_, next.max_estimate_, estimate_);
+  next.before_probe_ = within(next.min_estimate_, next.max_estimate_, before_probe_);
+  carry_over(next, *this, &DelayTarget::baseline_, &DelayTarget::smoothed_, &DelayTarget::streak_,
+             &DelayTarget::probe_epoch_, &DelayTarget::probing_, &DelayTarget::cut_estimate_,
+             &DelayTarget::cut_latency_);
   *this = next;
 }
 

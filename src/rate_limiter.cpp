@@ -7,6 +7,7 @@
 
 #include "config_check.hpp"
 #include "kind_settings.hpp"
+#include "observe_metrics.hpp"
 #include "r4c/metrics.hpp"
 
 namespace r4c {
@@ -59,36 +60,41 @@ void check_period(const char* setting, std::chrono::nanoseconds value, std::chro
   }
 }
 
-}  // namespace
-
-RateLimiterConfig& RateLimiterConfig::limit_for_period(int value) {
+void check_limit_for_period(int value) {
   if (value < 1) {
     detail::fail(detail::kLimitBelowOne, "limit_for_period", detail::show(value),
                  "an integer >= 1");
   }
-  if (value > kMaxLimitForPeriod) {
+  if (value > RateLimiterConfig::kMaxLimitForPeriod) {
     detail::fail(detail::kInvalidValue, "limit_for_period", detail::show(value),
                  "an integer from 1 to 8388607");
   }
-  limit_for_period_ = value;
-  return *this;
+}
+
+void check_refresh_period(std::chrono::nanoseconds value) {
+  check_period("refresh_period", value, std::chrono::milliseconds(1), "1 ms .. 1 h");
+}
+
+void check_timeout_duration(std::chrono::nanoseconds value) {
+  check_period("timeout_duration", value, std::chrono::nanoseconds(0), "0 .. 1 h");
+}
+
+}  // namespace
+
+RateLimiterConfig& RateLimiterConfig::limit_for_period(int value) {
+  return detail::store_checked(*this, limit_for_period_, value, check_limit_for_period);
 }
 
 RateLimiterConfig& RateLimiterConfig::refresh_period(std::chrono::nanoseconds value) {
-  check_period("refresh_period", value, std::chrono::milliseconds(1), "1 ms .. 1 h");
-  refresh_period_ = value;
-  return *this;
+  return detail::store_checked(*this, refresh_period_, value, check_refresh_period);
 }
 
 RateLimiterConfig& RateLimiterConfig::timeout_duration(std::chrono::nanoseconds value) {
-  check_period("timeout_duration", value, std::chrono::nanoseconds(0), "0 .. 1 h");
-  timeout_duration_ = value;
-  return *this;
+  return detail::store_checked(*this, timeout_duration_, value, check_timeout_duration);
 }
 
 RateLimiterConfig& RateLimiterConfig::mode(PolicyMode value) noexcept {
-  mode_ = value;
-  return *this;
+  return detail::store(*this, mode_, value);
 }
 
 void RateLimiterConfig::validate() const {
@@ -361,12 +367,9 @@ void RateLimiterKind::metrics(const Snapshot& s, metrics::Emitter& out) {
             s.available_permissions);
   out.gauge("r4c.ratelimiter.waiting.calls", "Calls waiting for a permit of the rate limiter.",
             s.waiting_calls);
-  // Only in observe mode (or after it), so that an enforcing limiter's metrics stay as they were.
-  if (s.mode == PolicyMode::observe || s.would_have_rejected != 0) {
-    out.counter("r4c.ratelimiter.would.reject",
-                "Calls the rate limiter in observe mode would have refused and let through.",
-                metrics::count(s.would_have_rejected));
-  }
+  detail::emit_would_reject(
+      out, s, "r4c.ratelimiter.would.reject",
+      "Calls the rate limiter in observe mode would have refused and let through.");
 }
 
 }  // namespace r4c

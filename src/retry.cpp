@@ -9,6 +9,7 @@
 #include <string>
 
 #include "config_check.hpp"
+#include "exception_match.hpp"
 #include "kind_settings.hpp"
 #include "r4c/detail/event_hub.hpp"
 #include "r4c/metrics.hpp"
@@ -26,6 +27,18 @@ void check_wait(const char* setting, std::chrono::nanoseconds value) {
   if (value.count() < 0 || value > RetryConfig::kLongestWait) {
     detail::fail(detail::kInvalidValue, setting, detail::show(value),
                  "0 .. 1 h (0 .. 3600000000000 ns)");
+  }
+}
+
+void check_max_attempts(int value) {
+  if (value < 1) {
+    detail::fail(detail::kLimitBelowOne, "max_attempts", detail::show(value), "an integer >= 1");
+  }
+}
+
+void check_randomized_wait(double jitter) {
+  if (!(jitter >= 0.0 && jitter < 1.0)) {
+    detail::fail(detail::kInvalidValue, "randomized_wait", detail::show(jitter), "[0, 1)");
   }
 }
 
@@ -47,26 +60,16 @@ std::shared_ptr<Clock> or_system_clock(std::shared_ptr<Clock> clock) {
 }  // namespace
 
 RetryConfig& RetryConfig::max_attempts(int value) {
-  if (value < 1) {
-    detail::fail(detail::kLimitBelowOne, "max_attempts", detail::show(value), "an integer >= 1");
-  }
-  max_attempts_ = value;
-  return *this;
+  return detail::store_checked(*this, max_attempts_, value, check_max_attempts);
 }
 
 RetryConfig& RetryConfig::wait(std::chrono::nanoseconds value) {
-  check_wait("wait", value);
-  wait_ = value;
-  return *this;
+  return detail::store_checked(*this, wait_, value, check_wait, "wait");
 }
 
 RetryConfig& RetryConfig::exponential_backoff(double multiplier,
                                               std::chrono::nanoseconds max_wait) {
-  // Written so that NaN fails too.
-  if (!(multiplier >= 1.0 && std::isfinite(multiplier))) {
-    detail::fail(detail::kInvalidValue, "backoff_multiplier", detail::show(multiplier),
-                 "a finite number >= 1");
-  }
+  detail::check_factor("backoff_multiplier", multiplier);
   check_wait("max_wait", max_wait);
   exponential_backoff_ = true;
   backoff_multiplier_ = multiplier;
@@ -75,11 +78,7 @@ RetryConfig& RetryConfig::exponential_backoff(double multiplier,
 }
 
 RetryConfig& RetryConfig::randomized_wait(double jitter) {
-  if (!(jitter >= 0.0 && jitter < 1.0)) {
-    detail::fail(detail::kInvalidValue, "randomized_wait", detail::show(jitter), "[0, 1)");
-  }
-  jitter_ = jitter;
-  return *this;
+  return detail::store_checked(*this, jitter_, jitter, check_randomized_wait);
 }
 
 RetryConfig& RetryConfig::random_source(std::function<double()> uniform) {
@@ -92,60 +91,51 @@ RetryConfig& RetryConfig::random_source(std::function<double()> uniform) {
 }
 
 RetryConfig& RetryConfig::retry_on(std::vector<ExceptionType> types) {
-  retry_on_ = std::move(types);
-  return *this;
+  return detail::store(*this, retry_on_, std::move(types));
 }
 
 RetryConfig& RetryConfig::abort_on(std::vector<ExceptionType> types) {
-  abort_on_ = std::move(types);
-  return *this;
+  return detail::store(*this, abort_on_, std::move(types));
 }
 
 void RetryConfig::check_function(const char* setting, bool present) {
-  if (!present) detail::fail(detail::kInvalidValue, setting, "an empty function", "a callable");
+  detail::check_present(setting, present);
 }
 
 RetryConfig& RetryConfig::retry_on(std::function<bool(const std::exception_ptr&)> predicate) {
-  check_function("retry_on", static_cast<bool>(predicate));
-  retry_if_ = std::move(predicate);
-  return *this;
+  return detail::store_checked(*this, retry_if_, std::move(predicate), detail::check_callable,
+                               "retry_on");
 }
 
 RetryConfig& RetryConfig::abort_on(std::function<bool(const std::exception_ptr&)> predicate) {
-  check_function("abort_on", static_cast<bool>(predicate));
-  abort_if_ = std::move(predicate);
-  return *this;
+  return detail::store_checked(*this, abort_if_, std::move(predicate), detail::check_callable,
+                               "abort_on");
 }
 
 RetryConfig& RetryConfig::retry_on_error_code(
     std::function<bool(const std::error_code&)> predicate) {
-  check_function("retry_on_error_code", static_cast<bool>(predicate));
-  retry_if_code_ = std::move(predicate);
-  return *this;
+  return detail::store_checked(*this, retry_if_code_, std::move(predicate), detail::check_callable,
+                               "retry_on_error_code");
 }
 
 RetryConfig& RetryConfig::retry_on_void_result(std::function<bool()> predicate) {
-  check_function("retry_on_void_result", static_cast<bool>(predicate));
-  void_predicate_ = std::move(predicate);
-  return *this;
+  return detail::store_checked(*this, void_predicate_, std::move(predicate), detail::check_callable,
+                               "retry_on_void_result");
 }
 
 RetryConfig& RetryConfig::fail_after_max_attempts(bool value) {
-  fail_after_max_attempts_ = value;
-  return *this;
+  return detail::store(*this, fail_after_max_attempts_, value);
 }
 
 RetryConfig& RetryConfig::interval_function(std::function<std::chrono::nanoseconds(int)> interval) {
-  check_function("interval_function", static_cast<bool>(interval));
-  interval_ = std::move(interval);
-  return *this;
+  return detail::store_checked(*this, interval_, std::move(interval), detail::check_callable,
+                               "interval_function");
 }
 
 RetryConfig& RetryConfig::interval_function(
     std::function<std::chrono::nanoseconds(int, const RetryOutcome&)> interval) {
-  check_function("interval_function", static_cast<bool>(interval));
-  interval_by_outcome_ = std::move(interval);
-  return *this;
+  return detail::store_checked(*this, interval_by_outcome_, std::move(interval),
+                               detail::check_callable, "interval_function");
 }
 
 void RetryConfig::validate() const {
@@ -346,11 +336,7 @@ void Retry::count_failure(int attempts) noexcept {
 
 bool Retry::retryable(const std::exception_ptr& failure) const noexcept {
   if (!classifies_.load(std::memory_order_relaxed)) return true;
-  try {
-    std::rethrow_exception(failure);
-  } catch (...) {
-    return retryable_current();
-  }
+  return detail::ask_rethrown<&Retry::retryable_current>(*this, failure);
 }
 
 bool Retry::retryable(const std::error_code& code) const noexcept {

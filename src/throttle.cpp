@@ -23,6 +23,18 @@ constexpr std::uint64_t kHalf = std::numeric_limits<std::uint32_t>::max();
 std::uint64_t requests_of(std::uint64_t counts) { return counts >> 32; }
 std::uint64_t accepts_of(std::uint64_t counts) { return counts & kHalf; }
 
+void check_k(double value) {
+  if (!(value >= 1.0 && value <= 100.0)) {
+    detail::fail(detail::kInvalidValue, "k", detail::show(value), "1 .. 100");
+  }
+}
+
+void check_window(std::chrono::nanoseconds value) {
+  if (value < std::chrono::milliseconds(10) || value > std::chrono::hours(1)) {
+    detail::fail(detail::kInvalidValue, "window", detail::show(value), "10 ms .. 1 h");
+  }
+}
+
 }  // namespace
 
 ThrottledException::ThrottledException(const std::string& message)
@@ -32,50 +44,44 @@ ThrottledException::ThrottledException(std::string instance_id, const std::strin
     : RejectedException(std::move(instance_id), ThrottleKind::kNames.metrics, message) {}
 
 ThrottleConfig& ThrottleConfig::k(double value) {
-  if (!(value >= 1.0 && value <= 100.0)) {
-    detail::fail(detail::kInvalidValue, "k", detail::show(value), "1 .. 100");
-  }
-  k_ = value;
-  return *this;
+  return detail::store_checked(*this, k_, value, check_k);
 }
 
 ThrottleConfig& ThrottleConfig::window(std::chrono::nanoseconds value) {
-  if (value < std::chrono::milliseconds(10) || value > std::chrono::hours(1)) {
-    detail::fail(detail::kInvalidValue, "window", detail::show(value), "10 ms .. 1 h");
-  }
-  window_ = value;
-  return *this;
+  return detail::store_checked(*this, window_, value, check_window);
 }
 
 ThrottleConfig& ThrottleConfig::refused_on(std::vector<ExceptionType> types) {
-  refused_on_ = std::move(types);
-  return *this;
+  return detail::store(*this, refused_on_, std::move(types));
 }
 
 ThrottleConfig& ThrottleConfig::refused_on(
     std::function<bool(const std::exception_ptr&)> predicate) {
-  check_predicate("refused_on", static_cast<bool>(predicate));
-  refused_if_ = std::move(predicate);
-  return *this;
+  return detail::store_checked(*this, refused_if_, std::move(predicate), detail::check_callable,
+                               "refused_on");
 }
 
 ThrottleConfig& ThrottleConfig::seed(std::int64_t value) {
-  seed_ = value;
-  return *this;
+  return detail::store(*this, seed_, value);
 }
 
 void ThrottleConfig::check_predicate(const char* setting, bool present) {
-  if (!present) detail::fail(detail::kInvalidValue, setting, "an empty function", "a callable");
+  detail::check_present(setting, present);
 }
 
-void ThrottleConfig::validate() const { ThrottleConfig().k(k_).window(window_); }
+void ThrottleConfig::validate() const {
+  check_k(k_);
+  check_window(window_);
+}
 
 std::optional<SettingDifference> first_difference(const ThrottleConfig& first,
                                                   const ThrottleConfig& second) {
+  if (auto difference =
+          detail::settings_difference<ThrottleKind>(first, second, {"k", "window", "refused_on"})) {
+    return difference;
+  }
+  // Not in the table: whether each predicate is set, and the whole seed (the table's is an int).
   return detail::DifferenceFinder()
-      .compare("k", first.k(), second.k())
-      .compare("window", first.window(), second.window())
-      .compare("refused_on", first.refused_on_types(), second.refused_on_types())
       .compare("refused_on_predicate", static_cast<bool>(first.refused_on_predicate()),
                static_cast<bool>(second.refused_on_predicate()))
       .compare("refused_result", first.refused_result_predicate().type().has_value(),
