@@ -93,13 +93,6 @@ void check_queue_bound(std::string_view setting, int value) {
   }
 }
 
-void check_sample_percentile(double value) {
-  if (!(value >= 0.0 && value < 1.0)) {
-    fail(kInvalidValue, "sample_percentile", show(value),
-         "0 (the window's average) or a percentile in (0, 1), e.g. 0.99");
-  }
-}
-
 void check_max_wait(std::chrono::nanoseconds value) {
   if (value < std::chrono::nanoseconds(0) || value > AdaptiveLimitConfig::kMaxMaxWait) {
     fail(kInvalidValue, "max_wait", show(value), "0 .. 1 h (0: a full limit rejects at once)");
@@ -259,7 +252,11 @@ AdaptiveLimitConfig& AdaptiveLimitConfig::latency_histogram(bool value) noexcept
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::sample_percentile(double value) {
-  return detail::store_checked(*this, sample_percentile_, value, check_sample_percentile);
+  if (!(value >= 0.0 && value < 1.0)) {
+    fail(kInvalidValue, "sample_percentile", show(value),
+         "0 (the window's average) or a percentile in (0, 1), e.g. 0.99");
+  }
+  return detail::store(*this, sample_percentile_, value);
 }
 
 AdaptiveLimitConfig& AdaptiveLimitConfig::max_wait(std::chrono::nanoseconds value) {
@@ -428,7 +425,7 @@ void AdaptiveLimitConfig::validate() const {
          "shares that sum to at most 1");
   }
 
-  check_sample_percentile(sample_percentile_);
+  AdaptiveLimitConfig().sample_percentile(sample_percentile_);
   if (sample_percentile_ > 0.0 && !latency_histogram_) {
     throw ConfigException(kBoundsOrRange,
                           "sample_percentile is " + show(sample_percentile_) +

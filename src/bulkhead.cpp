@@ -12,27 +12,17 @@
 
 namespace r4c {
 
-namespace {
-
-void check_max_concurrent(int value) {
+BulkheadConfig& BulkheadConfig::max_concurrent(int value) {
   if (value < 1)
     detail::fail(detail::kLimitBelowOne, "max_concurrent", detail::show(value), "an integer >= 1");
-}
-
-void check_max_wait(std::chrono::nanoseconds value) {
-  if (value < std::chrono::nanoseconds(0) || value > std::chrono::hours(1))
-    detail::fail(detail::kInvalidValue, "max_wait", detail::show(value),
-                 "0 .. 1 h (0: a full bulkhead rejects at once)");
-}
-
-}  // namespace
-
-BulkheadConfig& BulkheadConfig::max_concurrent(int value) {
-  return detail::store_checked(*this, max_concurrent_, value, check_max_concurrent);
+  return detail::store(*this, max_concurrent_, value);
 }
 
 BulkheadConfig& BulkheadConfig::max_wait(std::chrono::nanoseconds value) {
-  return detail::store_checked(*this, max_wait_, value, check_max_wait);
+  if (value < std::chrono::nanoseconds(0) || value > std::chrono::hours(1))
+    detail::fail(detail::kInvalidValue, "max_wait", detail::show(value),
+                 "0 .. 1 h (0: a full bulkhead rejects at once)");
+  return detail::store(*this, max_wait_, value);
 }
 
 BulkheadConfig& BulkheadConfig::mode(PolicyMode value) noexcept {
@@ -44,8 +34,7 @@ BulkheadConfig& BulkheadConfig::latency_histogram(bool value) noexcept {
 }
 
 void BulkheadConfig::validate() const {
-  check_max_concurrent(max_concurrent_);
-  check_max_wait(max_wait_);
+  BulkheadConfig().max_concurrent(max_concurrent_).max_wait(max_wait_);
   detail::check_no_wait_when_observing(
       mode_ == PolicyMode::observe, "max_wait", max_wait_,
       "an observing bulkhead lets a call through instead of making it wait");

@@ -57,46 +57,6 @@ void check_wait_in_open(const char* setting, std::chrono::nanoseconds value) {
   check_duration(setting, value, std::chrono::nanoseconds(1), "1 ns .. 24 h");
 }
 
-void check_max_wait_in_half_open(std::chrono::nanoseconds value) {
-  check_duration("max_wait_in_half_open", value, std::chrono::nanoseconds::zero(),
-                 "0 (no limit) .. 24 h");
-}
-
-void check_slow_call_duration(std::chrono::nanoseconds value) {
-  if (value <= std::chrono::nanoseconds::zero()) {
-    detail::fail(detail::kInvalidValue, "slow_call_duration", detail::show(value), "> 0 ns");
-  }
-}
-
-void check_sliding_window_type(SlidingWindowType value) {
-  if (value != SlidingWindowType::count_based && value != SlidingWindowType::time_based) {
-    detail::fail(detail::kInvalidValue, "sliding_window_type",
-                 detail::show(static_cast<int>(value)), "count_based or time_based");
-  }
-}
-
-void check_sliding_window_size(int value) {
-  check_count("sliding_window_size", value);
-  if (value > CircuitBreakerConfig::kMaxSlidingWindowSize) {
-    detail::fail(detail::kInvalidValue, "sliding_window_size", detail::show(value),
-                 "an integer from 1 to 1000000");
-  }
-}
-
-void check_state_after_max_wait_in_half_open(CircuitBreakerState value) {
-  if (value != CircuitBreakerState::open && value != CircuitBreakerState::closed) {
-    detail::fail(detail::kInvalidValue, "state_after_max_wait_in_half_open",
-                 detail::show(static_cast<int>(value)), "open or closed");
-  }
-}
-
-void check_initial_state(CircuitBreakerState value) {
-  if (static_cast<int>(value) > static_cast<int>(CircuitBreakerState::forced_open)) {
-    detail::fail(detail::kInvalidValue, "initial_state", detail::show(static_cast<int>(value)),
-                 text::choices<CircuitBreakerState>());
-  }
-}
-
 const CircuitBreakerConfig& validated(const CircuitBreakerConfig& config) {
   config.validate();
   return config;
@@ -138,15 +98,27 @@ CircuitBreakerConfig& CircuitBreakerConfig::slow_call_rate_threshold(double valu
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::slow_call_duration(std::chrono::nanoseconds value) {
-  return detail::store_checked(*this, slow_call_duration_, value, check_slow_call_duration);
+  if (value <= std::chrono::nanoseconds::zero()) {
+    detail::fail(detail::kInvalidValue, "slow_call_duration", detail::show(value), "> 0 ns");
+  }
+  return detail::store(*this, slow_call_duration_, value);
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::sliding_window_type(SlidingWindowType value) {
-  return detail::store_checked(*this, sliding_window_type_, value, check_sliding_window_type);
+  if (value != SlidingWindowType::count_based && value != SlidingWindowType::time_based) {
+    detail::fail(detail::kInvalidValue, "sliding_window_type",
+                 detail::show(static_cast<int>(value)), "count_based or time_based");
+  }
+  return detail::store(*this, sliding_window_type_, value);
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::sliding_window_size(int value) {
-  return detail::store_checked(*this, sliding_window_size_, value, check_sliding_window_size);
+  check_count("sliding_window_size", value);
+  if (value > kMaxSlidingWindowSize) {
+    detail::fail(detail::kInvalidValue, "sliding_window_size", detail::show(value),
+                 "an integer from 1 to 1000000");
+  }
+  return detail::store(*this, sliding_window_size_, value);
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::minimum_number_of_calls(int value) {
@@ -195,13 +167,18 @@ std::chrono::nanoseconds CircuitBreakerConfig::wait_in_open_for(int opening) con
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::max_wait_in_half_open(std::chrono::nanoseconds value) {
-  return detail::store_checked(*this, max_wait_in_half_open_, value, check_max_wait_in_half_open);
+  check_duration("max_wait_in_half_open", value, std::chrono::nanoseconds::zero(),
+                 "0 (no limit) .. 24 h");
+  return detail::store(*this, max_wait_in_half_open_, value);
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::state_after_max_wait_in_half_open(
     CircuitBreakerState value) {
-  return detail::store_checked(*this, state_after_max_wait_in_half_open_, value,
-                               check_state_after_max_wait_in_half_open);
+  if (value != CircuitBreakerState::open && value != CircuitBreakerState::closed) {
+    detail::fail(detail::kInvalidValue, "state_after_max_wait_in_half_open",
+                 detail::show(static_cast<int>(value)), "open or closed");
+  }
+  return detail::store(*this, state_after_max_wait_in_half_open_, value);
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::mode(PolicyMode value) noexcept {
@@ -209,7 +186,11 @@ CircuitBreakerConfig& CircuitBreakerConfig::mode(PolicyMode value) noexcept {
 }
 
 CircuitBreakerConfig& CircuitBreakerConfig::initial_state(CircuitBreakerState value) {
-  return detail::store_checked(*this, initial_state_, value, check_initial_state);
+  if (static_cast<int>(value) > static_cast<int>(CircuitBreakerState::forced_open)) {
+    detail::fail(detail::kInvalidValue, "initial_state", detail::show(static_cast<int>(value)),
+                 text::choices<CircuitBreakerState>());
+  }
+  return detail::store(*this, initial_state_, value);
 }
 
 void CircuitBreakerConfig::check_predicate(const char* setting, bool present) {

@@ -60,37 +60,28 @@ void check_period(const char* setting, std::chrono::nanoseconds value, std::chro
   }
 }
 
-void check_limit_for_period(int value) {
+}  // namespace
+
+RateLimiterConfig& RateLimiterConfig::limit_for_period(int value) {
   if (value < 1) {
     detail::fail(detail::kLimitBelowOne, "limit_for_period", detail::show(value),
                  "an integer >= 1");
   }
-  if (value > RateLimiterConfig::kMaxLimitForPeriod) {
+  if (value > kMaxLimitForPeriod) {
     detail::fail(detail::kInvalidValue, "limit_for_period", detail::show(value),
                  "an integer from 1 to 8388607");
   }
-}
-
-void check_refresh_period(std::chrono::nanoseconds value) {
-  check_period("refresh_period", value, std::chrono::milliseconds(1), "1 ms .. 1 h");
-}
-
-void check_timeout_duration(std::chrono::nanoseconds value) {
-  check_period("timeout_duration", value, std::chrono::nanoseconds(0), "0 .. 1 h");
-}
-
-}  // namespace
-
-RateLimiterConfig& RateLimiterConfig::limit_for_period(int value) {
-  return detail::store_checked(*this, limit_for_period_, value, check_limit_for_period);
+  return detail::store(*this, limit_for_period_, value);
 }
 
 RateLimiterConfig& RateLimiterConfig::refresh_period(std::chrono::nanoseconds value) {
-  return detail::store_checked(*this, refresh_period_, value, check_refresh_period);
+  check_period("refresh_period", value, std::chrono::milliseconds(1), "1 ms .. 1 h");
+  return detail::store(*this, refresh_period_, value);
 }
 
 RateLimiterConfig& RateLimiterConfig::timeout_duration(std::chrono::nanoseconds value) {
-  return detail::store_checked(*this, timeout_duration_, value, check_timeout_duration);
+  check_period("timeout_duration", value, std::chrono::nanoseconds(0), "0 .. 1 h");
+  return detail::store(*this, timeout_duration_, value);
 }
 
 RateLimiterConfig& RateLimiterConfig::mode(PolicyMode value) noexcept {

@@ -30,18 +30,6 @@ void check_wait(const char* setting, std::chrono::nanoseconds value) {
   }
 }
 
-void check_max_attempts(int value) {
-  if (value < 1) {
-    detail::fail(detail::kLimitBelowOne, "max_attempts", detail::show(value), "an integer >= 1");
-  }
-}
-
-void check_randomized_wait(double jitter) {
-  if (!(jitter >= 0.0 && jitter < 1.0)) {
-    detail::fail(detail::kInvalidValue, "randomized_wait", detail::show(jitter), "[0, 1)");
-  }
-}
-
 std::string type_name(const std::optional<std::type_index>& type) {
   if (!type) return "none";
   return detail::demangle(type->name());
@@ -60,7 +48,10 @@ std::shared_ptr<Clock> or_system_clock(std::shared_ptr<Clock> clock) {
 }  // namespace
 
 RetryConfig& RetryConfig::max_attempts(int value) {
-  return detail::store_checked(*this, max_attempts_, value, check_max_attempts);
+  if (value < 1) {
+    detail::fail(detail::kLimitBelowOne, "max_attempts", detail::show(value), "an integer >= 1");
+  }
+  return detail::store(*this, max_attempts_, value);
 }
 
 RetryConfig& RetryConfig::wait(std::chrono::nanoseconds value) {
@@ -78,7 +69,10 @@ RetryConfig& RetryConfig::exponential_backoff(double multiplier,
 }
 
 RetryConfig& RetryConfig::randomized_wait(double jitter) {
-  return detail::store_checked(*this, jitter_, jitter, check_randomized_wait);
+  if (!(jitter >= 0.0 && jitter < 1.0)) {
+    detail::fail(detail::kInvalidValue, "randomized_wait", detail::show(jitter), "[0, 1)");
+  }
+  return detail::store(*this, jitter_, jitter);
 }
 
 RetryConfig& RetryConfig::random_source(std::function<double()> uniform) {

@@ -23,18 +23,6 @@ constexpr std::uint64_t kHalf = std::numeric_limits<std::uint32_t>::max();
 std::uint64_t requests_of(std::uint64_t counts) { return counts >> 32; }
 std::uint64_t accepts_of(std::uint64_t counts) { return counts & kHalf; }
 
-void check_k(double value) {
-  if (!(value >= 1.0 && value <= 100.0)) {
-    detail::fail(detail::kInvalidValue, "k", detail::show(value), "1 .. 100");
-  }
-}
-
-void check_window(std::chrono::nanoseconds value) {
-  if (value < std::chrono::milliseconds(10) || value > std::chrono::hours(1)) {
-    detail::fail(detail::kInvalidValue, "window", detail::show(value), "10 ms .. 1 h");
-  }
-}
-
 }  // namespace
 
 ThrottledException::ThrottledException(const std::string& message)
@@ -44,11 +32,17 @@ ThrottledException::ThrottledException(std::string instance_id, const std::strin
     : RejectedException(std::move(instance_id), ThrottleKind::kNames.metrics, message) {}
 
 ThrottleConfig& ThrottleConfig::k(double value) {
-  return detail::store_checked(*this, k_, value, check_k);
+  if (!(value >= 1.0 && value <= 100.0)) {
+    detail::fail(detail::kInvalidValue, "k", detail::show(value), "1 .. 100");
+  }
+  return detail::store(*this, k_, value);
 }
 
 ThrottleConfig& ThrottleConfig::window(std::chrono::nanoseconds value) {
-  return detail::store_checked(*this, window_, value, check_window);
+  if (value < std::chrono::milliseconds(10) || value > std::chrono::hours(1)) {
+    detail::fail(detail::kInvalidValue, "window", detail::show(value), "10 ms .. 1 h");
+  }
+  return detail::store(*this, window_, value);
 }
 
 ThrottleConfig& ThrottleConfig::refused_on(std::vector<ExceptionType> types) {
@@ -69,10 +63,7 @@ void ThrottleConfig::check_predicate(const char* setting, bool present) {
   detail::check_present(setting, present);
 }
 
-void ThrottleConfig::validate() const {
-  check_k(k_);
-  check_window(window_);
-}
+void ThrottleConfig::validate() const { ThrottleConfig().k(k_).window(window_); }
 
 std::optional<SettingDifference> first_difference(const ThrottleConfig& first,
                                                   const ThrottleConfig& second) {
