@@ -22,6 +22,13 @@ class PipelineWaitTest : public ::testing::Test {
   void await_waiting(int n) {
     while (limit().snapshot().waiting != n) std::this_thread::yield();
   }
+  // A try_execute of 7 into `outcome`, on a thread of its own, returned once it waits.
+  std::thread try_execute_waiting(std::optional<r4c::Outcome<int>>& outcome) {
+    std::thread caller(
+        [this, &outcome] { outcome.emplace(pipeline_.try_execute([] { return 7; })); });
+    await_waiting(1);
+    return caller;
+  }
 
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
   r4c::ResilienceRegistry registry_ = r4c::testing::registry(clock_).build();
@@ -35,8 +42,7 @@ class PipelineWaitTest : public ::testing::Test {
 TEST_F(PipelineWaitTest, TryExecuteWaitsAndIsHandedTheFreedSlot) {
   r4c::Permit held = limit().try_acquire();
   std::optional<r4c::Outcome<int>> outcome;
-  std::thread caller([&] { outcome.emplace(pipeline_.try_execute([] { return 7; })); });
-  await_waiting(1);
+  std::thread caller = try_execute_waiting(outcome);
   clock_->advance(5ms);
   EXPECT_EQ(limit().snapshot().waiting, 1);
   held.on_ignore();  // handed to the waiting call, which runs under it
@@ -84,8 +90,7 @@ TEST_F(PipelineWaitTest, ExecuteTimesOutAtExactlyMaxWait) {
 TEST_F(PipelineWaitTest, ATimedOutTryExecuteIsTheLimitsRefusal) {
   r4c::Permit held = limit().try_acquire();
   std::optional<r4c::Outcome<int>> outcome;
-  std::thread caller([&] { outcome.emplace(pipeline_.try_execute([] { return 7; })); });
-  await_waiting(1);
+  std::thread caller = try_execute_waiting(outcome);
   clock_->advance(20ms);
   caller.join();
   ASSERT_TRUE(outcome.has_value());

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../../src/exception_match.hpp"
 #include "../test_seed.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/registry.hpp"
@@ -43,7 +44,26 @@
 
 namespace r4c::testing {
 
-class AsyncBackend {
+// How a test ends a fake's pending operation on `key`: with a value, an exception or an error
+// code. Fake is the fake backend (CRTP); its take(key) hands over the pending operation.
+template <class Fake>
+class CompletesByKey {
+ public:
+  void complete(const std::string& key, std::string value) {
+    take(key)->complete(std::exception_ptr(), std::move(value));
+  }
+  void fail(const std::string& key, std::exception_ptr failure) {
+    take(key)->complete(std::move(failure), std::string());
+  }
+  void fail(const std::string& key, std::error_code code) {
+    take(key)->complete(code, std::string());
+  }
+
+ private:
+  auto take(const std::string& key) { return static_cast<Fake&>(*this).take(key); }
+};
+
+class AsyncBackend : public CompletesByKey<AsyncBackend> {
  public:
   // An Asio initiation for an operation on `key` completing with a std::string.
   auto place(std::string key) {
@@ -61,15 +81,6 @@ class AsyncBackend {
     };
   }
 
-  void complete(const std::string& key, std::string value) {
-    take(key)->complete(std::exception_ptr(), std::move(value));
-  }
-  void fail(const std::string& key, std::exception_ptr failure) {
-    take(key)->complete(std::move(failure), std::string());
-  }
-  void fail(const std::string& key, std::error_code code) {
-    take(key)->complete(code, std::string());
-  }
   // Whether a cancellation reached the oldest pending operation on `key`.
   bool cancelled(const std::string& key) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -113,6 +124,7 @@ class AsyncBackend {
     Handler handler;
   };
 
+  friend CompletesByKey<AsyncBackend>;
   // Completed outside the lock: the completion may start another operation.
   std::unique_ptr<Pending> take(const std::string& key) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -160,17 +172,9 @@ inline void poll(asio::io_context& io) {
   io.poll();
 }
 
-// Whether `failure` holds an Exception.
-template <class Exception>
-bool holds(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const Exception&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
+// Whether `failure` (not null) holds an Exception: the library's own test, so that the tests
+// ask of a failure exactly what the hedge and the timeout ask.
+using r4c::detail::holds_exception;
 
 // Whether `failure` is the operation_aborted a cancelled call completes with.
 inline bool aborted(const std::exception_ptr& failure) {

@@ -95,7 +95,7 @@ TEST_F(AsyncBulkheadTest, AFullBulkheadFailsAtOnceWithoutStartingTheOperation) {
   EXPECT_EQ(answer.calls, 0);
   io_.run();
   ASSERT_EQ(answer.calls, 1);
-  EXPECT_TRUE(holds<r4c::BulkheadFullException>(answer.failure));
+  EXPECT_TRUE(holds_exception<r4c::BulkheadFullException>(answer.failure));
   EXPECT_FALSE(backend_.has("d"));
 
   backend_.complete("a", "a");

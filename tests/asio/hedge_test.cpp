@@ -66,7 +66,7 @@ bool wait_until(Predicate done) {
 // initiation is one attempt, stored as "<name>#<n>" (n from 1). Like Asio's own operations, an
 // attempt listens to its handler's cancellation slot while pending and clears it when it
 // completes. Thread-safe: a launch may run on another thread.
-class Replicas {
+class Replicas : public r4c::testing::CompletesByKey<Replicas> {
  public:
   auto read(std::string name) {
     return [this, name](auto handler) {
@@ -83,15 +83,6 @@ class Replicas {
     };
   }
 
-  void complete(const std::string& key, std::string value) {
-    take(key)->complete(std::exception_ptr(), std::move(value));
-  }
-  void fail(const std::string& key, std::exception_ptr failure) {
-    take(key)->complete(std::move(failure), std::string());
-  }
-  void fail(const std::string& key, std::error_code code) {
-    take(key)->complete(code, std::string());
-  }
   // Whether a cancellation reached the attempt (pending or not).
   bool cancelled(const std::string& key) const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -125,6 +116,7 @@ class Replicas {
     asio::cancellation_slot slot;
   };
 
+  friend r4c::testing::CompletesByKey<Replicas>;
   std::unique_ptr<Pending> take(const std::string& key) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = pending_.find(key);

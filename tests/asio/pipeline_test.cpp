@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "../wait_stress_support.hpp"
 #include "async_support.hpp"
 #include "r4c/asio.hpp"
 
@@ -109,11 +110,7 @@ TEST_F(AsyncPipelineTest, CancellingFreesEverySlotAndReachesTheOperation) {
   cancel.emit(asio::cancellation_type::terminal);
   io.run();
   ASSERT_EQ(answers, 1);
-  try {
-    std::rethrow_exception(failure);
-  } catch (const asio::system_error& e) {
-    EXPECT_EQ(e.code(), asio::error::operation_aborted);
-  }
+  EXPECT_TRUE(r4c::testing::aborted(failure));
   EXPECT_TRUE(backend_.cancelled("a"));
   EXPECT_EQ(orders.adaptive_limit()->in_flight(), 0);
   EXPECT_EQ(orders.bulkhead()->in_flight(), 0);
@@ -227,11 +224,7 @@ TEST(AsyncPipelineStressTest, ThousandsOfCallsWithRandomOutcomesAndCancellations
   auto clock = std::make_shared<r4c::ManualClock>();
   auto registry = r4c::testing::registry(clock)
                       .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) {
-                        a.algorithm(r4c::LimitAlgorithm::aimd)
-                            .initial_limit(3000)
-                            .max_limit(5000)
-                            .window(1ms)
-                            .min_window_samples(5);
+                        r4c::test::aimd_per_millisecond(a, 3000, 5000, 5);
                       })
                       .build();
   auto pipeline = r4c::Pipeline<int>::builder(registry, "stress")
