@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "partition_support.hpp"
 #include "r4c/pipeline.hpp"
 
 namespace {
@@ -136,12 +137,7 @@ TEST(PipelineClassTest, ThePipelinesLimitAdmitsACallByItsPartition) {
   r4c::ResilienceRegistry registry = r4c::testing::registry(clock).build();
   auto pipeline = r4c::Pipeline<int>::builder(registry, "partitions")
                       .adaptive_limit([](r4c::AdaptiveLimitConfig& a) {
-                        a.initial_limit(4)
-                            .min_limit(4)
-                            .max_limit(4)
-                            .partition("user", 0.5)
-                            .partition("prefetch", 0.5)
-                            .partition_borrow(false);
+                        r4c::test::fixed_user_and_prefetch(a, 4, 0.5, 0.5);
                       })
                       .build();
   r4c::AdaptiveLimit& limit = *pipeline.adaptive_limit();

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../partition_support.hpp"
 #include "async_support.hpp"
 #include "r4c/asio.hpp"
 
@@ -221,13 +222,7 @@ TEST_F(AsyncLimitWaitTest, APipelinesAsyncCallWaitsBehindItsPartitionsShare) {
   r4c::ResilienceRegistry registry = r4c::testing::registry(clock_).build();
   auto pipeline = r4c::Pipeline<std::string>::builder(registry, "partitions")
                       .adaptive_limit([](r4c::AdaptiveLimitConfig& a) {
-                        a.initial_limit(10)
-                            .min_limit(10)
-                            .max_limit(10)
-                            .max_wait(10ms)
-                            .partition("user", 0.6)
-                            .partition("prefetch", 0.3)
-                            .partition_borrow(false);
+                        r4c::test::fixed_user_and_prefetch(a, 10, 0.6, 0.3).max_wait(10ms);
                       })
                       .build();
   r4c::AdaptiveLimit& limit = *pipeline.adaptive_limit();

@@ -14,6 +14,7 @@
 
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/awaitable.hpp>
+#include <asio/bind_cancellation_slot.hpp>
 #include <asio/bind_executor.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_type.hpp>
@@ -224,6 +225,19 @@ std::optional<Exception> exception_of(std::future<T>& reply) {
   return std::nullopt;
 }
 
+// In a coroutine: whether the call `call()` awaits fails with an Exception (another exception
+// leaves the coroutine).
+template <class Exception, class Call>
+asio::awaitable<bool> co_throws(Call call) {
+  bool thrown = false;
+  try {
+    co_await call();
+  } catch (const Exception&) {
+    thrown = true;
+  }
+  co_return thrown;
+}
+
 // In a coroutine, on a policy with room for 2 calls: the pending calls "a" and "b" fill it, the
 // call `third()` awaits is refused with an Exception, then "a" and "b" complete. Whether the
 // refusal came.
@@ -231,12 +245,7 @@ template <class Exception, class Policy, class Third>
 asio::awaitable<bool> refused_when_full(Policy& policy, AsyncBackend& backend, Third third) {
   auto a = policy.template async_execute<std::string>(backend.place("a"), asio::use_future);
   auto b = policy.template async_execute<std::string>(backend.place("b"), asio::use_future);
-  bool refused = false;
-  try {
-    co_await third();
-  } catch (const Exception&) {
-    refused = true;
-  }
+  const bool refused = co_await co_throws<Exception>(std::move(third));
   backend.complete("a", "a");
   backend.complete("b", "b");
   co_return refused;
@@ -264,6 +273,22 @@ class AsyncPolicyTest : public ManualClockTest {
   void poll() { r4c::testing::poll(io_); }
   // A callback on io_ recording into `answer`.
   auto on_io(Answer& answer) { return on(io_, answer); }
+  // The same, cancelled through `cancel`.
+  auto on_io(Answer& answer, asio::cancellation_signal& cancel) {
+    return asio::bind_cancellation_slot(cancel.slot(), on_io(answer));
+  }
+
+  // A call on `key` the policy refuses at once with an Exception, its callback bound to io_: it
+  // is answered through io_, never inside the call.
+  template <class Exception>
+  void expect_refused_through_io(const std::string& key) {
+    Answer answer;
+    policy_.template async_execute<std::string>(backend_.place(key), on_io(answer));
+    EXPECT_EQ(answer.calls, 0);
+    io_.run();
+    ASSERT_EQ(answer.calls, 1);
+    EXPECT_TRUE(holds_exception<Exception>(answer.failure));
+  }
 
   // Fails "a" with a Failure and "b" with connection_refused: both reach their callers unchanged.
   template <class Failure>

@@ -168,13 +168,7 @@ TEST_F(AsyncCircuitBreakerTest, FailuresOpenTheBreakerWhichThenRejectsAtOnce) {
   EXPECT_EQ(breaker_.snapshot().not_permitted_calls, 1u);
 
   // A callback with an executor is answered through it.
-  Answer answer;
-  breaker_.async_execute<std::string>(backend_.place("r2"),
-                                      asio::bind_executor(io_, answer.handler()));
-  EXPECT_EQ(answer.calls, 0);
-  io_.run();
-  ASSERT_EQ(answer.calls, 1);
-  EXPECT_TRUE(holds_exception<r4c::CallNotPermittedException>(answer.failure));
+  expect_refused_through_io<r4c::CallNotPermittedException>("r2");
   EXPECT_EQ(breaker_.snapshot().not_permitted_calls, 2u);
 
   clock_->advance(10s);  // wait_in_open is over: one trial call
@@ -202,9 +196,7 @@ TEST_F(AsyncCircuitBreakerTest, AHalfOpenTrialIsGivenBackOnCancellation) {
   open_until_half_open();
   asio::cancellation_signal cancel;
   Answer answer;
-  breaker_.async_execute<std::string>(
-      backend_.place("t1"),
-      asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(io_, answer.handler())));
+  breaker_.async_execute<std::string>(backend_.place("t1"), on_io(answer, cancel));
   ASSERT_EQ(breaker_.state(), r4c::CircuitBreakerState::half_open);
   cancel.emit(asio::cancellation_type::terminal);
 
@@ -259,11 +251,9 @@ TEST_F(AsyncCircuitBreakerTest, CoroutinesAwaitTheResultOrTheRefusal) {
   spawn(io_, [&]() -> asio::awaitable<void> {
     result = co_await breaker_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
     breaker_.transition_to_open();
-    try {
-      co_await breaker_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
-    } catch (const r4c::CallNotPermittedException&) {
-      refused = true;
-    }
+    refused = co_await co_throws<r4c::CallNotPermittedException>([&] {
+      return breaker_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
+    });
   });
   while (!backend_.has("a")) io_.run_one();
   clock_->advance(1s);

@@ -39,6 +39,7 @@
 
 namespace {
 
+using r4c::testing::co_throws;
 using r4c::testing::spawn;
 
 using namespace std::chrono_literals;
@@ -538,11 +539,8 @@ TEST_F(AsyncHedgeTest, ACoroutineAwaitsTheFirstSuccess) {
   bool failed = false;
   spawn(io_, [&]() -> asio::awaitable<void> {
     result = co_await hedge.async_execute<std::string>(replicas_.read("c"), asio::use_awaitable);
-    try {
-      co_await hedge.async_execute<std::string>(replicas_.read("d"), asio::use_awaitable);
-    } catch (const SlowReplica&) {
-      failed = true;
-    }
+    failed = co_await co_throws<SlowReplica>(
+        [&] { return hedge.async_execute<std::string>(replicas_.read("d"), asio::use_awaitable); });
   });
   run_ready();
   ASSERT_EQ(replicas_.started("c"), 1);

@@ -37,7 +37,16 @@ using r4c::testing::spawn;
 
 using namespace std::chrono_literals;
 
-using AsyncPipelineTest = r4c::testing::AsyncRegistryTest;
+class AsyncPipelineTest : public r4c::testing::AsyncRegistryTest {
+ protected:
+  // A callback on `io` for a call that must succeed: its value goes to `result`.
+  static auto succeeds_into(asio::io_context& io, std::string& result) {
+    return asio::bind_executor(io, [&result](std::exception_ptr e, std::string r) {
+      EXPECT_FALSE(e);
+      result = std::move(r);
+    });
+  }
+};
 
 // The ManualClock scenario of resilience4cata 0.6.0's "Adaptive limit" page, through a pipeline.
 TEST_F(AsyncPipelineTest, TwoPendingCallsHoldTheSlotsTheThirdFailsAtOnceAndTheWindowEnds) {
@@ -133,11 +142,7 @@ TEST_F(AsyncPipelineTest, ARetryOutsideRetriesAFullLimitAfterItsWait) {
   r4c::Permit held = orders.adaptive_limit()->try_acquire();
   asio::io_context io;
   std::string result;
-  orders.async_execute(backend_.place("a"),
-                       asio::bind_executor(io, [&](std::exception_ptr e, std::string r) {
-                         EXPECT_FALSE(e);
-                         result = std::move(r);
-                       }));
+  orders.async_execute(backend_.place("a"), succeeds_into(io, result));
   io.poll();  // the limit's refusal reaches the retry through the caller's executor
   EXPECT_EQ(orders.retry()->snapshot().waiting_calls, 1);
   EXPECT_EQ(orders.adaptive_limit()->in_flight(), 1);  // only the held permit
@@ -160,11 +165,7 @@ TEST_F(AsyncPipelineTest, AHedgeStopsLaunchingWhenTheLimitRejectsAnAttempt) {
                    .build();
   asio::io_context io;
   std::string result;
-  reads.async_execute(backend_.place("a"),
-                      asio::bind_executor(io, [&](std::exception_ptr e, std::string r) {
-                        EXPECT_FALSE(e);
-                        result = std::move(r);
-                      }));
+  reads.async_execute(backend_.place("a"), succeeds_into(io, result));
   io.poll();
   EXPECT_EQ(backend_.started("a"), 1);
   clock_->advance(100ms);  // attempt 2: the limit rejects it

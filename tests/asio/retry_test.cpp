@@ -59,8 +59,7 @@ class AsyncRetryTest : public AsyncWaitTest<r4c::Retry, r4c::RetryConfig> {
 
   // A call on "a" that `cancel` can cancel: its first attempt failed, it waits for its second.
   void start_a_call_that_waits_to_retry(asio::cancellation_signal& cancel, Outcome& outcome) {
-    retry_->async_execute<std::string>(backend_.place("a"),
-                                       asio::bind_cancellation_slot(cancel.slot(), on_io(outcome)));
+    retry_->async_execute<std::string>(backend_.place("a"), on_io(outcome, cancel));
     backend_.fail("a", std::make_exception_ptr(Busy()));
   }
 };

@@ -145,9 +145,7 @@ TEST_F(AsyncTimeoutTest, AFutureFailsWithTheTimeout) {
 TEST_F(AsyncTimeoutTest, ACancellationAfterTheDeadlineFiredDoesNothing) {
   asio::cancellation_signal cancel;
   Answer answer;
-  timeout_.async_execute<std::string>(
-      backend_.place("a"),
-      asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(io_, answer.handler())));
+  timeout_.async_execute<std::string>(backend_.place("a"), on_io(answer, cancel));
   clock_->advance(2s);
   cancel.emit(asio::cancellation_type::terminal);  // the deadline already claimed the call
   io_.run();
@@ -161,11 +159,9 @@ TEST_F(AsyncTimeoutTest, CoroutinesAwaitTheResultOrTheTimeout) {
   bool timed_out = false;
   spawn(io_, [&]() -> asio::awaitable<void> {
     first = co_await timeout_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
-    try {
-      co_await timeout_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
-    } catch (const r4c::CallTimeoutException&) {
-      timed_out = true;
-    }
+    timed_out = co_await co_throws<r4c::CallTimeoutException>([&] {
+      return timeout_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
+    });
   });
   while (!backend_.has("a")) io_.run_one();
   clock_->advance(1s);
