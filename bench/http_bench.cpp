@@ -13,34 +13,29 @@
 #include <chrono>
 #include <thread>
 
+#include "../tests/http/loopback_server.hpp"
 #include "r4c/http.hpp"
 #include "r4c/registry.hpp"
 
 namespace {
 
+// The /ping server, behind `guard` when there is one.
 class Server {
  public:
   explicit Server(r4c::http::ServerGuard* guard) {
-    if (guard != nullptr) guard->install(server_);
+    httplib::Server& server = loopback_.server();
+    if (guard != nullptr) guard->install(server);
     // Without it a keep-alive request waits out the peer's delayed ACK (about 40 ms).
-    server_.set_tcp_nodelay(true);
-    server_.Get("/ping", [](const httplib::Request&, httplib::Response& response) {
+    server.set_tcp_nodelay(true);
+    server.Get("/ping", [](const httplib::Request&, httplib::Response& response) {
       response.set_content("pong", "text/plain");
     });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    loopback_.start();
   }
-  ~Server() {
-    server_.stop();
-    thread_.join();
-  }
-  int port() const { return port_; }
+  int port() const { return loopback_.port(); }
 
  private:
-  httplib::Server server_;
-  std::thread thread_;
-  int port_ = 0;
+  r4c::test::LoopbackServer loopback_;
 };
 
 r4c::AdaptiveLimitConfig roomy() {

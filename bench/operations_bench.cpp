@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 #include "alloc_counter.hpp"
 #include "r4c/adaptive_limit.hpp"
@@ -82,13 +83,15 @@ void rate_limiter_loop(benchmark::State& state, r4c::RateLimiter& limiter) {
   permit_loop(state, limiter, [](bool) {});
 }
 
-void BM_RateLimiterEnforce(benchmark::State& state) {
-  static r4c::RateLimiter limiter("bench-rate-enforce", plentiful(r4c::PolicyMode::enforce));
-  rate_limiter_loop(state, limiter);
+// The name of the policy a benchmark of `mode` uses: "<prefix>-enforce" or "<prefix>-observe".
+std::string in_mode(const std::string& prefix, r4c::PolicyMode mode) {
+  return prefix + (mode == r4c::PolicyMode::enforce ? "-enforce" : "-observe");
 }
 
-void BM_RateLimiterObserveMode(benchmark::State& state) {
-  static r4c::RateLimiter limiter("bench-rate-observe", plentiful(r4c::PolicyMode::observe));
+// BM_RateLimiterEnforce and BM_RateLimiterObserveMode: one loop, a limiter of each mode.
+template <r4c::PolicyMode Mode>
+void BM_RateLimiter(benchmark::State& state) {
+  static r4c::RateLimiter limiter(in_mode("bench-rate", Mode), plentiful(Mode));
   rate_limiter_loop(state, limiter);
 }
 
@@ -120,13 +123,10 @@ void bulkhead_loop(benchmark::State& state, r4c::Bulkhead& bulkhead) {
   permit_loop(state, bulkhead, [](r4c::BulkheadPermit& permit) { permit.release(); });
 }
 
-void BM_BulkheadEnforce(benchmark::State& state) {
-  static r4c::Bulkhead bulkhead("bench-bulkhead-enforce", roomy(r4c::PolicyMode::enforce));
-  bulkhead_loop(state, bulkhead);
-}
-
-void BM_BulkheadObserveMode(benchmark::State& state) {
-  static r4c::Bulkhead bulkhead("bench-bulkhead-observe", roomy(r4c::PolicyMode::observe));
+// BM_BulkheadEnforce and BM_BulkheadObserveMode: one loop, a bulkhead of each mode.
+template <r4c::PolicyMode Mode>
+void BM_Bulkhead(benchmark::State& state) {
+  static r4c::Bulkhead bulkhead(in_mode("bench-bulkhead", Mode), roomy(Mode));
   bulkhead_loop(state, bulkhead);
 }
 
@@ -139,13 +139,15 @@ void BM_BulkheadLatencyHistogram(benchmark::State& state) {
   bulkhead_loop(state, bulkhead);
 }
 
+// The templates' instances keep the names docs/performance.md and bench/report.py know them by.
+using enum r4c::PolicyMode;
 BENCHMARK(BM_AdmittedCallLatencyHistogram)->Apply(on_1_2_4_threads)->MinTime(kWindowedMinTime);
-BENCHMARK(BM_RateLimiterEnforce)->Apply(on_1_2_4_threads);
-BENCHMARK(BM_RateLimiterObserveMode)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_RateLimiter<enforce>)->Name("BM_RateLimiterEnforce")->Apply(on_1_2_4_threads);
+BENCHMARK(BM_RateLimiter<observe>)->Name("BM_RateLimiterObserveMode")->Apply(on_1_2_4_threads);
 BENCHMARK(BM_BreakerEnforce)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_BreakerObserveMode)->Apply(on_1_2_4_threads);
-BENCHMARK(BM_BulkheadEnforce)->Apply(on_1_2_4_threads);
-BENCHMARK(BM_BulkheadObserveMode)->Apply(on_1_2_4_threads);
+BENCHMARK(BM_Bulkhead<enforce>)->Name("BM_BulkheadEnforce")->Apply(on_1_2_4_threads);
+BENCHMARK(BM_Bulkhead<observe>)->Name("BM_BulkheadObserveMode")->Apply(on_1_2_4_threads);
 BENCHMARK(BM_BulkheadLatencyHistogram)->Apply(on_1_2_4_threads);
 
 }  // namespace

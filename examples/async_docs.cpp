@@ -135,13 +135,8 @@ int main() {
     r4c::AdaptiveLimitSnapshot snap = registry.adaptive_limit("orders-async").snapshot();
     // snap.windows == 1, snap.window_latency == 1 s, clock->pending_tasks() == 0
     // [/doc:manual-clock]
-    bool rejected = false;
-    try {
-      c.get();
-    } catch (const r4c::LimitExceededException&) {
-      rejected = true;
-    }
-    check(rejected, "the third call is rejected at once");
+    check(r4c_example::throws<r4c::LimitExceededException>([&] { c.get(); }),
+          "the third call is rejected at once");
     check(a.get() == "placed a" && b.get() == "placed b", "the pending calls complete");
     check(snap.windows == 1 && snap.window_latency == 1s, "one window of 1 s");
     check(clock->pending_tasks() == 0, "the limit schedules nothing");

@@ -19,6 +19,17 @@ inline void check(bool ok, const char* what) {
   }
 }
 
+/// Whether `call()` throws an Exception; another exception leaves the example.
+template <class Exception, class Call>
+bool throws(Call&& call) {
+  try {
+    call();
+  } catch (const Exception&) {
+    return true;
+  }
+  return false;
+}
+
 /// What main() returns: 0 when every check held (saying `done`), else 1.
 inline int finish(const char* done) {
   if (failures == 0) std::puts(done);

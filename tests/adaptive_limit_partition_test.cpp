@@ -18,6 +18,7 @@
 #include "r4c/metrics.hpp"
 #include "r4c/registry.hpp"
 #include "test_seed.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -235,13 +236,7 @@ TEST_F(AdaptiveLimitPartitionTest, ThePartitionsShowInTheMetrics) {
   r4c::metrics::Emitter emitter(out, "adaptivelimit", limit.instance_id());
   r4c::AdaptiveLimitKind::metrics(limit.snapshot(), emitter);
   const auto find = [&](const std::string& name, const std::string& partition) {
-    for (const r4c::metrics::Metric& metric : out) {
-      if (metric.name != name) continue;
-      for (const r4c::metrics::Label& label : metric.labels) {
-        if (label.name == "partition" && label.value == partition) return metric.value;
-      }
-    }
-    return -1.0;
+    return r4c::test::metric_value(out, name, "partition", partition);
   };
   EXPECT_EQ(find("r4c.adaptivelimit.partition.concurrent.calls", "user"), 6.0);
   EXPECT_EQ(find("r4c.adaptivelimit.partition.guaranteed.calls", "prefetch"), 3.0);

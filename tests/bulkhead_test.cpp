@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_support.hpp"
+
 namespace {
 
 using ::testing::HasSubstr;
@@ -34,22 +36,11 @@ TEST(BulkheadTest, AFullBulkheadThrowsAtOnceWithoutCallingTheMethod) {
   r4c::Bulkhead bulkhead("pool", r4c::BulkheadConfig().max_concurrent(1));
   r4c::BulkheadPermit held = bulkhead.try_acquire();
   bool called = false;
-  // The first object is kept alive, so a second throw by value could not reuse its address.
-  std::exception_ptr kept;
-  const void* first = nullptr;
-  for (int i = 0; i < 2; ++i) {
-    try {
-      bulkhead.execute([&] { called = true; });
-      FAIL() << "not rejected";
-    } catch (const r4c::BulkheadFullException& e) {
-      EXPECT_THAT(e.what(), HasSubstr("bulkhead 'pool' is full (max_concurrent 1)"));
-      if (first == nullptr) {
-        first = &e;
-        kept = std::current_exception();
-      }
-      EXPECT_EQ(&e, first);  // one preallocated object
-    }
-  }
+  r4c::test::expect_one_preallocated_refusal<r4c::BulkheadFullException>(
+      [&] { bulkhead.execute([&] { called = true; }); },
+      [](const r4c::BulkheadFullException& e) {
+        EXPECT_THAT(e.what(), HasSubstr("bulkhead 'pool' is full (max_concurrent 1)"));
+      });
   EXPECT_FALSE(called);
   EXPECT_EQ(bulkhead.snapshot().rejected, 2u);
 }

@@ -118,23 +118,12 @@ TEST_F(CircuitBreakerTest, AnOpenBreakerRejectsWithoutCallingTheMethodWithOneExc
   auto breaker = make_small();
   breaker->transition_to_open();
   bool called = false;
-  // The first object is kept alive, so a second throw by value could not reuse its address.
-  std::exception_ptr kept;
-  const void* first = nullptr;
-  for (int i = 0; i < 2; ++i) {
-    try {
-      breaker->execute([&] { called = true; });
-      FAIL() << "not rejected";
-    } catch (const r4c::CallNotPermittedException& e) {
-      EXPECT_EQ(e.instance_id(), "inventory");
-      EXPECT_THAT(e.what(), HasSubstr("circuit breaker 'inventory' does not permit the call"));
-      if (first == nullptr) {
-        first = &e;
-        kept = std::current_exception();
-      }
-      EXPECT_EQ(&e, first);  // one preallocated object
-    }
-  }
+  r4c::test::expect_one_preallocated_refusal<r4c::CallNotPermittedException>(
+      [&] { breaker->execute([&] { called = true; }); },
+      [](const r4c::CallNotPermittedException& e) {
+        EXPECT_EQ(e.instance_id(), "inventory");
+        EXPECT_THAT(e.what(), HasSubstr("circuit breaker 'inventory' does not permit the call"));
+      });
   EXPECT_FALSE(called);
   EXPECT_FALSE(breaker->try_acquire_permission());
   EXPECT_EQ(breaker->snapshot().not_permitted_calls, 3u);

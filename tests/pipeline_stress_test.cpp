@@ -35,6 +35,7 @@
 
 #include "r4c/pipeline.hpp"
 #include "test_seed.hpp"
+#include "wait_stress_support.hpp"
 
 namespace {
 
@@ -331,12 +332,7 @@ TEST_P(PipelineStressTest, EightThreadsThroughAllSevenPoliciesGiveEverythingBack
             r.limit_for_period(6).refresh_period(1ms).timeout_duration(1ms);
           })
           .adaptive_limit([](r4c::AdaptiveLimitConfig& a) {
-            a.algorithm(r4c::LimitAlgorithm::aimd)
-                .initial_limit(4)
-                .min_limit(3)
-                .max_limit(8)
-                .window(1ms)
-                .min_window_samples(3);
+            r4c::test::aimd_per_millisecond(a, 4, 8, 3).min_limit(3);
           })
           .timeout([](r4c::TimeoutConfig& t) { t.timeout(kTimeout); })
           .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(3); })

@@ -11,11 +11,13 @@
 #include <memory>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "test_seed.hpp"
 #include "test_support.hpp"
+#include "wait_stress_support.hpp"
 
 namespace {
 
@@ -32,6 +34,13 @@ class PipelineTest : public ::testing::Test {
       r4c::testing::registry(clock_)
           .adaptive_limit_defaults([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(1); })
           .build();
+
+  // What the registry holds after `build` failed with the error `code`.
+  r4c::RegistrySnapshot after_a_failed_build(const std::string& code,
+                                             const std::function<void()>& build) {
+    EXPECT_EQ(r4c::test::config_error(build).code(), code);
+    return registry_.snapshot();
+  }
 };
 
 TEST_F(PipelineTest, ThePipelinesIdIsTheInstanceIdOfEachOfItsPolicies) {
@@ -211,15 +220,13 @@ TEST_F(PipelineTest, APipelineRebuiltWithOtherSettingsFailsWithReg008) {
 
 TEST_F(PipelineTest, ABuildThatFailsOnAnInnerPolicyCreatesNoneOfTheOuterOnes) {
   // The retry and the circuit breaker come first in the pipeline; the limit's bounds fail.
-  const auto e = r4c::test::config_error([&] {
+  const r4c::RegistrySnapshot snapshot = after_a_failed_build("R4C-ATR-009", [&] {
     r4c::Pipeline<int>::builder(registry_, "orders")
         .retry([](r4c::RetryConfig& r) { r.max_attempts(2); })
         .circuit_breaker()
         .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(300); })
         .build();
   });
-  EXPECT_EQ(e.code(), "R4C-ATR-009");
-  const r4c::RegistrySnapshot snapshot = registry_.snapshot();
   EXPECT_TRUE(snapshot.retries().empty());
   EXPECT_TRUE(snapshot.circuit_breakers().empty());
   EXPECT_TRUE(snapshot.adaptive_limits().empty());
@@ -231,15 +238,13 @@ TEST_F(PipelineTest, ABuildThatConflictsWithAnExistingPolicyCreatesNothing) {
   r4c::Pipeline<int>::builder(registry_, "orders")
       .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(5); })
       .build();
-  const auto e = r4c::test::config_error([&] {
+  const r4c::RegistrySnapshot snapshot = after_a_failed_build("R4C-REG-008", [&] {
     r4c::Pipeline<int>::builder(registry_, "orders")
         .retry()
         .timeout([](r4c::TimeoutConfig& t) { t.timeout(1s); })
         .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(6); })
         .build();
   });
-  EXPECT_EQ(e.code(), "R4C-REG-008");
-  const r4c::RegistrySnapshot snapshot = registry_.snapshot();
   EXPECT_TRUE(snapshot.retries().empty());
   EXPECT_TRUE(snapshot.timeouts().empty());
   EXPECT_EQ(snapshot.bulkheads().size(), 1u);
@@ -299,11 +304,7 @@ TEST(PipelineConcurrencyTest, RandomFailuresTimeoutsAndRejectionsReturnEverySlot
   auto registry = r4c::testing::registry(clock).build();
   auto pipeline = r4c::Pipeline<int>::builder(registry, "stress")
                       .adaptive_limit([](r4c::AdaptiveLimitConfig& a) {
-                        a.algorithm(r4c::LimitAlgorithm::aimd)
-                            .initial_limit(4)
-                            .max_limit(8)
-                            .window(1ms)
-                            .min_window_samples(3);
+                        r4c::test::aimd_per_millisecond(a, 4, 8, 3);
                       })
                       .timeout([](r4c::TimeoutConfig& t) { t.timeout(5ms); })
                       .bulkhead([](r4c::BulkheadConfig& b) { b.max_concurrent(3); })

@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "partition_support.hpp"
 #include "r4c/pipeline.hpp"
 
 namespace {
@@ -21,6 +22,13 @@ class PipelineWaitTest : public ::testing::Test {
   // Returns once the limit has `n` callers waiting.
   void await_waiting(int n) {
     while (limit().snapshot().waiting != n) std::this_thread::yield();
+  }
+  // A try_execute of 7 into `outcome`, on a thread of its own, returned once it waits.
+  std::thread try_execute_waiting(std::optional<r4c::Outcome<int>>& outcome) {
+    std::thread caller(
+        [this, &outcome] { outcome.emplace(pipeline_.try_execute([] { return 7; })); });
+    await_waiting(1);
+    return caller;
   }
 
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
@@ -35,8 +43,7 @@ class PipelineWaitTest : public ::testing::Test {
 TEST_F(PipelineWaitTest, TryExecuteWaitsAndIsHandedTheFreedSlot) {
   r4c::Permit held = limit().try_acquire();
   std::optional<r4c::Outcome<int>> outcome;
-  std::thread caller([&] { outcome.emplace(pipeline_.try_execute([] { return 7; })); });
-  await_waiting(1);
+  std::thread caller = try_execute_waiting(outcome);
   clock_->advance(5ms);
   EXPECT_EQ(limit().snapshot().waiting, 1);
   held.on_ignore();  // handed to the waiting call, which runs under it
@@ -84,8 +91,7 @@ TEST_F(PipelineWaitTest, ExecuteTimesOutAtExactlyMaxWait) {
 TEST_F(PipelineWaitTest, ATimedOutTryExecuteIsTheLimitsRefusal) {
   r4c::Permit held = limit().try_acquire();
   std::optional<r4c::Outcome<int>> outcome;
-  std::thread caller([&] { outcome.emplace(pipeline_.try_execute([] { return 7; })); });
-  await_waiting(1);
+  std::thread caller = try_execute_waiting(outcome);
   clock_->advance(20ms);
   caller.join();
   ASSERT_TRUE(outcome.has_value());
@@ -131,12 +137,7 @@ TEST(PipelineClassTest, ThePipelinesLimitAdmitsACallByItsPartition) {
   r4c::ResilienceRegistry registry = r4c::testing::registry(clock).build();
   auto pipeline = r4c::Pipeline<int>::builder(registry, "partitions")
                       .adaptive_limit([](r4c::AdaptiveLimitConfig& a) {
-                        a.initial_limit(4)
-                            .min_limit(4)
-                            .max_limit(4)
-                            .partition("user", 0.5)
-                            .partition("prefetch", 0.5)
-                            .partition_borrow(false);
+                        r4c::test::fixed_user_and_prefetch(a, 4, 0.5, 0.5);
                       })
                       .build();
   r4c::AdaptiveLimit& limit = *pipeline.adaptive_limit();

@@ -480,11 +480,14 @@ TEST(RetryConfigTest, AnEmptyRandomSourceIsRefused) {
   EXPECT_THROW(r4c::RetryConfig().random_source(nullptr), r4c::ConfigException);
 }
 
+// Retries a result of 500 and above (a server error) after 10 ms.
+r4c::RetryConfig retrying_server_errors() {
+  return r4c::RetryConfig().wait(10ms).retry_on_result<int>(
+      [](const int& status) { return status >= 500; });
+}
+
 TEST_F(RetryTest, AResultPredicateRetriesAResultAndReturnsTheLastOneWhenAttemptsRunOut) {
-  r4c::Retry retry("orders",
-                   r4c::RetryConfig().wait(10ms).retry_on_result<int>(
-                       [](const int& status) { return status >= 500; }),
-                   clock_);
+  r4c::Retry retry("orders", retrying_server_errors(), clock_);
   int result = 0;
   drive([&] { result = retry.execute(attempts_that([](int attempt) { return 500 + attempt; })); });
   EXPECT_EQ(result, 503);
@@ -494,10 +497,7 @@ TEST_F(RetryTest, AResultPredicateRetriesAResultAndReturnsTheLastOneWhenAttempts
 }
 
 TEST_F(RetryTest, AResultPredicateStopsAtAWantedResult) {
-  r4c::Retry retry("orders",
-                   r4c::RetryConfig().wait(10ms).retry_on_result<int>(
-                       [](const int& status) { return status >= 500; }),
-                   clock_);
+  r4c::Retry retry("orders", retrying_server_errors(), clock_);
   int result = 0;
   drive([&] {
     result = retry.execute(attempts_that([](int attempt) { return attempt == 1 ? 503 : 200; }));

@@ -17,6 +17,7 @@
 
 #include "r4c/circuit_breaker.hpp"
 #include "r4c/errors.hpp"
+#include "r4c/metrics.hpp"
 #include "r4c/registry.hpp"
 #include "r4c/retry.hpp"
 
@@ -32,6 +33,42 @@ struct NotFound : std::runtime_error {
 struct Busy : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+/// Calls `call` twice, each time refused with an Exception that it passes to `check`: both
+/// refusals are one preallocated object. The first is kept alive, so a second throw by value
+/// could not reuse its address.
+template <class Exception, class Call, class Check>
+void expect_one_preallocated_refusal(Call call, Check check) {
+  std::exception_ptr kept;
+  const void* first = nullptr;
+  for (int i = 0; i < 2; ++i) {
+    try {
+      call();
+      ADD_FAILURE() << "not rejected";
+    } catch (const Exception& e) {
+      check(e);
+      if (first == nullptr) {
+        first = &e;
+        kept = std::current_exception();
+      }
+      EXPECT_EQ(&e, first);  // one preallocated object
+    }
+  }
+}
+
+/// The value of the first metric `name` in `metrics` that has the label `label`=`value` (any
+/// labels when `label` is empty), or -1 when there is none.
+inline double metric_value(const std::vector<metrics::Metric>& metrics, const std::string& name,
+                           const std::string& label = "", const std::string& value = "") {
+  for (const metrics::Metric& metric : metrics) {
+    if (metric.name != name) continue;
+    if (label.empty()) return metric.value;
+    for (const metrics::Label& each : metric.labels) {
+      if (each.name == label && each.value == value) return metric.value;
+    }
+  }
+  return -1.0;
+}
 
 /// Runs `action`, expecting a ConfigException; returns it (or records a failure).
 inline ConfigException config_error(const std::function<void()>& action) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the adaptive limit's wait stress tests (synchronous and asynchronous) share: the limit
-// they stress.
+// What the adaptive limit's stress tests share: the limits they stress (the wait stress tests,
+// synchronous and asynchronous, and the pipelines' concurrency tests).
 #pragma once
 
 #include <atomic>
@@ -20,17 +20,24 @@ inline constexpr bool kSanitized = true;
 inline constexpr bool kSanitized = false;
 #endif
 
+/// Sets `a` to AIMD from `initial` up to `max`, over windows of 1 ms of at least `samples` calls:
+/// a limit that moves again and again while a concurrent test runs.
+inline AdaptiveLimitConfig& aimd_per_millisecond(AdaptiveLimitConfig& a, int initial, int max,
+                                                 int samples) {
+  return a.algorithm(LimitAlgorithm::aimd)
+      .initial_limit(initial)
+      .max_limit(max)
+      .window(std::chrono::milliseconds(1))
+      .min_window_samples(samples);
+}
+
 /// aimd over 1 ms windows of 4 samples, its calls waiting up to `max_wait` in a queue of
 /// `max_queue`: fixed at `limit`, or (moving) from `limit` between 1 and `moving_max`.
 inline AdaptiveLimitConfig stress_limit(bool moving, int limit, int moving_max,
                                         std::chrono::nanoseconds max_wait, int max_queue) {
   AdaptiveLimitConfig config;
-  config.algorithm(LimitAlgorithm::aimd)
-      .initial_limit(limit)
+  aimd_per_millisecond(config, limit, moving ? moving_max : limit, 4)
       .min_limit(moving ? 1 : limit)
-      .max_limit(moving ? moving_max : limit)
-      .window(std::chrono::milliseconds(1))
-      .min_window_samples(4)
       .max_wait(max_wait)
       .max_queue(max_queue)
       .random_seed(1);

@@ -17,6 +17,8 @@
 #include <memory>
 #include <string>
 
+#include "../example_checks.hpp"
+#include "completed_later.hpp"
 #include "r4c/r4c.hpp"
 // [doc:include]
 #include "search_client.resilient.hpp"  // generated from shop/search_client.hpp
@@ -39,16 +41,7 @@ class Backend : public shop::SearchClient {
   std::string search(const std::string& query) override { return "hits for " + query; }
   std::string cancel(const std::string& order) override { return "cancelled " + order; }
   asio::awaitable<std::string> place_async(std::string order) override {
-    std::function<void(std::string)>* slot = &pending[order];
-    co_return co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(std::string)>(
-        [slot](auto handler) {
-          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          *slot = [shared](std::string result) {
-            auto executor = asio::get_associated_executor(*shared);
-            asio::post(executor, [shared, result]() mutable { (*shared)(std::move(result)); });
-          };
-        },
-        asio::use_awaitable);
+    co_return co_await shop_fakes::completed_later(pending[order]);
   }
   std::map<std::string, std::function<void(std::string)>> pending;
 };
@@ -138,13 +131,8 @@ void manual_clock_scenario() {
   // limit.snapshot().windows == 1, limit.snapshot().window_latency == 1 s
   // [/doc:manual_clock]
   check(ready(c), "c rejected at once");
-  bool rejected = false;
-  try {
-    c.get();
-  } catch (const r4c::LimitExceededException&) {
-    rejected = true;
-  }
-  check(rejected, "c failed with LimitExceededException");
+  check(r4c_example::throws<r4c::LimitExceededException>([&] { c.get(); }),
+        "c failed with LimitExceededException");
   check(a.get() == "placed a" && b.get() == "placed b", "a and b completed");
   check(limit.snapshot().windows == 1, "one window");
   check(limit.snapshot().window_latency == 1s, "its latency");

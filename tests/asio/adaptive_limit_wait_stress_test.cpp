@@ -91,15 +91,7 @@ struct LimitSubject {
     policy.async_execute<int>(cls, std::move(op), std::move(token));
   }
   bool drops() const { return changing_limit; }
-  static bool is_refusal(const std::exception_ptr& failure) {
-    try {
-      std::rethrow_exception(failure);
-    } catch (const r4c::LimitExceededException&) {
-      return true;
-    } catch (...) {
-      return false;
-    }
-  }
+  using Refusal = r4c::LimitExceededException;  // what a refused caller is answered
   std::uint64_t by(r4c::RejectReason reason) const {
     return policy.snapshot().rejected_by_reason[static_cast<int>(reason)];
   }
@@ -146,15 +138,7 @@ struct BulkheadSubject {
     policy.async_execute<int>(std::move(op), std::move(token));
   }
   static bool drops() { return false; }
-  static bool is_refusal(const std::exception_ptr& failure) {
-    try {
-      std::rethrow_exception(failure);
-    } catch (const r4c::BulkheadFullException&) {
-      return true;
-    } catch (...) {
-      return false;
-    }
-  }
+  using Refusal = r4c::BulkheadFullException;  // what a refused caller is answered
   std::uint64_t by(r4c::BulkheadRejectReason reason) const {
     return policy.snapshot().rejected_by_reason[static_cast<int>(reason)];
   }
@@ -286,7 +270,7 @@ void stress(bool changing_limit) {
       } else if (r4c::testing::aborted(failure)) {
         (caller->started.load() ? tally.aborted_running : tally.aborted_waiting).fetch_add(1);
       } else {
-        if (Subject::is_refusal(failure)) {
+        if (r4c::testing::holds_exception<typename Subject::Refusal>(failure)) {
           tally.rejected.fetch_add(1);
           tally.answered.fetch_add(1);
           return;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../partition_support.hpp"
 #include "async_support.hpp"
 #include "r4c/asio.hpp"
 
@@ -29,6 +30,11 @@ class AsyncLimitWaitTest : public ::testing::Test {
       value = std::move(v);
     };
   }
+  // A call on limit_ for "a", answered on io_ into `failure` and `value`.
+  void call_a(std::optional<std::exception_ptr>& failure, std::string& value) {
+    limit_.async_execute<std::string>(backend_.place("a"),
+                                      asio::bind_executor(io_, recorder(failure, value)));
+  }
 
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
   r4c::AdaptiveLimit limit_{"async-wait",
@@ -41,20 +47,17 @@ TEST_F(AsyncLimitWaitTest, AFreedSlotIsHandedToTheWaitingCall) {
   r4c::Permit held = limit_.try_acquire();
   std::optional<std::exception_ptr> failure;
   std::string value;
-  limit_.async_execute<std::string>(backend_.place("a"),
-                                    asio::bind_executor(io_, recorder(failure, value)));
+  call_a(failure, value);
   io_.poll();
   EXPECT_FALSE(backend_.has("a"));  // waiting, on no thread
   EXPECT_EQ(limit_.snapshot().waiting, 1);
   clock_->advance(4ms);
   held.on_ignore();  // handed over: the operation starts on the caller's executor
-  io_.restart();
-  io_.poll();
+  r4c::testing::poll(io_);
   ASSERT_TRUE(backend_.has("a"));
   EXPECT_EQ(limit_.in_flight(), 1);
   backend_.complete("a", "placed");
-  io_.restart();
-  io_.poll();
+  r4c::testing::poll(io_);
   ASSERT_TRUE(failure.has_value());
   EXPECT_FALSE(*failure);
   EXPECT_EQ(value, "placed");
@@ -68,14 +71,12 @@ TEST_F(AsyncLimitWaitTest, AWaitTimesOutOnTheLimitsClock) {
   r4c::Permit held = limit_.try_acquire();
   std::optional<std::exception_ptr> failure;
   std::string value;
-  limit_.async_execute<std::string>(backend_.place("a"),
-                                    asio::bind_executor(io_, recorder(failure, value)));
+  call_a(failure, value);
   clock_->advance(10ms - 1ns);
   io_.poll();
   EXPECT_FALSE(failure.has_value());
   clock_->advance(1ns);
-  io_.restart();
-  io_.poll();
+  r4c::testing::poll(io_);
   ASSERT_TRUE(failure.has_value());
   EXPECT_THROW(std::rethrow_exception(*failure), r4c::LimitWaitTimeoutException);
   EXPECT_FALSE(backend_.has("a"));
@@ -94,11 +95,9 @@ TEST_F(AsyncLimitWaitTest, CancellingAWaitingCallCompletesItAtOnceAndLeavesTheQu
         backend_.place("a"),
         asio::bind_cancellation_slot(signal.slot(),
                                      asio::bind_executor(io_, recorder(failure, value))));
-    io_.restart();
-    io_.poll();
+    r4c::testing::poll(io_);
     signal.emit(type);
-    io_.restart();
-    io_.poll();
+    r4c::testing::poll(io_);
     ASSERT_TRUE(failure.has_value());
     EXPECT_TRUE(r4c::testing::aborted(*failure));
     EXPECT_EQ(limit_.snapshot().waiting, 0);
@@ -123,8 +122,7 @@ TEST_F(AsyncLimitWaitTest, ACoroutineWaitsForItsSlotToo) {
   EXPECT_FALSE(failure.has_value());
   EXPECT_EQ(limit_.snapshot().waiting, 1);
   held.on_ignore();
-  io_.restart();
-  io_.poll();
+  r4c::testing::poll(io_);
   ASSERT_TRUE(failure.has_value());
   EXPECT_FALSE(*failure);
   EXPECT_EQ(value, "ran");
@@ -156,12 +154,10 @@ TEST_F(AsyncLimitWaitTest, APipelinesAsyncCallSaysItsClass) {
   EXPECT_EQ(limit.snapshot().waiting, 1);
   backend_.complete("critical", "c");
   held.on_ignore();  // in flight 0: the bulk waiter gets its slot
-  io_.restart();
-  io_.poll();
+  r4c::testing::poll(io_);
   ASSERT_TRUE(backend_.has("bulk"));
   backend_.complete("bulk", "b");
-  io_.restart();
-  io_.poll();
+  r4c::testing::poll(io_);
   ASSERT_TRUE(bulk_failure.has_value() && critical_failure.has_value());
   EXPECT_FALSE(*bulk_failure);
   EXPECT_FALSE(*critical_failure);
@@ -188,8 +184,7 @@ TEST_F(AsyncLimitWaitTest, ACallCancelledAfterItsGrantButBeforeItRanCountsAsCanc
   io_.poll();
   held.on_ignore();                                // granted: its step is posted, not yet run
   signal.emit(asio::cancellation_type::terminal);  // before the step runs
-  io_.restart();
-  io_.poll();
+  r4c::testing::poll(io_);
   ASSERT_TRUE(failure.has_value());
   EXPECT_TRUE(r4c::testing::aborted(*failure));
   EXPECT_FALSE(backend_.has("a"));
@@ -227,13 +222,7 @@ TEST_F(AsyncLimitWaitTest, APipelinesAsyncCallWaitsBehindItsPartitionsShare) {
   r4c::ResilienceRegistry registry = r4c::testing::registry(clock_).build();
   auto pipeline = r4c::Pipeline<std::string>::builder(registry, "partitions")
                       .adaptive_limit([](r4c::AdaptiveLimitConfig& a) {
-                        a.initial_limit(10)
-                            .min_limit(10)
-                            .max_limit(10)
-                            .max_wait(10ms)
-                            .partition("user", 0.6)
-                            .partition("prefetch", 0.3)
-                            .partition_borrow(false);
+                        r4c::test::fixed_user_and_prefetch(a, 10, 0.6, 0.3).max_wait(10ms);
                       })
                       .build();
   r4c::AdaptiveLimit& limit = *pipeline.adaptive_limit();
@@ -248,18 +237,15 @@ TEST_F(AsyncLimitWaitTest, APipelinesAsyncCallWaitsBehindItsPartitionsShare) {
   EXPECT_EQ(limit.snapshot().waiting, 1);
   limit.async_execute<std::string>(limit.partition("user"), backend_.place("u"),
                                    asio::bind_executor(io_, recorder(user_failure, user_value)));
-  io_.restart();
-  io_.poll();
+  r4c::testing::poll(io_);
   EXPECT_TRUE(backend_.has("u"));  // user's share has room: admitted at once
   EXPECT_FALSE(backend_.has("p"));
   held.pop_back();  // a prefetch slot frees: handed to the waiting prefetch call
-  io_.restart();
-  io_.poll();
+  r4c::testing::poll(io_);
   ASSERT_TRUE(backend_.has("p"));
   backend_.complete("p", "p");
   backend_.complete("u", "u");
-  io_.restart();
-  io_.poll();
+  r4c::testing::poll(io_);
   ASSERT_TRUE(prefetch_failure.has_value() && user_failure.has_value());
   EXPECT_FALSE(*prefetch_failure);
   EXPECT_FALSE(*user_failure);

@@ -7,12 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include "../../src/exception_match.hpp"
 #include "../test_seed.hpp"
 #include "r4c/clock.hpp"
 #include "r4c/registry.hpp"
 
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/awaitable.hpp>
+#include <asio/bind_cancellation_slot.hpp>
 #include <asio/bind_executor.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_type.hpp>
@@ -43,7 +45,26 @@
 
 namespace r4c::testing {
 
-class AsyncBackend {
+// How a test ends a fake's pending operation on `key`: with a value, an exception or an error
+// code. Fake is the fake backend (CRTP); its take(key) hands over the pending operation.
+template <class Fake>
+class CompletesByKey {
+ public:
+  void complete(const std::string& key, std::string value) {
+    take(key)->complete(std::exception_ptr(), std::move(value));
+  }
+  void fail(const std::string& key, std::exception_ptr failure) {
+    take(key)->complete(std::move(failure), std::string());
+  }
+  void fail(const std::string& key, std::error_code code) {
+    take(key)->complete(code, std::string());
+  }
+
+ private:
+  auto take(const std::string& key) { return static_cast<Fake&>(*this).take(key); }
+};
+
+class AsyncBackend : public CompletesByKey<AsyncBackend> {
  public:
   // An Asio initiation for an operation on `key` completing with a std::string.
   auto place(std::string key) {
@@ -61,15 +82,6 @@ class AsyncBackend {
     };
   }
 
-  void complete(const std::string& key, std::string value) {
-    take(key)->complete(std::exception_ptr(), std::move(value));
-  }
-  void fail(const std::string& key, std::exception_ptr failure) {
-    take(key)->complete(std::move(failure), std::string());
-  }
-  void fail(const std::string& key, std::error_code code) {
-    take(key)->complete(code, std::string());
-  }
   // Whether a cancellation reached the oldest pending operation on `key`.
   bool cancelled(const std::string& key) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -113,6 +125,7 @@ class AsyncBackend {
     Handler handler;
   };
 
+  friend CompletesByKey<AsyncBackend>;
   // Completed outside the lock: the completion may start another operation.
   std::unique_ptr<Pending> take(const std::string& key) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -160,17 +173,9 @@ inline void poll(asio::io_context& io) {
   io.poll();
 }
 
-// Whether `failure` holds an Exception.
-template <class Exception>
-bool holds(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const Exception&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
+// Whether `failure` (not null) holds an Exception: the library's own test, so that the tests
+// ask of a failure exactly what the hedge and the timeout ask.
+using r4c::detail::holds_exception;
 
 // Whether `failure` is the operation_aborted a cancelled call completes with.
 inline bool aborted(const std::exception_ptr& failure) {
@@ -220,6 +225,19 @@ std::optional<Exception> exception_of(std::future<T>& reply) {
   return std::nullopt;
 }
 
+// In a coroutine: whether the call `call()` awaits fails with an Exception (another exception
+// leaves the coroutine).
+template <class Exception, class Call>
+asio::awaitable<bool> co_throws(Call call) {
+  bool thrown = false;
+  try {
+    co_await call();
+  } catch (const Exception&) {
+    thrown = true;
+  }
+  co_return thrown;
+}
+
 // In a coroutine, on a policy with room for 2 calls: the pending calls "a" and "b" fill it, the
 // call `third()` awaits is refused with an Exception, then "a" and "b" complete. Whether the
 // refusal came.
@@ -227,12 +245,7 @@ template <class Exception, class Policy, class Third>
 asio::awaitable<bool> refused_when_full(Policy& policy, AsyncBackend& backend, Third third) {
   auto a = policy.template async_execute<std::string>(backend.place("a"), asio::use_future);
   auto b = policy.template async_execute<std::string>(backend.place("b"), asio::use_future);
-  bool refused = false;
-  try {
-    co_await third();
-  } catch (const Exception&) {
-    refused = true;
-  }
+  const bool refused = co_await co_throws<Exception>(std::move(third));
   backend.complete("a", "a");
   backend.complete("b", "b");
   co_return refused;
@@ -260,6 +273,22 @@ class AsyncPolicyTest : public ManualClockTest {
   void poll() { r4c::testing::poll(io_); }
   // A callback on io_ recording into `answer`.
   auto on_io(Answer& answer) { return on(io_, answer); }
+  // The same, cancelled through `cancel`.
+  auto on_io(Answer& answer, asio::cancellation_signal& cancel) {
+    return asio::bind_cancellation_slot(cancel.slot(), on_io(answer));
+  }
+
+  // A call on `key` the policy refuses at once with an Exception, its callback bound to io_: it
+  // is answered through io_, never inside the call.
+  template <class Exception>
+  void expect_refused_through_io(const std::string& key) {
+    Answer answer;
+    policy_.template async_execute<std::string>(backend_.place(key), on_io(answer));
+    EXPECT_EQ(answer.calls, 0);
+    io_.run();
+    ASSERT_EQ(answer.calls, 1);
+    EXPECT_TRUE(holds_exception<Exception>(answer.failure));
+  }
 
   // Fails "a" with a Failure and "b" with connection_refused: both reach their callers unchanged.
   template <class Failure>

@@ -89,13 +89,7 @@ TEST_F(AsyncBulkheadTest, AFullBulkheadFailsAtOnceWithoutStartingTheOperation) {
   EXPECT_EQ(bulkhead_.snapshot().rejected, 1u);
 
   // A callback with an executor of its own is answered through it, never inside the call.
-  Answer answer;
-  bulkhead_.async_execute<std::string>(backend_.place("d"),
-                                       asio::bind_executor(io_, answer.handler()));
-  EXPECT_EQ(answer.calls, 0);
-  io_.run();
-  ASSERT_EQ(answer.calls, 1);
-  EXPECT_TRUE(holds<r4c::BulkheadFullException>(answer.failure));
+  expect_refused_through_io<r4c::BulkheadFullException>("d");
   EXPECT_FALSE(backend_.has("d"));
 
   backend_.complete("a", "a");
@@ -110,9 +104,7 @@ TEST_F(AsyncBulkheadTest, AFullBulkheadFailsAtOnceWithoutStartingTheOperation) {
 TEST_F(AsyncBulkheadTest, CancellingCompletesAtOnceFreesTheSlotAndForwardsTheCancellation) {
   asio::cancellation_signal cancel;
   Answer answer;
-  bulkhead_.async_execute<std::string>(
-      backend_.place("a"),
-      asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(io_, answer.handler())));
+  bulkhead_.async_execute<std::string>(backend_.place("a"), on_io(answer, cancel));
   EXPECT_EQ(bulkhead_.in_flight(), 1);
   cancel.emit(asio::cancellation_type::terminal);
   EXPECT_EQ(bulkhead_.in_flight(), 0);  // freed at once

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_support.hpp"
 #include "async_support.hpp"
 #include "r4c/asio.hpp"
 #include "r4c/metrics.hpp"
@@ -141,14 +142,8 @@ TEST_F(AsyncBulkheadWaitTest, TheWaitShowsInTheMetrics) {
   r4c::metrics::Emitter emitter(out, "bulkhead", bulkhead_.instance_id());
   r4c::BulkheadKind::metrics(bulkhead_.snapshot(), emitter);
   const auto value = [&](const std::string& name, const std::string& reason) {
-    for (const r4c::metrics::Metric& m : out) {
-      if (m.name != name) continue;
-      if (reason.empty()) return m.value;
-      for (const r4c::metrics::Label& label : m.labels) {
-        if (label.name == "reason" && label.value == reason) return m.value;
-      }
-    }
-    return -1.0;
+    return reason.empty() ? r4c::test::metric_value(out, name)
+                          : r4c::test::metric_value(out, name, "reason", reason);
   };
   EXPECT_EQ(value("r4c.bulkhead.waiting.calls", ""), 1.0);
   EXPECT_EQ(value("r4c.bulkhead.rejections", "wait_timeout"), 0.0);

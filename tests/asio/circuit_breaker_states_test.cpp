@@ -20,7 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using r4c::testing::Answer;
-using r4c::testing::holds;
+using r4c::testing::holds_exception;
 using State = r4c::CircuitBreakerState;
 
 struct IoError : std::runtime_error {
@@ -63,8 +63,8 @@ class AsyncCircuitBreakerStatesTest : public ::testing::Test {
 
 TEST_F(AsyncCircuitBreakerStatesTest, ForcedOpenRejectsAtOnceWithoutStartingTheOperation) {
   auto breaker = make(small().initial_state(State::forced_open));
-  EXPECT_TRUE(
-      holds<r4c::CallNotPermittedException>(fail(*breaker, std::make_exception_ptr(IoError()))));
+  EXPECT_TRUE(holds_exception<r4c::CallNotPermittedException>(
+      fail(*breaker, std::make_exception_ptr(IoError()))));
   EXPECT_EQ(backend_.started(), 0);
   EXPECT_EQ(breaker->snapshot().not_permitted_calls, 1u);
 }
@@ -99,8 +99,8 @@ TEST_F(AsyncCircuitBreakerStatesTest, MaxWaitInHalfOpenResolvesWhileATrialHangs)
   Answer hanging;
   breaker->async_execute<std::string>(backend_.place("hang"), hanging.handler());
   clock_->advance(3s);
-  EXPECT_TRUE(
-      holds<r4c::CallNotPermittedException>(fail(*breaker, std::make_exception_ptr(IoError()))));
+  EXPECT_TRUE(holds_exception<r4c::CallNotPermittedException>(
+      fail(*breaker, std::make_exception_ptr(IoError()))));
   EXPECT_EQ(breaker->state(), State::open);
   backend_.complete("hang", "late");  // not a trial of a half-open period that ended
   EXPECT_EQ(hanging.value, "late");
@@ -113,7 +113,8 @@ TEST_F(AsyncCircuitBreakerStatesTest, PredicatesClassifyFailuresAndResults) {
                .minimum_number_of_calls(100)
                .sliding_window_size(100)
                .record_on<IoError>([](const IoError& e) { return e.code >= 500; })
-               .ignore_on([](const std::exception_ptr& e) { return holds<std::logic_error>(e); })
+               .ignore_on(
+                   [](const std::exception_ptr& e) { return holds_exception<std::logic_error>(e); })
                .record_result<std::string>([](const std::string& v) { return v == "error"; }));
   fail(*breaker, std::make_exception_ptr(IoError(503)));             // recorded
   fail(*breaker, std::make_exception_ptr(IoError(404)));             // a success

@@ -67,6 +67,20 @@ class AsyncCircuitBreakerTest : public AsyncPolicyTest<r4c::CircuitBreaker> {
     }
   }
 
+  // Opens the breaker and waits out wait_in_open: the next call is the one half-open trial.
+  void open_until_half_open() {
+    fail_calls(4);
+    clock_->advance(10s);
+  }
+
+  // Completes the trial pending on `key` with `value`: its caller gets it, the breaker closes.
+  void expect_the_trial_closes_it(std::future<std::string>& trial, const std::string& key,
+                                  const std::string& value = "ok") {
+    backend_.complete(key, value);
+    EXPECT_EQ(trial.get(), value);
+    EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::closed);
+  }
+
   r4c::CircuitBreaker& breaker_ = policy_;
   int failures_ = 0;
 };
@@ -154,13 +168,7 @@ TEST_F(AsyncCircuitBreakerTest, FailuresOpenTheBreakerWhichThenRejectsAtOnce) {
   EXPECT_EQ(breaker_.snapshot().not_permitted_calls, 1u);
 
   // A callback with an executor is answered through it.
-  Answer answer;
-  breaker_.async_execute<std::string>(backend_.place("r2"),
-                                      asio::bind_executor(io_, answer.handler()));
-  EXPECT_EQ(answer.calls, 0);
-  io_.run();
-  ASSERT_EQ(answer.calls, 1);
-  EXPECT_TRUE(holds<r4c::CallNotPermittedException>(answer.failure));
+  expect_refused_through_io<r4c::CallNotPermittedException>("r2");
   EXPECT_EQ(breaker_.snapshot().not_permitted_calls, 2u);
 
   clock_->advance(10s);  // wait_in_open is over: one trial call
@@ -168,9 +176,7 @@ TEST_F(AsyncCircuitBreakerTest, FailuresOpenTheBreakerWhichThenRejectsAtOnce) {
   EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::half_open);
   auto extra = breaker_.async_execute<std::string>(backend_.place("e"), asio::use_future);
   EXPECT_THROW(extra.get(), r4c::CallNotPermittedException);  // the one trial is taken
-  backend_.complete("t", "back");
-  EXPECT_EQ(trial.get(), "back");
-  EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::closed);
+  expect_the_trial_closes_it(trial, "t", "back");
 }
 
 TEST_F(AsyncCircuitBreakerTest, AFailedTrialOpensTheBreakerAgain) {
@@ -187,13 +193,10 @@ TEST_F(AsyncCircuitBreakerTest, AFailedTrialOpensTheBreakerAgain) {
 // A half-open trial is given back at once when its call is cancelled, and when its operation is
 // abandoned, so the breaker can still let a trial through.
 TEST_F(AsyncCircuitBreakerTest, AHalfOpenTrialIsGivenBackOnCancellation) {
-  fail_calls(4);
-  clock_->advance(10s);
+  open_until_half_open();
   asio::cancellation_signal cancel;
   Answer answer;
-  breaker_.async_execute<std::string>(
-      backend_.place("t1"),
-      asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(io_, answer.handler())));
+  breaker_.async_execute<std::string>(backend_.place("t1"), on_io(answer, cancel));
   ASSERT_EQ(breaker_.state(), r4c::CircuitBreakerState::half_open);
   cancel.emit(asio::cancellation_type::terminal);
 
@@ -205,14 +208,11 @@ TEST_F(AsyncCircuitBreakerTest, AHalfOpenTrialIsGivenBackOnCancellation) {
   EXPECT_TRUE(aborted(answer.failure));
   backend_.fail("t1", std::make_exception_ptr(IoError()));  // late: must not rate half-open
   EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::half_open);
-  backend_.complete("t2", "ok");
-  EXPECT_EQ(trial.get(), "ok");
-  EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::closed);
+  expect_the_trial_closes_it(trial, "t2");
 }
 
 TEST_F(AsyncCircuitBreakerTest, AHalfOpenTrialIsGivenBackWhenItsOperationIsAbandoned) {
-  fail_calls(4);
-  clock_->advance(10s);
+  open_until_half_open();
   {
     asio::io_context io;
     breaker_.async_execute<std::string>(
@@ -228,16 +228,13 @@ TEST_F(AsyncCircuitBreakerTest, AHalfOpenTrialIsGivenBackWhenItsOperationIsAband
 
   auto trial = breaker_.async_execute<std::string>(backend_.place("t"), asio::use_future);
   ASSERT_EQ(trial.wait_for(0s), std::future_status::timeout);  // permitted
-  backend_.complete("t", "ok");
-  EXPECT_EQ(trial.get(), "ok");
-  EXPECT_EQ(breaker_.state(), r4c::CircuitBreakerState::closed);
+  expect_the_trial_closes_it(trial, "t");
 }
 
 // An operation that throws from its initiation gives its permission back; the exception
 // leaves async_execute.
 TEST_F(AsyncCircuitBreakerTest, AnOperationThatThrowsGivesThePermissionBack) {
-  fail_calls(4);
-  clock_->advance(10s);
+  open_until_half_open();
   EXPECT_THROW(breaker_.async_execute<std::string>(
                    [](auto) -> void { throw NotFound(); },
                    [](std::exception_ptr, std::string) { ADD_FAILURE() << "called"; }),
@@ -254,11 +251,9 @@ TEST_F(AsyncCircuitBreakerTest, CoroutinesAwaitTheResultOrTheRefusal) {
   spawn(io_, [&]() -> asio::awaitable<void> {
     result = co_await breaker_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
     breaker_.transition_to_open();
-    try {
-      co_await breaker_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
-    } catch (const r4c::CallNotPermittedException&) {
-      refused = true;
-    }
+    refused = co_await co_throws<r4c::CallNotPermittedException>([&] {
+      return breaker_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
+    });
   });
   while (!backend_.has("a")) io_.run_one();
   clock_->advance(1s);
@@ -309,7 +304,7 @@ TEST(AsyncCircuitBreakerStressTest, EveryCallerIsAnsweredOnce) {
             signals.back()->slot(),
             asio::bind_executor(strand, [&, i](std::exception_ptr e, std::string) {
               if (answered[i].exchange(true)) ++duplicates;
-              if (e && holds<r4c::CallNotPermittedException>(e)) ++refused;
+              if (e && holds_exception<r4c::CallNotPermittedException>(e)) ++refused;
               ++answers;
             })));
     if (kind == 3) {

@@ -39,6 +39,7 @@
 
 namespace {
 
+using r4c::testing::co_throws;
 using r4c::testing::spawn;
 
 using namespace std::chrono_literals;
@@ -66,7 +67,7 @@ bool wait_until(Predicate done) {
 // initiation is one attempt, stored as "<name>#<n>" (n from 1). Like Asio's own operations, an
 // attempt listens to its handler's cancellation slot while pending and clears it when it
 // completes. Thread-safe: a launch may run on another thread.
-class Replicas {
+class Replicas : public r4c::testing::CompletesByKey<Replicas> {
  public:
   auto read(std::string name) {
     return [this, name](auto handler) {
@@ -83,15 +84,6 @@ class Replicas {
     };
   }
 
-  void complete(const std::string& key, std::string value) {
-    take(key)->complete(std::exception_ptr(), std::move(value));
-  }
-  void fail(const std::string& key, std::exception_ptr failure) {
-    take(key)->complete(std::move(failure), std::string());
-  }
-  void fail(const std::string& key, std::error_code code) {
-    take(key)->complete(code, std::string());
-  }
   // Whether a cancellation reached the attempt (pending or not).
   bool cancelled(const std::string& key) const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -125,6 +117,7 @@ class Replicas {
     asio::cancellation_slot slot;
   };
 
+  friend r4c::testing::CompletesByKey<Replicas>;
   std::unique_ptr<Pending> take(const std::string& key) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = pending_.find(key);
@@ -546,11 +539,8 @@ TEST_F(AsyncHedgeTest, ACoroutineAwaitsTheFirstSuccess) {
   bool failed = false;
   spawn(io_, [&]() -> asio::awaitable<void> {
     result = co_await hedge.async_execute<std::string>(replicas_.read("c"), asio::use_awaitable);
-    try {
-      co_await hedge.async_execute<std::string>(replicas_.read("d"), asio::use_awaitable);
-    } catch (const SlowReplica&) {
-      failed = true;
-    }
+    failed = co_await co_throws<SlowReplica>(
+        [&] { return hedge.async_execute<std::string>(replicas_.read("d"), asio::use_awaitable); });
   });
   run_ready();
   ASSERT_EQ(replicas_.started("c"), 1);

@@ -159,8 +159,7 @@ TEST_F(AsyncRateLimiterTest, CancellingAWaitingCallCompletesAtOnceAndNeverStarts
   ASSERT_TRUE(limiter_->try_acquire());
   asio::cancellation_signal cancel;
   Outcome outcome;
-  limiter_->async_execute<std::string>(backend_.place("b"),
-                                       asio::bind_cancellation_slot(cancel.slot(), on_io(outcome)));
+  limiter_->async_execute<std::string>(backend_.place("b"), on_io(outcome, cancel));
   ASSERT_NO_FATAL_FAILURE(cancel_the_wait(cancel, outcome));
 
   clock_->advance(1s);
@@ -214,11 +213,9 @@ TEST_F(AsyncRateLimiterTest, ACoroutineAwaitsItsPermitAndItsResult) {
         co_await limiter_->async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
     make(r4c::RateLimiterConfig().limit_for_period(1));  // no waiting: refusals
     co_await limiter_->async_execute<std::string>(backend_.place("x"), asio::use_awaitable);
-    try {
-      co_await limiter_->async_execute<std::string>(backend_.place("y"), asio::use_awaitable);
-    } catch (const r4c::RequestNotPermittedException&) {
-      refused = true;
-    }
+    refused = co_await co_throws<r4c::RequestNotPermittedException>([&] {
+      return limiter_->async_execute<std::string>(backend_.place("y"), asio::use_awaitable);
+    });
   });
   poll();
   backend_.complete("a", "first");

@@ -19,7 +19,7 @@
 namespace {
 
 using namespace std::chrono_literals;
-using r4c::testing::holds;
+using r4c::testing::holds_exception;
 
 struct Busy : std::runtime_error {
   explicit Busy(const char* what = "busy") : std::runtime_error(what) {}
@@ -65,14 +65,14 @@ TEST_F(AsyncRetryFeaturesTest, FailAfterMaxAttemptsCompletesWithMaxRetriesExceed
   backend_.complete("a", "?");
   poll();
   ASSERT_EQ(outcome.calls, 1);
-  EXPECT_TRUE(holds<r4c::MaxRetriesExceededException>(outcome.failure));
+  EXPECT_TRUE(holds_exception<r4c::MaxRetriesExceededException>(outcome.failure));
   EXPECT_EQ(retry->snapshot().failed_with_retry, 1u);
 }
 
 TEST_F(AsyncRetryFeaturesTest, AnIntervalFunctionOfTheOutcomeGivesTheExactWait) {
   auto retry = make(r4c::RetryConfig().max_attempts(3).interval_function(
       [](int attempt, const r4c::RetryOutcome& outcome) {
-        return outcome.failure && holds<Busy>(outcome.failure) ? attempt * 50ms : 1h;
+        return outcome.failure && holds_exception<Busy>(outcome.failure) ? attempt * 50ms : 1h;
       }));
   Outcome outcome;
   retry->async_execute<std::string>(backend_.place("a"), on_io(outcome));
@@ -89,12 +89,13 @@ TEST_F(AsyncRetryFeaturesTest, AnIntervalFunctionOfTheOutcomeGivesTheExactWait) 
 }
 
 TEST_F(AsyncRetryFeaturesTest, ExceptionPredicatesDecideAsInExecute) {
-  auto retry =
-      make(r4c::RetryConfig()
-               .max_attempts(3)
-               .wait(10ms)
-               .retry_on<Busy>([](const Busy& e) { return std::string(e.what()) != "x"; })
-               .abort_on([](const std::exception_ptr& e) { return holds<std::logic_error>(e); }));
+  auto retry = make(r4c::RetryConfig()
+                        .max_attempts(3)
+                        .wait(10ms)
+                        .retry_on<Busy>([](const Busy& e) { return std::string(e.what()) != "x"; })
+                        .abort_on([](const std::exception_ptr& e) {
+                          return holds_exception<std::logic_error>(e);
+                        }));
   Outcome retried;
   retry->async_execute<std::string>(backend_.place("a"), on_io(retried));
   backend_.fail("a", std::make_exception_ptr(Busy()));
@@ -109,8 +110,8 @@ TEST_F(AsyncRetryFeaturesTest, ExceptionPredicatesDecideAsInExecute) {
   backend_.fail("c", std::make_exception_ptr(std::logic_error("bug")));
   poll();
   EXPECT_EQ(retried.value, "ok");
-  EXPECT_TRUE(holds<Busy>(not_retried.failure));
-  EXPECT_TRUE(holds<std::logic_error>(aborted.failure));
+  EXPECT_TRUE(holds_exception<Busy>(not_retried.failure));
+  EXPECT_TRUE(holds_exception<std::logic_error>(aborted.failure));
   EXPECT_EQ(backend_.started("b"), 1);
   EXPECT_EQ(backend_.started("c"), 1);
 }
@@ -151,7 +152,7 @@ TEST_F(AsyncRetryFeaturesTest, AnAttemptListenerHearsEveryAsynchronousAttempt) {
   ASSERT_EQ(events.size(), 2u);
   EXPECT_TRUE(events[0].retrying);
   EXPECT_EQ(events[0].wait, 20ms);
-  EXPECT_TRUE(holds<Busy>(events[0].failure));
+  EXPECT_TRUE(holds_exception<Busy>(events[0].failure));
   EXPECT_EQ(events[1].attempt, 2);
   EXPECT_TRUE(events[1].failed);
   EXPECT_FALSE(events[1].retrying);

@@ -56,6 +56,12 @@ class AsyncRetryTest : public AsyncWaitTest<r4c::Retry, r4c::RetryConfig> {
   AsyncRetryTest() : AsyncWaitTest("orders", r4c::RetryConfig().max_attempts(3).wait(100ms)) {}
 
   std::unique_ptr<r4c::Retry>& retry_ = policy_;
+
+  // A call on "a" that `cancel` can cancel: its first attempt failed, it waits for its second.
+  void start_a_call_that_waits_to_retry(asio::cancellation_signal& cancel, Outcome& outcome) {
+    retry_->async_execute<std::string>(backend_.place("a"), on_io(outcome, cancel));
+    backend_.fail("a", std::make_exception_ptr(Busy()));
+  }
 };
 
 // Each wait ends when the test thread advances the clock; the next attempt then starts on the
@@ -261,9 +267,7 @@ TEST_F(AsyncRetryTest, CountersAreExactlyThoseOfSynchronousCalls) {
 TEST_F(AsyncRetryTest, CancellingDuringAWaitEndsTheCallAtOnce) {
   asio::cancellation_signal cancel;
   Outcome outcome;
-  retry_->async_execute<std::string>(backend_.place("a"),
-                                     asio::bind_cancellation_slot(cancel.slot(), on_io(outcome)));
-  backend_.fail("a", std::make_exception_ptr(Busy()));
+  start_a_call_that_waits_to_retry(cancel, outcome);
   ASSERT_NO_FATAL_FAILURE(cancel_the_wait(cancel, outcome));
   clock_->advance(1s);
   poll();
@@ -278,9 +282,7 @@ TEST_F(AsyncRetryTest, CancellingDuringAWaitEndsTheCallAtOnce) {
 TEST_F(AsyncRetryTest, CancellingDuringAnAttemptForwardsItAndIgnoresTheLateCompletion) {
   asio::cancellation_signal cancel;
   Outcome outcome;
-  retry_->async_execute<std::string>(backend_.place("a"),
-                                     asio::bind_cancellation_slot(cancel.slot(), on_io(outcome)));
-  backend_.fail("a", std::make_exception_ptr(Busy()));
+  start_a_call_that_waits_to_retry(cancel, outcome);
   clock_->advance(100ms);
   poll();
   ASSERT_EQ(backend_.started("a"), 2);

@@ -128,7 +128,7 @@ TEST_F(AsyncThreadingTest, ATimeoutAroundABulkheadAnswersOnceWhenCompletionsLand
     std::exception_ptr failure = done.get_future().get();
     ++answered;
     if (failure) {
-      EXPECT_TRUE(r4c::testing::holds<r4c::CallTimeoutException>(failure));
+      EXPECT_TRUE(r4c::testing::holds_exception<r4c::CallTimeoutException>(failure));
       ++timed_out;
     }
   }

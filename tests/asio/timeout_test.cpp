@@ -84,7 +84,7 @@ TEST_F(AsyncTimeoutTest, TheDeadlineFiresFromAdvanceAndCancelsTheOperation) {
   EXPECT_EQ(clock_->pending_tasks(), 0u);
   io_.run();
   ASSERT_EQ(answer.calls, 1);
-  ASSERT_TRUE(holds<r4c::CallTimeoutException>(answer.failure));
+  ASSERT_TRUE(holds_exception<r4c::CallTimeoutException>(answer.failure));
   try {
     std::rethrow_exception(answer.failure);
   } catch (const r4c::CallTimeoutException& e) {
@@ -115,7 +115,7 @@ TEST_F(AsyncTimeoutTest, AnArmedDeadlineKeepsTheCallersContextBusy) {
   clock_->advance(2s);
   io_.run();  // returns once the caller is answered: the work is given back
   ASSERT_EQ(answer.calls, 1);
-  EXPECT_TRUE(holds<r4c::CallTimeoutException>(answer.failure));
+  EXPECT_TRUE(holds_exception<r4c::CallTimeoutException>(answer.failure));
   keep = nullptr;  // the operation's handler, destroyed late: nothing more happens
 }
 
@@ -129,7 +129,7 @@ TEST_F(AsyncTimeoutTest, ACompletionAfterTheDeadlineFiredIsIgnored) {
   backend_.complete("a", "late");
   io_.run();
   ASSERT_EQ(answer.calls, 1);
-  EXPECT_TRUE(holds<r4c::CallTimeoutException>(answer.failure));
+  EXPECT_TRUE(holds_exception<r4c::CallTimeoutException>(answer.failure));
   EXPECT_EQ(timeout_.snapshot().timed_out, 1u);
 }
 
@@ -145,14 +145,12 @@ TEST_F(AsyncTimeoutTest, AFutureFailsWithTheTimeout) {
 TEST_F(AsyncTimeoutTest, ACancellationAfterTheDeadlineFiredDoesNothing) {
   asio::cancellation_signal cancel;
   Answer answer;
-  timeout_.async_execute<std::string>(
-      backend_.place("a"),
-      asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(io_, answer.handler())));
+  timeout_.async_execute<std::string>(backend_.place("a"), on_io(answer, cancel));
   clock_->advance(2s);
   cancel.emit(asio::cancellation_type::terminal);  // the deadline already claimed the call
   io_.run();
   ASSERT_EQ(answer.calls, 1);
-  EXPECT_TRUE(holds<r4c::CallTimeoutException>(answer.failure));
+  EXPECT_TRUE(holds_exception<r4c::CallTimeoutException>(answer.failure));
   EXPECT_EQ(timeout_.snapshot().timed_out, 1u);
 }
 
@@ -161,11 +159,9 @@ TEST_F(AsyncTimeoutTest, CoroutinesAwaitTheResultOrTheTimeout) {
   bool timed_out = false;
   spawn(io_, [&]() -> asio::awaitable<void> {
     first = co_await timeout_.async_execute<std::string>(backend_.place("a"), asio::use_awaitable);
-    try {
-      co_await timeout_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
-    } catch (const r4c::CallTimeoutException&) {
-      timed_out = true;
-    }
+    timed_out = co_await co_throws<r4c::CallTimeoutException>([&] {
+      return timeout_.async_execute<std::string>(backend_.place("b"), asio::use_awaitable);
+    });
   });
   while (!backend_.has("a")) io_.run_one();
   clock_->advance(1s);
@@ -208,7 +204,7 @@ TEST_F(AsyncTimeoutTest, ADeadlinePassingWhileTheOperationStartsWaitsForIt) {
       asio::bind_executor(io_, answer.handler()));
   io_.run();
   ASSERT_EQ(answer.calls, 1);
-  EXPECT_TRUE(holds<r4c::CallTimeoutException>(answer.failure));
+  EXPECT_TRUE(holds_exception<r4c::CallTimeoutException>(answer.failure));
   EXPECT_TRUE(backend_.cancelled("a"));  // its handler was in place for the cancellation
   EXPECT_EQ(timeout_.snapshot().timed_out, 1u);
 }
@@ -247,7 +243,7 @@ TEST(AsyncTimeoutStressTest, ConcurrentCallsRacingTheirDeadlines) {
   for (int i = 0; i < kCalls; ++i) {
     auto answer = asio::bind_executor(pool, [&, i](std::exception_ptr e, std::string) {
       if (answered[i].exchange(true)) ++duplicates;
-      if (e && holds<r4c::CallTimeoutException>(e)) ++timeouts;
+      if (e && holds_exception<r4c::CallTimeoutException>(e)) ++timeouts;
       ++answers;
     });
     if (random() % 2 == 0) {

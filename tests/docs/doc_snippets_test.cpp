@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "../file_text.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -157,12 +159,7 @@ std::vector<std::string> missing_blocks(const std::string& page, const std::stri
   return missing;
 }
 
-std::string read(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using r4c::test::read_text;
 
 std::string joined(const std::vector<std::string>& messages) {
   std::string text;
@@ -249,7 +246,8 @@ TEST(DocSnippetsTest, EveryCppBlockOfTheDocsIsInACompiledExample) {
     const std::string extension = entry.path().extension().string();
     if (entry.is_regular_file() &&
         (extension == ".cpp" || extension == ".hpp" || extension == ".cc" || extension == ".h")) {
-      add_regions(fs::relative(entry.path(), R4C_SOURCE_DIR).string(), read(entry.path()), regions);
+      add_regions(fs::relative(entry.path(), R4C_SOURCE_DIR).string(), read_text(entry.path()),
+                  regions);
     }
   }
   EXPECT_TRUE(regions.errors.empty()) << joined(regions.errors);
@@ -260,8 +258,8 @@ TEST(DocSnippetsTest, EveryCppBlockOfTheDocsIsInACompiledExample) {
   }
   std::sort(pages.begin(), pages.end());
   for (const fs::path& page : pages) {
-    const std::vector<std::string> missing =
-        missing_blocks(fs::relative(page, R4C_SOURCE_DIR).string(), read(page), regions.regions);
+    const std::vector<std::string> missing = missing_blocks(
+        fs::relative(page, R4C_SOURCE_DIR).string(), read_text(page), regions.regions);
     EXPECT_TRUE(missing.empty()) << joined(missing)
                                  << "Copy each block from a // [doc:NAME] region of a file "
                                     "under examples/, or fix the region and copy it again.";

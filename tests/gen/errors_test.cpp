@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "../file_text.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -39,12 +41,7 @@ GeneratorRun generate(const std::string& arguments) {
   return run;
 }
 
-std::string read(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using r4c::test::read_text;
 
 fs::path scratch(const std::string& name) {
   const fs::path dir = fs::path(::testing::TempDir()) / "r4c_gen_errors_test";
@@ -84,8 +81,8 @@ TEST_P(GoldenErrorsTest, PrintsTheGoldenMessagesExitsWithOneAndWritesNothing) {
   const GeneratorRun run = generate(name + ".hpp -o '" + output.string() + "' --depfile '" +
                                     depfile.string() + "' -I '" + R4C_GEN_INCLUDE + "'");
   EXPECT_EQ(run.status, 1) << run.output;
-  const std::string expected = replace_all(read(fs::path(R4C_GEN_CASES) / (name + ".expected")),
-                                           "<output>", output.string());
+  const std::string expected = replace_all(
+      read_text(fs::path(R4C_GEN_CASES) / (name + ".expected")), "<output>", output.string());
   EXPECT_EQ(run.output, expected);
   EXPECT_FALSE(fs::exists(output));
   EXPECT_FALSE(fs::exists(depfile));
@@ -112,7 +109,7 @@ TEST(GeneratorTest, AFailedRunLeavesAnEarlierOutputAsItWas) {
   std::ofstream(output) << "earlier";
   const GeneratorRun run = generate("malformed.hpp -o '" + output.string() + "'");
   EXPECT_EQ(run.status, 1);
-  EXPECT_EQ(read(output), "earlier");
+  EXPECT_EQ(read_text(output), "earlier");
 }
 
 TEST(GeneratorTest, AMissingHeaderOrArgumentsFileIsAnInputError) {
@@ -136,7 +133,7 @@ TEST(GeneratorTest, AttributesInSkippedPreprocessorBranchesAreNotRead) {
   const auto [output, run] = generate_header("inactive_branches");
   EXPECT_EQ(run.status, 0) << run.output;
   EXPECT_EQ(run.output, "");
-  const std::string text = read(output);
+  const std::string text = read_text(output);
   EXPECT_NE(text.find("{.initial_limit = 5,"), std::string::npos) << text;
   EXPECT_EQ(text.find("no_such"), std::string::npos) << text;
 }
@@ -156,7 +153,7 @@ TEST(GeneratorTest, SettingsThatConflictWithTheBuiltInDefaultsAreAWarning) {
 TEST(GeneratorTest, MethodIdsSpellParameterTypesFullyQualified) {
   const auto [output, run] = generate_header("ids");
   ASSERT_EQ(run.status, 0) << run.output;
-  const std::string text = read(output);
+  const std::string text = read_text(output);
   for (const char* id :
        {// written `const string&`, `Order`, `unique_ptr<Order>` under `using namespace std`
         "\"shop::Ids#a(const std::string&, shop::Order, std::unique_ptr<shop::Order>)\"",
@@ -194,13 +191,13 @@ const Example& example() {
 TEST(GeneratorTest, TheDepfileNamesTheHeaderAndEveryFileItIncludes) {
   const auto& [header, output, depfile, run] = example();
   ASSERT_EQ(run.status, 0) << run.output;
-  const std::string rule = read(depfile);
+  const std::string rule = read_text(depfile);
   EXPECT_EQ(rule.rfind(output.string() + ": \\\n", 0), 0u) << rule;
   EXPECT_NE(rule.find(" " + header.lexically_normal().string() + " \\\n"), std::string::npos);
   EXPECT_NE(rule.find(std::string(R4C_GEN_INCLUDE) + "/r4c/errors.hpp"), std::string::npos);
   EXPECT_NE(rule.find("asio/awaitable.hpp"), std::string::npos);
   // The generated header includes the annotated one as the include path finds it.
-  EXPECT_NE(read(output).find("#include \"shop/search_client.hpp\"\n"), std::string::npos);
+  EXPECT_NE(read_text(output).find("#include \"shop/search_client.hpp\"\n"), std::string::npos);
 }
 
 // ---- the docs -----------------------------------------------------------------------------
@@ -218,10 +215,10 @@ std::vector<std::string> lines_of(const std::string& text) {
 TEST(GeneratorTest, TheDocsExcerptsOfAGeneratedFileMatchARealOne) {
   const auto& [header, output, depfile, run] = example();
   ASSERT_EQ(run.status, 0) << run.output;
-  const std::vector<std::string> generated = lines_of(read(output));
+  const std::vector<std::string> generated = lines_of(read_text(output));
 
   const std::vector<std::string> page =
-      lines_of(read(fs::path(R4C_SOURCE_DIR) / "docs/declarative.md"));
+      lines_of(read_text(fs::path(R4C_SOURCE_DIR) / "docs/declarative.md"));
   int excerpts = 0;
   for (std::size_t i = 0; i < page.size(); ++i) {
     if (page[i] != "```c++") continue;
@@ -235,7 +232,7 @@ TEST(GeneratorTest, TheDocsExcerptsOfAGeneratedFileMatchARealOne) {
     EXPECT_TRUE(found) << "docs/declarative.md: a ```c++ block (" << block.size()
                        << " lines, starting '" << (block.empty() ? "" : block.front())
                        << "') is not in the generated file:\n"
-                       << read(output);
+                       << read_text(output);
   }
   EXPECT_GE(excerpts, 1);
 }

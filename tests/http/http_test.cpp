@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../loopback_support.hpp"
+#include "loopback_server.hpp"
 #include "r4c/http.hpp"
 #include "r4c/registry.hpp"
 
@@ -50,32 +51,7 @@ class Gate {
   bool open_ = false;
 };
 
-// An httplib server on an ephemeral loopback port, listening on its own thread.
-class TestServer {
- public:
-  TestServer() = default;
-  ~TestServer() { stop(); }
-  httplib::Server& server() { return server_; }
-  int start() {
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    // httplib 0.11 has no wait_until_ready(): its listener thread says so through is_running().
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    return port_;
-  }
-  void stop() {
-    if (thread_.joinable()) {
-      server_.stop();
-      thread_.join();
-    }
-  }
-  int port() const { return port_; }
-
- private:
-  httplib::Server server_;
-  std::thread thread_;
-  int port_ = 0;
-};
+using TestServer = r4c::test::LoopbackServer;
 
 // A server behind `guard` whose /work requests wait at a gate and whose `quick` path answers at
 // once, with one /work request held (on its own thread) until release().

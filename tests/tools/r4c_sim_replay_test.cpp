@@ -389,46 +389,58 @@ TEST(ParseWindowsTest, HintsAtSpacesAroundAHeaderName) {
 
 // ---- the whole replay, directly ------------------------------------------------------------
 
+// What run_replay did with an input: its exit code, both outputs, how far it read the input.
+struct DirectRun : ToolRun {
+  std::streamoff read = 0;
+};
+
+// Runs r4c::sim::run_replay on `input`, in this process.
+DirectRun replay_directly(const r4c::sim::ReplayOptions& options, const std::string& input) {
+  std::istringstream in(input);
+  std::ostringstream out;
+  std::ostringstream err;
+  DirectRun run;
+  run.exit_code = r4c::sim::run_replay(options, in, out, err);
+  run.out = out.str();
+  run.err = err.str();
+  run.read = in.tellg();
+  return run;
+}
+
 TEST(RunReplayTest, NumbersWindowsFromOneAndPrintsTheLimitAfterEach) {
   r4c::sim::ReplayOptions options;
   options.settings.algorithm = "aimd";
   // AIMD from 20: busy window +1 -> 21; drop -> trunc(21 * 0.9) = 18; idle window -> 18.
-  std::istringstream in(std::string(kHeader) + "1000,20,0\n1000,21,1\n1000,1,0\n");
-  std::ostringstream out;
-  std::ostringstream err;
-  EXPECT_EQ(r4c::sim::run_replay(options, in, out, err), r4c::sim::kExitOk);
-  EXPECT_EQ(out.str(), "window,limit\n1,21\n2,18\n3,18\n");
-  EXPECT_EQ(err.str(), "");
+  const DirectRun run =
+      replay_directly(options, std::string(kHeader) + "1000,20,0\n1000,21,1\n1000,1,0\n");
+  EXPECT_EQ(run.exit_code, r4c::sim::kExitOk);
+  EXPECT_EQ(run.out, "window,limit\n1,21\n2,18\n3,18\n");
+  EXPECT_EQ(run.err, "");
 }
 
 TEST(RunReplayTest, WritesNothingToStandardOutputWhenALaterRowIsBad) {
   r4c::sim::ReplayOptions options;
-  std::istringstream in(std::string(kHeader) + "1000,20,0\n1000,20,0\n1000,20,maybe\n");
-  std::ostringstream out;
-  std::ostringstream err;
-  EXPECT_EQ(r4c::sim::run_replay(options, in, out, err), r4c::sim::kExitBadInput);
-  EXPECT_EQ(out.str(), "");
-  EXPECT_THAT(err.str(), StartsWith("r4c-sim replay: line 4: dropped is \"maybe\""));
+  const DirectRun run =
+      replay_directly(options, std::string(kHeader) + "1000,20,0\n1000,20,0\n1000,20,maybe\n");
+  EXPECT_EQ(run.exit_code, r4c::sim::kExitBadInput);
+  EXPECT_EQ(run.out, "");
+  EXPECT_THAT(run.err, StartsWith("r4c-sim replay: line 4: dropped is \"maybe\""));
 }
 
 TEST(RunReplayTest, RejectsInvalidSettingsBeforeReadingTheInput) {
   r4c::sim::ReplayOptions options;
   options.settings.backoff_ratio = "1";
-  std::istringstream in(std::string(kHeader) + "1000,20,0\n");
-  std::ostringstream out;
-  std::ostringstream err;
-  EXPECT_EQ(r4c::sim::run_replay(options, in, out, err), r4c::sim::kExitBadInput);
-  EXPECT_THAT(err.str(), StartsWith("r4c-sim replay: R4C-REG-001: backoff_ratio"));
-  EXPECT_EQ(static_cast<std::streamoff>(in.tellg()), 0) << "the input should not have been read";
+  const DirectRun run = replay_directly(options, std::string(kHeader) + "1000,20,0\n");
+  EXPECT_EQ(run.exit_code, r4c::sim::kExitBadInput);
+  EXPECT_THAT(run.err, StartsWith("r4c-sim replay: R4C-REG-001: backoff_ratio"));
+  EXPECT_EQ(run.read, 0) << "the input should not have been read";
 }
 
 TEST(RunReplayTest, PrintsOnlyTheHeaderForAnInputWithoutWindows) {
   r4c::sim::ReplayOptions options;
-  std::istringstream in{std::string(kHeader)};
-  std::ostringstream out;
-  std::ostringstream err;
-  EXPECT_EQ(r4c::sim::run_replay(options, in, out, err), r4c::sim::kExitOk);
-  EXPECT_EQ(out.str(), "window,limit\n");
+  const DirectRun run = replay_directly(options, std::string(kHeader));
+  EXPECT_EQ(run.exit_code, r4c::sim::kExitOk);
+  EXPECT_EQ(run.out, "window,limit\n");
 }
 
 TEST(LimitSettingsTest, DefaultsToTheLibrarysDefaults) {
