@@ -59,6 +59,7 @@ ORDER = (
     "BM_AdmittedCallWithClass",
     "BM_BulkheadEnforce",
     "BM_BulkheadObserveMode",
+    "BM_BulkheadTimed",
     "BM_BulkheadLatencyHistogram",
 )
 # What each policy adds to a pipeline that has only an adaptive limit.
@@ -389,9 +390,17 @@ OPERATIONS_RATIOS = (
      "call in observe mode)", "BM_BreakerObserveMode", "BM_BreakerEnforce", 1.1),
     ("24. BulkheadObserveMode/threads:1 <= 1.1 x BulkheadEnforce/threads:1 (an admitted call "
      "in observe mode)", "BM_BulkheadObserveMode", "BM_BulkheadEnforce", 1.1),
-    ("25. BulkheadLatencyHistogram/threads:1 <= 1.15 x BulkheadEnforce/threads:1 (latency "
-     "histograms on)", "BM_BulkheadLatencyHistogram", "BM_BulkheadEnforce", 1.15),
+    ("25. BulkheadLatencyHistogram/threads:1 <= 1.15 x BulkheadTimed/threads:1 (latency "
+     "histograms on, against the call and the two clock readings any latency of it needs)",
+     "BM_BulkheadLatencyHistogram", "BM_BulkheadTimed", 1.15),
 )
+
+# Issue 19's bound read literally for the bulkhead, whose admitted call reads no clock: shown,
+# never a verdict, since two clock readings alone cost more than the call (docs/performance.md,
+# target 25).
+LITERAL_BULKHEAD_HISTOGRAM = (
+    "25 as issue 19 words it: BulkheadLatencyHistogram/threads:1 <= 1.15 x "
+    "BulkheadEnforce/threads:1 (unreachable: BulkheadTimed/BulkheadEnforce is the least it can be)")
 
 
 def judge_operations(figures, ratio_row):
@@ -402,6 +411,12 @@ def judge_operations(figures, ratio_row):
     count = fig.counters.get("allocs_per_call") if fig else None
     rows.insert(1, ("20. allocs_per_call == 0 for AdmittedCallLatencyHistogram (1 thread)",
                     "missing" if count is None else f"{count}", "PASS" if count == 0 else "FAIL"))
+    label, measured, _ = ratio_row(LITERAL_BULKHEAD_HISTOGRAM, ("BM_BulkheadLatencyHistogram", 1),
+                                   ("BM_BulkheadEnforce", 1), 1.15)
+    timed, enforce = figures.get(("BM_BulkheadTimed", 1)), figures.get(("BM_BulkheadEnforce", 1))
+    if timed and enforce:
+        measured += f"; least possible: {timed.cpu_ns / enforce.cpu_ns:.2f}"
+    rows.append((label, measured, "unreachable"))
     return rows
 
 
