@@ -200,8 +200,10 @@ void Throttle::record(std::int64_t bucket, std::uint64_t counts) noexcept {
 // The order of the overview: refused_on (type or predicate), an inner policy's refusal,
 // then an accept when refused_on says which failures are refusals, else a refusal.
 void Throttle::record_failure(std::int64_t bucket) noexcept {
-  const std::vector<ExceptionType>& refused = config_->refused_on_types();
-  const detail::ExceptionPredicate& refused_if = config_->refused_on_predicate();
+  // One read of the live config: the types and the predicate of one refused_on.
+  const ThrottleConfig& config = config_.get();
+  const std::vector<ExceptionType>& refused = config.refused_on_types();
+  const detail::ExceptionPredicate& refused_if = config.refused_on_predicate();
   if (!detail::matches_current(refused, refused_if)) {
     // An inner policy's refusal never reached the backend.
     if (ExceptionType::of<RejectedException>().matches_current()) return;
@@ -230,13 +232,18 @@ double Throttle::rejection_probability() const noexcept {
   return probability(totals_without_rolling(bucket_at(clock_.ticks())));
 }
 
-bool Throttle::live_setting(std::string_view key) noexcept { return key == "k"; }
+bool Throttle::live_setting(std::string_view key) noexcept { return key != "window"; }
 
 void Throttle::reconfigure(const ThrottleConfig& next) {
   next.validate();
   detail::check_fixed_settings<ThrottleKind>(config_.get(), next, instance_id_);
+  const bool new_seed = next.seed() != config_->seed();
   config_.replace(next);
   k_.store(next.k(), std::memory_order_relaxed);
+  // relaxed: the generator's state is its whole data; the draws after this one start the new
+  // seed's sequence (a draw racing with the store may take one more step of the old one).
+  if (new_seed)
+    random_state_.store(static_cast<std::uint64_t>(next.seed()), std::memory_order_relaxed);
 }
 
 ThrottleSnapshot Throttle::snapshot() const {

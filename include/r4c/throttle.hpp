@@ -281,10 +281,13 @@ class Throttle {
   const std::string& instance_id() const noexcept { return instance_id_; }
   const ThrottleConfig& config() const noexcept { return config_.get(); }
   /// Applies `next` (validated; throws ConfigException otherwise), as the registry's
-  /// reconfigure() does: k changes for the calls after it, the window's counts stay; window,
-  /// refusedOn and seed must stay as they are (R4C-REG-011). Allocation: yes (cold).
+  /// reconfigure() does; the window's counts stay. k rates the next call; refused_on (types,
+  /// predicate, refused_result) classifies the next outcome, a call under way included (an
+  /// outcome is classified when it is recorded, by one read of the config); a new seed
+  /// restarts the draws on its sequence, as a throttle built with it draws. The window must
+  /// stay as it is (R4C-REG-011). Allocation: yes (cold).
   void reconfigure(const ThrottleConfig& next);
-  /// Whether reconfigure() may change the setting of file key `key` (only "k").
+  /// Whether reconfigure() may change the setting of file key `key` (all but "window").
   static bool live_setting(std::string_view key) noexcept;
   const std::shared_ptr<Clock>& clock() const noexcept { return clock_owner_; }
   ThrottleSnapshot snapshot() const;
