@@ -817,12 +817,14 @@ TEST(LiveOperationsTest, ReconfiguresInALoopWhileEightThreadsCallEachOfThem) {
                                    "BulkheadFullException\n"
                                    "instances.again.retry.abortOn = BulkheadFullException\n"
                                    "instances.gate.throttle.refusedOn = BulkheadFullException\n"
-                                   "instances.gate.throttle.seed = 7\n",
+                                   "instances.gate.throttle.seed = 7\n"
+                                   "instances.gate.throttle.window = 1s\n",
                                base +
                                    "instances.fuse.circuitBreaker.recordOn = "
                                    "CallTimeoutException\n"
                                    "instances.again.retry.retryOn = CallTimeoutException\n"
-                                   "instances.gate.throttle.refusedOn = CallTimeoutException\n",
+                                   "instances.gate.throttle.refusedOn = CallTimeoutException\n"
+                                   "instances.gate.throttle.window = 10ms\n",
                                base +
                                    "instances.quota.rateLimiter.limitForPeriod = 3\n"
                                    "instances.quota.rateLimiter.mode = observe\n"
@@ -886,6 +888,7 @@ TEST(LiveOperationsTest, ReconfiguresInALoopWhileEightThreadsCallEachOfThem) {
   EXPECT_TRUE(breaker.config().ignore_on_types().empty());
   EXPECT_TRUE(retry.config().abort_on_types().empty());
   EXPECT_TRUE(throttle.config().refused_on_types().empty());
+  EXPECT_EQ(throttle.snapshot().window, r4c::ThrottleConfig().window());
 }
 
 }  // namespace

@@ -8,11 +8,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "r4c/metrics.hpp"
@@ -349,6 +351,43 @@ TEST(ThrottleConfigTest, InvalidSettingsNameTheSettingAndTheRange) {
   EXPECT_EQ(defaults.k(), 2.0);
   EXPECT_EQ(defaults.window(), 2min);
   EXPECT_TRUE(defaults.refused_on_types().empty());
+}
+
+using Counts = std::pair<std::uint64_t, std::uint64_t>;  // requests, accepts
+
+TEST(ThrottleReconfigureTest, ANewWindowCarriesTheCountsThatBeganInsideIt) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  r4c::Throttle throttle("search", r4c::ThrottleConfig().window(20s), clock);  // 1 s buckets
+  auto counts = [&] {
+    const r4c::ThrottleSnapshot s = throttle.snapshot();
+    return Counts{s.requests, s.accepts};
+  };
+  for (int i = 0; i < 5; ++i) throttle.try_acquire().on_accepted();  // bucket 0 s
+  clock->advance(10s);
+  for (int i = 0; i < 5; ++i) throttle.try_acquire().on_refused();  // 10 s
+  clock->advance(5s);
+  for (int i = 0; i < 2; ++i) throttle.try_acquire().on_accepted();  // 15 s
+  r4c::ThrottlePermit under_way = throttle.try_acquire();
+  ASSERT_TRUE(under_way);
+  EXPECT_EQ(counts(), Counts(12, 7));
+  clock->advance(500ms);
+  // 10 s: the buckets that began at 10 s and 15 s are in it (0.5 s buckets), the 0 s one not.
+  throttle.reconfigure(r4c::ThrottleConfig().window(10s));
+  EXPECT_EQ(throttle.snapshot().window, 10s);
+  EXPECT_EQ(counts(), Counts(7, 2));
+  under_way.on_accepted();  // admitted into the old buckets: counted in the current one
+  EXPECT_EQ(counts(), Counts(8, 3));
+  // A longer window keeps all there is (the 0 s bucket went for good); 2 s buckets.
+  throttle.reconfigure(r4c::ThrottleConfig().window(40s));
+  EXPECT_EQ(counts(), Counts(8, 3));
+  EXPECT_EQ(throttle.snapshot().refused, 5u);  // since creation, unchanged
+  // Each carried count ages out with the new window's bucket of its beginning.
+  clock->advance(50s - 15500ms);  // 50 s: the 10 s bucket (new 10-12 s) is out
+  EXPECT_EQ(counts(), Counts(3, 3));
+  clock->advance(4s);  // 54 s: the 14-16 s bucket too
+  EXPECT_EQ(counts(), Counts(0, 0));
+  throttle.try_acquire().on_accepted();  // the new buckets roll as the first did
+  EXPECT_EQ(counts(), Counts(1, 1));
 }
 
 // A text with one more line.
