@@ -209,18 +209,6 @@ void Throttle::record_moved(Buckets& buckets, std::uint64_t counts) noexcept {
   record_in(buckets, now, counts);
 }
 
-void Throttle::record_in(Buckets& buckets, std::int64_t bucket, std::uint64_t counts) noexcept {
-  Slot& slot = buckets.slots[bucket % kBuckets];
-  // A call that outlived the window (its slot holds a later bucket) counts as nothing.
-  if (slot.bucket.load(std::memory_order_relaxed) != bucket) return;
-  slot.counts.fetch_add(counts, std::memory_order_relaxed);
-  // Already summed into the closed counts: add it there too, while it is in the window.
-  const std::int64_t closed = buckets.closed_bucket.load(std::memory_order_acquire);
-  if (bucket < closed && bucket > closed - kBuckets) {
-    buckets.closed_counts.fetch_add(counts, std::memory_order_relaxed);
-  }
-}
-
 std::unique_ptr<Throttle::Buckets> Throttle::carried_into(std::int64_t bucket_ticks) const {
   const Buckets& old = *buckets_.load(std::memory_order_acquire);
   auto next = std::make_unique<Buckets>(

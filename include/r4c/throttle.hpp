@@ -340,7 +340,18 @@ class Throttle {
   static Totals totals(Buckets& buckets, std::int64_t now) noexcept;
   static Totals totals_without_rolling(const Buckets& buckets, std::int64_t now) noexcept;
   static void roll(Buckets& buckets, std::int64_t now) noexcept;
-  static void record_in(Buckets& buckets, std::int64_t bucket, std::uint64_t counts) noexcept;
+  // Adds `counts` to `bucket` (inline: an outcome's path is one call, as with fixed buckets).
+  static void record_in(Buckets& buckets, std::int64_t bucket, std::uint64_t counts) noexcept {
+    Slot& slot = buckets.slots[bucket % kBuckets];
+    // A call that outlived the window (its slot holds a later bucket) counts as nothing.
+    if (slot.bucket.load(std::memory_order_relaxed) != bucket) return;
+    slot.counts.fetch_add(counts, std::memory_order_relaxed);
+    // Already summed into the closed counts: add it there too, while it is in the window.
+    const std::int64_t closed = buckets.closed_bucket.load(std::memory_order_acquire);
+    if (bucket < closed && bucket > closed - kBuckets) {
+      buckets.closed_counts.fetch_add(counts, std::memory_order_relaxed);
+    }
+  }
   double probability(Totals totals) const noexcept;
   double draw() noexcept;
   // A permit's outcome; one of buckets replaced since counts in the current bucket.
