@@ -209,13 +209,12 @@ void Throttle::record_moved(Buckets& buckets, std::uint64_t counts) noexcept {
   record_in(buckets, now, counts);
 }
 
-std::unique_ptr<Throttle::Buckets> Throttle::carried_into(std::int64_t bucket_ticks) const {
+void Throttle::carry_into(Buckets& next) const noexcept {
   const Buckets& old = *buckets_.load(std::memory_order_acquire);
-  auto next = std::make_unique<Buckets>(
-      bucket_ticks, ((old.tag >> kTagShift) + 1) % (std::int64_t{1} << 16) << kTagShift);
+  const std::int64_t bucket_ticks = next.bucket_ticks;
   const std::int64_t ticks = clock_.ticks();
   const std::int64_t old_now = bucket_at(old, ticks);
-  const std::int64_t now = bucket_at(*next, ticks);
+  const std::int64_t now = bucket_at(next, ticks);
   for (std::int64_t bucket = std::max<std::int64_t>(0, old_now - kBuckets + 1); bucket <= old_now;
        ++bucket) {
     const Slot& slot = old.slots[bucket % kBuckets];
@@ -225,7 +224,7 @@ std::unique_ptr<Throttle::Buckets> Throttle::carried_into(std::int64_t bucket_ti
     // finds with an earlier number holds a bucket out of the new window).
     const std::int64_t into = bucket * old.bucket_ticks / bucket_ticks;
     if (into <= now - kBuckets || counts == 0) continue;  // began before the new window
-    Slot& target = next->slots[into % kBuckets];
+    Slot& target = next.slots[into % kBuckets];
     // relaxed: nobody reads the new buckets before their publication (a release).
     if (target.bucket.load(std::memory_order_relaxed) != into) {
       target.bucket.store(into, std::memory_order_relaxed);
@@ -233,7 +232,6 @@ std::unique_ptr<Throttle::Buckets> Throttle::carried_into(std::int64_t bucket_ti
     }
     target.counts.fetch_add(counts, std::memory_order_relaxed);
   }
-  return next;
 }
 
 // The order of the overview: refused_on (type or predicate), an inner policy's refusal,
@@ -279,12 +277,16 @@ void Throttle::reconfigure(const ThrottleConfig& next) {
   const std::int64_t bucket_ticks = bucket_ticks_of(next.window());
   // Everything that may throw (allocation) comes before the throttle changes.
   std::unique_ptr<Buckets> buckets;
-  if (bucket_ticks != buckets_.load(std::memory_order_relaxed)->bucket_ticks) {
+  const Buckets& current = *buckets_.load(std::memory_order_relaxed);  // only here it changes
+  if (bucket_ticks != current.bucket_ticks) {
     all_buckets_.reserve(all_buckets_.size() + 1);
-    buckets = carried_into(bucket_ticks);
+    buckets = std::make_unique<Buckets>(
+        bucket_ticks, ((current.tag >> kTagShift) + 1) % (std::int64_t{1} << 16) << kTagShift);
   }
   config_.replace(next);
   if (buckets) {
+    // The copy just before the publication: what the old buckets count meanwhile is missed.
+    carry_into(*buckets);
     all_buckets_.push_back(std::move(buckets));
     // release: a call that reads the pointer sees the buckets made and their carried counts.
     buckets_.store(all_buckets_.back().get(), std::memory_order_release);

@@ -360,8 +360,8 @@ class Throttle {
   // The exception being handled: refused, accepted or nothing (see the overview).
   void record_failure(std::int64_t bucket) noexcept;
   std::int64_t bucket_ticks_of(std::chrono::nanoseconds window) const noexcept;
-  // New buckets of `bucket_ticks` holding what the current ones hold of the new window.
-  std::unique_ptr<Buckets> carried_into(std::int64_t bucket_ticks) const;
+  // Adds to `next` (unpublished) what the current buckets hold of its window.
+  void carry_into(Buckets& next) const noexcept;
 
   // The current buckets (acquire: their construction is seen); all_buckets_ keeps every one.
   alignas(detail::kCacheLine) std::atomic<Buckets*> buckets_{nullptr};
