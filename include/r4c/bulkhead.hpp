@@ -74,7 +74,7 @@ class BulkheadConfig {
   PolicyMode mode() const noexcept { return mode_; }
   /// Records how long each call holds its slot in a latency histogram
   /// (<r4c/latency_histogram.hpp>): snapshot().latency and a Prometheus histogram. Off by default;
-  /// fixed while running.
+  /// changes live (Bulkhead::reconfigure()).
   BulkheadConfig& latency_histogram(bool value) noexcept;
   bool latency_histogram() const noexcept { return latency_histogram_; }
   /// Checks every setting; throws ConfigException.
