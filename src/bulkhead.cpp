@@ -113,13 +113,14 @@ Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config, std::shared_p
       clock_(clock ? std::move(clock) : std::make_shared<SystemClock>()),
       // Always there: reconfigure() may give a bulkhead that did not wait a max_wait.
       queue_(std::make_unique<WaitQueue>()),
-      latency_(config.latency_histogram() ? std::make_unique<detail::LatencyHistogram>(
-                                                kLatencyWindow.count(), clock_->now().count())
-                                          : nullptr) {
+      latency_owned_(config.latency_histogram() ? std::make_unique<detail::LatencyHistogram>(
+                                                      kLatencyWindow.count(), clock_->now().count())
+                                                : nullptr),
+      latency_(latency_owned_.get()) {
   // Every call of a bulkhead that waits takes the out-of-line path, which counts under the
   // queue's mutex, and every release hands its slot to the oldest waiter there; every call
   // of one that records latencies takes it too, to stamp its permit.
-  if (waits_now() || latency_) in_flight_.fetch_or(kListened, std::memory_order_relaxed);
+  if (waits_now() || latency_owned_) in_flight_.fetch_or(kListened, std::memory_order_relaxed);
 }
 
 Bulkhead::~Bulkhead() = default;
@@ -129,7 +130,7 @@ BulkheadPermit Bulkhead::admitted(std::int32_t running) noexcept {
   if ((listening & kPermitted) != 0)
     publish(*permitted_listeners_, kPermitted, BulkheadEventType::call_permitted, running);
   // A waiting bulkhead's releases always take the announced path (they hand slots over).
-  const bool announce = waits_now() || latency_ ||
+  const bool announce = waits_now() || latency_.load(std::memory_order_relaxed) != nullptr ||
                         ((listening & kFinished) != 0 && !forget(*finished_listeners_, kFinished));
   return BulkheadPermit(this, announce, now_ns());
 }
@@ -304,9 +305,11 @@ void Bulkhead::released_listened() noexcept {
 }
 
 void Bulkhead::finish_announced(std::int64_t since) noexcept {
-  if (latency_) {
+  // acquire: pairs with reconfigure()'s store, so the histogram is seen made.
+  detail::LatencyHistogram* latency = latency_.load(std::memory_order_acquire);
+  if (latency != nullptr && since != kUnstamped) {
     const std::int64_t now = clock_->now().count();
-    latency_->record(now - since, now, /*summed=*/true);
+    latency->record(now - since, now, /*summed=*/true);
   }
   std::int32_t left = 0;
   if (waits_now()) {
@@ -333,16 +336,20 @@ bool Bulkhead::forget(const Listeners& listeners, std::uint8_t bit) const noexce
     listening_.fetch_or(bit, std::memory_order_seq_cst);
     return false;
   }
-  if ((before & ~bit & (kPermitted | kFinished)) == 0 && !waits_now() && !latency_) {
-    // Nothing on the admitted path is listened to any more: its calls go the short way
-    // again, unless a subscription came meanwhile (it sets its bit, then kListened again), or
-    // reconfigure() gave the bulkhead a max_wait (it sets waits_, then kListened).
-    in_flight_.fetch_and(~kListened, std::memory_order_seq_cst);
-    if ((listening_.load(std::memory_order_seq_cst) & (kPermitted | kFinished)) != 0 ||
-        waits_.load(std::memory_order_seq_cst))
-      in_flight_.fetch_or(kListened, std::memory_order_seq_cst);
-  }
+  if ((before & ~bit & (kPermitted | kFinished)) == 0) unlisten();
   return true;
+}
+
+void Bulkhead::unlisten() const noexcept {
+  if (waits_now() || latency_.load(std::memory_order_seq_cst) != nullptr) return;
+  // Nothing on the admitted path is listened to any more: its calls go the short way
+  // again, unless a subscription came meanwhile (it sets its bit, then kListened again), or
+  // reconfigure() gave the bulkhead a max_wait or a histogram (it sets waits_ or latency_,
+  // then kListened).
+  in_flight_.fetch_and(~kListened, std::memory_order_seq_cst);
+  if ((listening_.load(std::memory_order_seq_cst) & (kPermitted | kFinished)) != 0 ||
+      waits_.load(std::memory_order_seq_cst) || latency_.load(std::memory_order_seq_cst) != nullptr)
+    in_flight_.fetch_or(kListened, std::memory_order_seq_cst);
 }
 
 void Bulkhead::publish(const Listeners& listeners, std::uint8_t bit, BulkheadEventType type,
@@ -357,7 +364,9 @@ BulkheadSnapshot Bulkhead::snapshot() const {
   snap.max_concurrent = config().max_concurrent();
   snap.mode = observe_.load(std::memory_order_relaxed) ? PolicyMode::observe : PolicyMode::enforce;
   snap.would_have_rejected = would_reject_.total();
-  if (latency_) snap.latency = latency_->distribution(latency_->sum());
+  if (const detail::LatencyHistogram* latency = latency_.load(std::memory_order_acquire)) {
+    snap.latency = latency->distribution(latency->sum());
+  }
   snap.in_flight = in_flight();
   snap.available = snap.in_flight < snap.max_concurrent ? snap.max_concurrent - snap.in_flight : 0;
   snap.rejected = rejected_.total();
@@ -383,13 +392,15 @@ BulkheadSnapshot Bulkhead::snapshot() const {
   return snap;
 }
 
-bool Bulkhead::live_setting(std::string_view key) noexcept { return key != "latencyHistogram"; }
-
 void Bulkhead::reconfigure(const BulkheadConfig& next) {
   next.validate();
   std::lock_guard<std::mutex> lock(reconfigure_mutex_);
-  detail::check_fixed_settings<BulkheadKind>(config_.get(), next, instance_id_);
-  config_.replace(next);  // may throw (allocation): before anything changes
+  // Everything that may throw (allocation) comes before the bulkhead changes.
+  if (next.latency_histogram() && !latency_owned_) {
+    latency_owned_ =
+        std::make_unique<detail::LatencyHistogram>(kLatencyWindow.count(), clock_->now().count());
+  }
+  config_.replace(next);
   observe_.store(next.mode() == PolicyMode::observe, std::memory_order_relaxed);
   // Under the queue's mutex: a waiter is listed, or granted, against one limit, and a raised
   // limit's new slots go to the oldest waiters at once. A lower limit takes nothing back.
@@ -402,6 +413,16 @@ void Bulkhead::reconfigure(const BulkheadConfig& next) {
     // seq_cst: ordered with forget()'s clearing of kListened and its second look.
     waits_.store(true, std::memory_order_seq_cst);
     in_flight_.fetch_or(kListened, std::memory_order_seq_cst);
+  }
+  detail::LatencyHistogram* latency = next.latency_histogram() ? latency_owned_.get() : nullptr;
+  if (latency != latency_.load(std::memory_order_relaxed)) {
+    // seq_cst: ordered with forget()'s clearing of kListened and its second look.
+    latency_.store(latency, std::memory_order_seq_cst);
+    if (latency != nullptr) {
+      in_flight_.fetch_or(kListened, std::memory_order_seq_cst);  // every call stamps its permit
+    } else if ((listening_.load(std::memory_order_seq_cst) & (kPermitted | kFinished)) == 0) {
+      unlisten();
+    }
   }
   grant_free_slots();
 }

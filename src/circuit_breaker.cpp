@@ -365,6 +365,14 @@ void CallWindow::reset() {
 
 }  // namespace detail
 
+namespace {
+// Whether a breaker on `config` classifies failures (a rethrow each) or records them all.
+bool classifies(const CircuitBreakerConfig& config) noexcept {
+  return !config.ignore_on_types().empty() || !config.record_on_types().empty() ||
+         config.ignore_on_predicate() || config.record_on_predicate();
+}
+}  // namespace
+
 CircuitBreaker::CircuitBreaker(std::string instance_id, CircuitBreakerConfig config,
                                std::shared_ptr<Clock> clock)
     : clock_(or_system_clock(clock)),
@@ -372,8 +380,7 @@ CircuitBreaker::CircuitBreaker(std::string instance_id, CircuitBreakerConfig con
       time_based_(config.sliding_window_type() == SlidingWindowType::time_based),
       window_(validated(config).sliding_window_type(), config.sliding_window_size()),
       max_half_open_ticks_(clock_.to_ticks(config.max_wait_in_half_open().count())),
-      classifies_(!config.ignore_on_types().empty() || !config.record_on_types().empty() ||
-                  config.ignore_on_predicate() || config.record_on_predicate()),
+      classifies_(classifies(config)),
       minimum_calls_(minimum_calls_of(config)),
       instance_id_(std::move(instance_id)),
       live_config_(config),
@@ -465,13 +472,8 @@ CircuitBreakerPermit CircuitBreaker::refuse() noexcept {
   return CircuitBreakerPermit();
 }
 
-bool CircuitBreaker::live_setting(std::string_view key) noexcept {
-  return key != "recordOn" && key != "ignoreOn";
-}
-
 void CircuitBreaker::reconfigure(const CircuitBreakerConfig& next) {
   next.validate();
-  detail::check_fixed_settings<CircuitBreakerKind>(live_config_.get(), next, instance_id_);
   const CircuitBreakerConfig& current = live_config_.get();
   const bool new_window = next.sliding_window_type() != current.sliding_window_type() ||
                           next.sliding_window_size() != current.sliding_window_size();
@@ -491,6 +493,7 @@ void CircuitBreaker::reconfigure(const CircuitBreakerConfig& next) {
     max_half_open_ticks_ = clock_.to_ticks(next.max_wait_in_half_open().count());
     slow_call_ns_.store(next.slow_call_duration().count(), std::memory_order_relaxed);
     observe_.store(next.mode() == PolicyMode::observe, std::memory_order_relaxed);
+    classifies_.store(classifies(next), std::memory_order_relaxed);
   }
   publish_transitions();
 }
@@ -637,7 +640,7 @@ void CircuitBreaker::release_permission() noexcept { release(kCurrentEpoch); }
 
 void CircuitBreaker::record_current_exception(CircuitBreakerPermit& permit,
                                               std::chrono::nanoseconds duration) noexcept {
-  switch (classify_current()) {
+  switch (classify_current(live_config_.get())) {
     case kIgnored:
       return permit.release();
     case kSucceeded:
@@ -647,25 +650,28 @@ void CircuitBreaker::record_current_exception(CircuitBreakerPermit& permit,
   }
 }
 
-int CircuitBreaker::classify_current() const noexcept {
+int CircuitBreaker::classify_current(const CircuitBreakerConfig& config) const noexcept {
   // resilience4j's precedence: ignored (by type or predicate), else recorded (by type or
   // predicate; everything when neither is set), else a success.
-  if (detail::matches_current(live_config_.get().ignore_on_types(),
-                              live_config_.get().ignore_on_predicate())) {
+  if (detail::matches_current(config.ignore_on_types(), config.ignore_on_predicate())) {
     return kIgnored;
   }
-  const bool records_some =
-      !live_config_.get().record_on_types().empty() || live_config_.get().record_on_predicate();
-  if (records_some && !detail::matches_current(live_config_.get().record_on_types(),
-                                               live_config_.get().record_on_predicate())) {
+  const bool records_some = !config.record_on_types().empty() || config.record_on_predicate();
+  if (records_some &&
+      !detail::matches_current(config.record_on_types(), config.record_on_predicate())) {
     return kSucceeded;
   }
   return kFailed;
 }
 
-int CircuitBreaker::classify(const std::exception_ptr& failure) const noexcept {
-  if (!classifies_) return kFailed;
-  return detail::ask_rethrown<&CircuitBreaker::classify_current>(*this, failure);
+int CircuitBreaker::classify(const std::exception_ptr& failure,
+                             const CircuitBreakerConfig& config) const noexcept {
+  if (!classifies_.load(std::memory_order_relaxed)) return kFailed;
+  try {
+    std::rethrow_exception(failure);
+  } catch (...) {
+    return classify_current(config);
+  }
 }
 
 bool CircuitBreaker::rates_exceeded(const detail::CallWindow::Totals& totals) const noexcept {

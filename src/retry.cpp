@@ -200,13 +200,8 @@ Subscription Retry::on_attempt(std::function<void(const RetryAttemptEvent&)> lis
   return attempt_listeners_->subscribe(std::move(listener));
 }
 
-bool Retry::live_setting(std::string_view key) noexcept {
-  return key != "retryOn" && key != "abortOn";
-}
-
 void Retry::reconfigure(const RetryConfig& next) {
   next.validate();
-  detail::check_fixed_settings<RetryKind>(config_.get(), next, instance_id_);
   config_.replace(next);
   // relaxed: the calls after this one read the new config, whose publication is the release.
   max_attempts_.store(next.max_attempts(), std::memory_order_relaxed);
@@ -219,9 +214,12 @@ Subscription Retry::on_give_up(std::function<void(const RetryGiveUpEvent&)> list
 
 bool Retry::retryable_current() const noexcept {
   if (!classifies_.load(std::memory_order_relaxed)) return true;
+  return retryable_current(config_.get());
+}
+
+bool Retry::retryable_current(const RetryConfig& config) const noexcept {
   // resilience4j's precedence: aborted (by type or predicate) never; else retried by type or
   // predicate, or every failure when neither is set.
-  const RetryConfig& config = config_.get();
   if (detail::matches_current(config.abort_on_types(), config.abort_on_predicate())) {
     return false;
   }
@@ -329,12 +327,23 @@ void Retry::count_failure(int attempts) noexcept {
 }
 
 bool Retry::retryable(const std::exception_ptr& failure) const noexcept {
+  return retryable(failure, config_.get());
+}
+
+bool Retry::retryable(const std::exception_ptr& failure, const RetryConfig& config) const noexcept {
   if (!classifies_.load(std::memory_order_relaxed)) return true;
-  return detail::ask_rethrown<&Retry::retryable_current>(*this, failure);
+  try {
+    std::rethrow_exception(failure);
+  } catch (...) {
+    return retryable_current(config);
+  }
 }
 
 bool Retry::retryable(const std::error_code& code) const noexcept {
-  const RetryConfig& config = config_.get();
+  return retryable(code, config_.get());
+}
+
+bool Retry::retryable(const std::error_code& code, const RetryConfig& config) const noexcept {
   if (const auto& predicate = config.error_code_predicate()) {
     try {
       return predicate(code);

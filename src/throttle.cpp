@@ -86,7 +86,6 @@ Throttle::Throttle(std::string instance_id, ThrottleConfig config, std::shared_p
     : random_state_(static_cast<std::uint64_t>(detail::validated(config).seed())),
       clock_(detail::or_system_clock(clock)),
       start_(clock_.ticks()),
-      bucket_ticks_(std::max<std::int64_t>(1, clock_.to_ticks(config.window().count() / kBuckets))),
       k_(config.k()),
       instance_id_(std::move(instance_id)),
       config_(std::move(config)),
@@ -97,35 +96,44 @@ Throttle::Throttle(std::string instance_id, ThrottleConfig config, std::shared_p
                             "' rejected the call locally: its backend has been refusing calls "
                             "(k " +
                             detail::show(config_->k()) + " over " +
-                            detail::show(config_->window()) + ")"))) {}
+                            detail::show(config_->window()) + ")"))) {
+  all_buckets_.push_back(std::make_unique<Buckets>(bucket_ticks_of(config_->window()), 0));
+  buckets_.store(all_buckets_.back().get(), std::memory_order_release);
+}
+
+std::int64_t Throttle::bucket_ticks_of(std::chrono::nanoseconds window) const noexcept {
+  return std::max<std::int64_t>(1, clock_.to_ticks(window.count() / kBuckets));
+}
 
 ThrottlePermit Throttle::try_acquire() noexcept {
-  const std::int64_t now = bucket_at(clock_.ticks());
-  const double p = probability(totals(now));
+  // acquire: pairs with reconfigure()'s release, so new buckets are seen made.
+  Buckets& buckets = *buckets_.load(std::memory_order_acquire);
+  const std::int64_t now = bucket_at(buckets, clock_.ticks());
+  const double p = probability(totals(buckets, now));
   if (p <= 0.0 || draw() >= p) [[likely]]
-    return ThrottlePermit(this, now);
+    return ThrottlePermit(this, buckets.tag | now);
   // A request the application made, and neither an accept nor the backend's refusal.
-  record(now, kRequest);
+  record_in(buckets, now, kRequest);
   throttled_.increment();
   return ThrottlePermit();
 }
 
-Throttle::Totals Throttle::totals(std::int64_t now) noexcept {
-  const Slot& current = slots_[now % kBuckets];
+Throttle::Totals Throttle::totals(Buckets& buckets, std::int64_t now) noexcept {
+  const Slot& current = buckets.slots[now % kBuckets];
   // acquire: pairs with roll()'s release, so the closed counts read below are the bucket's.
-  if (closed_bucket_.load(std::memory_order_acquire) != now ||
+  if (buckets.closed_bucket.load(std::memory_order_acquire) != now ||
       current.bucket.load(std::memory_order_relaxed) != now) [[unlikely]] {
-    roll(now);
+    roll(buckets, now);
   }
-  const std::uint64_t closed = closed_counts_.load(std::memory_order_relaxed);
+  const std::uint64_t closed = buckets.closed_counts.load(std::memory_order_relaxed);
   const std::uint64_t counts = current.bucket.load(std::memory_order_relaxed) == now
                                    ? current.counts.load(std::memory_order_relaxed)
                                    : 0;
   return {requests_of(closed) + requests_of(counts), accepts_of(closed) + accepts_of(counts)};
 }
 
-void Throttle::roll(std::int64_t now) noexcept {
-  Slot& current = slots_[now % kBuckets];
+void Throttle::roll(Buckets& buckets, std::int64_t now) noexcept {
+  Slot& current = buckets.slots[now % kBuckets];
   std::int64_t held = current.bucket.load(std::memory_order_acquire);
   while (held < now) {
     const std::uint64_t stale = current.counts.load(std::memory_order_relaxed);
@@ -137,26 +145,27 @@ void Throttle::roll(std::int64_t now) noexcept {
       break;
     }
   }
-  std::int64_t closed = closed_bucket_.load(std::memory_order_acquire);
+  std::int64_t closed = buckets.closed_bucket.load(std::memory_order_acquire);
   if (closed >= now) return;
-  const Totals earlier = totals_without_rolling(now - 1);
+  const Totals earlier = totals_without_rolling(buckets, now - 1);
   const std::uint64_t packed =
       (std::min(earlier.requests, kHalf) << 32) | std::min(earlier.accepts, kHalf);
   while (closed < now) {
     // release: a reader that sees the bucket number sees the counts stored before it.
-    closed_counts_.store(packed, std::memory_order_relaxed);
-    if (closed_bucket_.compare_exchange_weak(closed, now, std::memory_order_release,
-                                             std::memory_order_acquire)) {
+    buckets.closed_counts.store(packed, std::memory_order_relaxed);
+    if (buckets.closed_bucket.compare_exchange_weak(closed, now, std::memory_order_release,
+                                                    std::memory_order_acquire)) {
       break;
     }
   }
 }
 
-Throttle::Totals Throttle::totals_without_rolling(std::int64_t last) const noexcept {
+Throttle::Totals Throttle::totals_without_rolling(const Buckets& buckets,
+                                                  std::int64_t last) noexcept {
   Totals sum{0, 0};
   for (std::int64_t bucket = std::max<std::int64_t>(0, last - kBuckets + 1); bucket <= last;
        ++bucket) {
-    const Slot& slot = slots_[bucket % kBuckets];
+    const Slot& slot = buckets.slots[bucket % kBuckets];
     if (slot.bucket.load(std::memory_order_acquire) != bucket) continue;  // none, or aged out
     const std::uint64_t counts = slot.counts.load(std::memory_order_relaxed);
     sum.requests += requests_of(counts);
@@ -186,22 +195,52 @@ double Throttle::draw() noexcept {
 }
 
 void Throttle::record(std::int64_t bucket, std::uint64_t counts) noexcept {
-  Slot& slot = slots_[bucket % kBuckets];
-  // A call that outlived the window (its slot holds a later bucket) counts as nothing.
-  if (slot.bucket.load(std::memory_order_relaxed) != bucket) return;
-  slot.counts.fetch_add(counts, std::memory_order_relaxed);
-  // Already summed into the closed counts: add it there too, while it is in the window.
-  const std::int64_t closed = closed_bucket_.load(std::memory_order_acquire);
-  if (bucket < closed && bucket > closed - kBuckets) {
-    closed_counts_.fetch_add(counts, std::memory_order_relaxed);
+  // acquire: pairs with reconfigure()'s release, so new buckets are seen made.
+  Buckets& buckets = *buckets_.load(std::memory_order_acquire);
+  if ((bucket & ~kNumberMask) != buckets.tag) [[unlikely]]
+    return record_moved(buckets, counts);
+  record_in(buckets, bucket & kNumberMask, counts);
+}
+
+void Throttle::record_moved(Buckets& buckets, std::uint64_t counts) noexcept {
+  // Admitted into buckets the window replaced since: counted in the current bucket.
+  const std::int64_t now = bucket_at(buckets, clock_.ticks());
+  (void)totals(buckets, now);  // rolls the window to it
+  record_in(buckets, now, counts);
+}
+
+void Throttle::carry_into(Buckets& next) const noexcept {
+  const Buckets& old = *buckets_.load(std::memory_order_acquire);
+  const std::int64_t bucket_ticks = next.bucket_ticks;
+  const std::int64_t ticks = clock_.ticks();
+  const std::int64_t old_now = bucket_at(old, ticks);
+  const std::int64_t now = bucket_at(next, ticks);
+  for (std::int64_t bucket = std::max<std::int64_t>(0, old_now - kBuckets + 1); bucket <= old_now;
+       ++bucket) {
+    const Slot& slot = old.slots[bucket % kBuckets];
+    if (slot.bucket.load(std::memory_order_acquire) != bucket) continue;  // none, or aged out
+    const std::uint64_t counts = slot.counts.load(std::memory_order_relaxed);
+    // The new bucket of the old one's beginning (numbers grow with `bucket`: a slot the loop
+    // finds with an earlier number holds a bucket out of the new window).
+    const std::int64_t into = bucket * old.bucket_ticks / bucket_ticks;
+    if (into <= now - kBuckets || counts == 0) continue;  // began before the new window
+    Slot& target = next.slots[into % kBuckets];
+    // relaxed: nobody reads the new buckets before their publication (a release).
+    if (target.bucket.load(std::memory_order_relaxed) != into) {
+      target.bucket.store(into, std::memory_order_relaxed);
+      target.counts.store(0, std::memory_order_relaxed);
+    }
+    target.counts.fetch_add(counts, std::memory_order_relaxed);
   }
 }
 
 // The order of the overview: refused_on (type or predicate), an inner policy's refusal,
 // then an accept when refused_on says which failures are refusals, else a refusal.
 void Throttle::record_failure(std::int64_t bucket) noexcept {
-  const std::vector<ExceptionType>& refused = config_->refused_on_types();
-  const detail::ExceptionPredicate& refused_if = config_->refused_on_predicate();
+  // One read of the live config: the types and the predicate of one refused_on.
+  const ThrottleConfig& config = config_.get();
+  const std::vector<ExceptionType>& refused = config.refused_on_types();
+  const detail::ExceptionPredicate& refused_if = config.refused_on_predicate();
   if (!detail::matches_current(refused, refused_if)) {
     // An inner policy's refusal never reached the backend.
     if (ExceptionType::of<RejectedException>().matches_current()) return;
@@ -227,23 +266,44 @@ void ThrottlePermit::on_failure(const std::exception_ptr& failure) noexcept {
 void Throttle::throw_throttled() const { std::rethrow_exception(throttled_exception_); }
 
 double Throttle::rejection_probability() const noexcept {
-  return probability(totals_without_rolling(bucket_at(clock_.ticks())));
+  const Buckets& buckets = *buckets_.load(std::memory_order_acquire);
+  return probability(totals_without_rolling(buckets, bucket_at(buckets, clock_.ticks())));
 }
-
-bool Throttle::live_setting(std::string_view key) noexcept { return key == "k"; }
 
 void Throttle::reconfigure(const ThrottleConfig& next) {
   next.validate();
-  detail::check_fixed_settings<ThrottleKind>(config_.get(), next, instance_id_);
+  std::lock_guard<std::mutex> lock(buckets_mutex_);
+  const bool new_seed = next.seed() != config_->seed();
+  const std::int64_t bucket_ticks = bucket_ticks_of(next.window());
+  // Everything that may throw (allocation) comes before the throttle changes.
+  std::unique_ptr<Buckets> buckets;
+  const Buckets& current = *buckets_.load(std::memory_order_relaxed);  // only here it changes
+  if (bucket_ticks != current.bucket_ticks) {
+    all_buckets_.reserve(all_buckets_.size() + 1);
+    buckets = std::make_unique<Buckets>(
+        bucket_ticks, ((current.tag >> kTagShift) + 1) % (std::int64_t{1} << 16) << kTagShift);
+  }
   config_.replace(next);
+  if (buckets) {
+    // The copy just before the publication: what the old buckets count meanwhile is missed.
+    carry_into(*buckets);
+    all_buckets_.push_back(std::move(buckets));
+    // release: a call that reads the pointer sees the buckets made and their carried counts.
+    buckets_.store(all_buckets_.back().get(), std::memory_order_release);
+  }
   k_.store(next.k(), std::memory_order_relaxed);
+  // relaxed: the generator's state is its whole data; the draws after this one start the new
+  // seed's sequence (a draw racing with the store may take one more step of the old one).
+  if (new_seed)
+    random_state_.store(static_cast<std::uint64_t>(next.seed()), std::memory_order_relaxed);
 }
 
 ThrottleSnapshot Throttle::snapshot() const {
   ThrottleSnapshot snap;
   snap.k = k_.load(std::memory_order_relaxed);
   snap.window = config_->window();
-  const Totals totals = totals_without_rolling(bucket_at(clock_.ticks()));
+  const Buckets& buckets = *buckets_.load(std::memory_order_acquire);
+  const Totals totals = totals_without_rolling(buckets, bucket_at(buckets, clock_.ticks()));
   snap.requests = totals.requests;
   snap.accepts = totals.accepts;
   snap.rejection_probability = probability(totals);

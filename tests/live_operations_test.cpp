@@ -288,14 +288,128 @@ TEST(CircuitBreakerReconfigureTest, ANewSlowDurationRatesTheNextCalls) {
   EXPECT_EQ(breaker.snapshot().slow_calls, 1u);
 }
 
-TEST(CircuitBreakerReconfigureTest, RefusesANewRecordOnList) {
+// A bulkhead "pool" of one slot, held: its refusal is one preallocated (stock) exception,
+// whose verdict a classifying policy keeps.
+constexpr const char* kFullPool = "instances.pool.bulkhead.maxConcurrent = 1\n";
+
+struct FullPool {
+  r4c::Bulkhead& pool;
+  r4c::BulkheadPermit held = pool.try_acquire();
+  // The pool's refusal, as an Outcome: the same exception object every time.
+  r4c::Outcome<int> refusal() {
+    return pool.try_execute([] { return 1; });
+  }
+};
+
+TEST(CircuitBreakerReconfigureTest, NewRecordOnAndIgnoreOnListsClassifyTheNextStockFailure) {
+  const std::string base = with(kBreaker, kFullPool);
+  Fixture f(base);
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  FullPool full{f.registry.bulkhead_policy("m", "pool")};
+  ASSERT_TRUE(full.held);
+  auto call = [&] { return breaker.try_execute([&] { return full.refusal(); }); };
+  ASSERT_TRUE(call().refused());
+  EXPECT_EQ(breaker.snapshot().failed_calls, 1u);  // every failure is recorded; verdict kept
+  // Ignored now: the verdict kept for the old lists is not the new one's.
+  const auto changes = f.registry.reconfigure(
+      with(base, "instances.fuse.circuitBreaker.ignoreOn = BulkheadFullException\n"));
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].key, "ignoreOn");
+  (void)call();
+  (void)call();
+  EXPECT_EQ(breaker.snapshot().buffered_calls, 1u);  // the window stayed, nothing added
+  EXPECT_EQ(breaker.snapshot().failed_calls, 1u);
+  // Recorded only when a CallTimeoutException: the refusal is a success (resilience4j's rule).
+  (void)f.registry.reconfigure(
+      with(base, "instances.fuse.circuitBreaker.recordOn = CallTimeoutException\n"));
+  (void)call();
+  EXPECT_EQ(breaker.snapshot().buffered_calls, 2u);
+  EXPECT_EQ(breaker.snapshot().failed_calls, 1u);
+  // Every failure again: two more failures of four, 75%: the breaker opens.
+  (void)f.registry.reconfigure(base);
+  (void)call();
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::closed);
+  (void)call();
+  EXPECT_EQ(breaker.snapshot().failed_calls, 3u);
+  EXPECT_EQ(breaker.state(), r4c::CircuitBreakerState::open);
+}
+
+TEST(CircuitBreakerReconfigureTest, ANewIgnoreOnListClassifiesWhatExecuteThrows) {
   Fixture f(kBreaker);
-  (void)breaker_of(f);
-  const std::string error =
-      refusal(f.registry,
-              with(kBreaker, "instances.fuse.circuitBreaker.recordOn = CallTimeoutException\n"));
-  EXPECT_THAT(error, HasSubstr("R4C-REG-011"));
-  EXPECT_THAT(error, HasSubstr("recordOn"));
+  r4c::CircuitBreaker& breaker = breaker_of(f);
+  auto time_out = [&] {
+    EXPECT_THROW(breaker.execute([]() -> int { throw r4c::CallTimeoutException("late"); }),
+                 r4c::CallTimeoutException);
+  };
+  time_out();
+  (void)f.registry.reconfigure(
+      with(kBreaker, "instances.fuse.circuitBreaker.ignoreOn = CallTimeoutException\n"));
+  time_out();
+  EXPECT_EQ(breaker.snapshot().buffered_calls, 1u);
+  (void)f.registry.reconfigure(kBreaker);
+  time_out();
+  EXPECT_EQ(breaker.snapshot().failed_calls, 2u);
+}
+
+// ---- the retry ----------------------------------------------------------------------------
+
+constexpr const char* kRetry =
+    "instances.again.retry.maxAttempts = 3\n"
+    "instances.again.retry.wait = 0ms\n";
+
+TEST(RetryReconfigureTest, NewAbortOnAndRetryOnListsDecideTheNextStockFailure) {
+  const std::string base = with(kRetry, kFullPool);
+  Fixture f(base);
+  r4c::Retry& retry = f.registry.retry_policy("m", "again");
+  FullPool full{f.registry.bulkhead_policy("m", "pool")};
+  ASSERT_TRUE(full.held);
+  int attempts = 0;
+  auto call = [&] {
+    attempts = 0;
+    return retry.try_execute([&] {
+      ++attempts;
+      return full.refusal();
+    });
+  };
+  (void)call();
+  EXPECT_EQ(attempts, 3);  // every failure is retried
+  (void)f.registry.reconfigure(
+      with(base, "instances.again.retry.abortOn = BulkheadFullException\n"));
+  (void)call();
+  EXPECT_EQ(attempts, 1);
+  (void)f.registry.reconfigure(
+      with(base, "instances.again.retry.retryOn = BulkheadFullException\n"));
+  (void)call();
+  EXPECT_EQ(attempts, 3);
+  (void)f.registry.reconfigure(
+      with(base, "instances.again.retry.retryOn = CallTimeoutException\n"));
+  (void)call();
+  EXPECT_EQ(attempts, 1);
+  (void)f.registry.reconfigure(base);
+  (void)call();
+  EXPECT_EQ(attempts, 3);
+  const r4c::RetrySnapshot s = retry.snapshot();  // the counters stayed
+  EXPECT_EQ(s.failed_with_retry + s.failed_without_retry, 5u);
+}
+
+TEST(RetryReconfigureTest, ANewAbortOnListDecidesWhatExecuteThrows) {
+  Fixture f(kRetry);
+  r4c::Retry& retry = f.registry.retry_policy("m", "again");
+  int attempts = 0;
+  auto call = [&] {
+    attempts = 0;
+    EXPECT_THROW(retry.execute([&]() -> int {
+      ++attempts;
+      throw r4c::CallTimeoutException("late");
+    }),
+                 r4c::CallTimeoutException);
+  };
+  call();
+  EXPECT_EQ(attempts, 3);
+  (void)f.registry.reconfigure(
+      with(kRetry, "instances.again.retry.abortOn = CallTimeoutException\n"));
+  call();
+  EXPECT_EQ(attempts, 1);
 }
 
 // ---- the timeout -------------------------------------------------------------------------
@@ -524,14 +638,50 @@ TEST(BulkheadReconfigureTest, AMaxWaitTakenAwayKeepsTheWaitersAndRejectsNewCalls
   EXPECT_EQ(s.in_flight, 0);
 }
 
-TEST(BulkheadReconfigureTest, RefusesToSwitchTheLatencyHistogramOnLive) {
-  BulkheadFixture f("instances.pool.bulkhead.maxConcurrent = 2\n");
-  (void)f.bulkhead();
-  const std::string error =
-      refusal(f.registry, "instances.pool.bulkhead.latencyHistogram = true\n");
-  EXPECT_THAT(error, HasSubstr("R4C-REG-011"));
-  EXPECT_THAT(error, HasSubstr("latencyHistogram"));
-  EXPECT_FALSE(f.bulkhead().config().latency_histogram());
+TEST(BulkheadReconfigureTest, SwitchesTheLatencyHistogramOnAndOffLive) {
+  const std::string base = "instances.pool.bulkhead.maxConcurrent = 2\n";
+  const std::string on = with(base, "instances.pool.bulkhead.latencyHistogram = true\n");
+  BulkheadFixture f(base);
+  r4c::Bulkhead& bulkhead = f.bulkhead();
+  r4c::BulkheadPermit before = bulkhead.try_acquire();  // taken the short way, unstamped
+  ASSERT_TRUE(before);
+  (void)f.registry.reconfigure(on);
+  EXPECT_TRUE(bulkhead.config().latency_histogram());
+  bulkhead.execute([&] { f.clock->advance(3ms); });
+  {
+    r4c::BulkheadPermit during = bulkhead.try_acquire();
+    ASSERT_TRUE(during);
+    f.clock->advance(5ms);
+  }
+  before.release();  // taken before the histogram: not recorded (no time of taking)
+  r4c::BulkheadSnapshot s = bulkhead.snapshot();
+  ASSERT_TRUE(s.latency.enabled);
+  EXPECT_EQ(s.latency.total.count, 2u);
+  EXPECT_EQ(s.latency.sum, 8ms);
+  EXPECT_EQ(s.in_flight, 0);
+  EXPECT_THAT(r4c::metrics::prometheus_text(f.registry),
+              HasSubstr("r4c_bulkhead_call_latency_seconds_count{kind=\"bulkhead\",name="
+                        "\"pool\"} 2"));
+  // Off: a call stamped while on records nothing when it ends; the metrics show no histogram.
+  r4c::BulkheadPermit stamped = bulkhead.try_acquire();
+  (void)f.registry.reconfigure(base);
+  bulkhead.execute([&] { f.clock->advance(1ms); });
+  stamped.release();
+  s = bulkhead.snapshot();
+  EXPECT_FALSE(s.latency.enabled);
+  EXPECT_EQ(s.in_flight, 0);
+  EXPECT_THAT(r4c::metrics::prometheus_text(f.registry), Not(HasSubstr("latency_seconds")));
+  // On again: the same histogram goes on counting.
+  (void)f.registry.reconfigure(on);
+  bulkhead.execute([&] { f.clock->advance(2ms); });
+  s = bulkhead.snapshot();
+  ASSERT_TRUE(s.latency.enabled);
+  EXPECT_EQ(s.latency.total.count, 3u);
+  EXPECT_EQ(s.latency.sum, 10ms);
+  // The limit held throughout.
+  r4c::BulkheadPermit a = bulkhead.try_acquire(), b = bulkhead.try_acquire();
+  EXPECT_TRUE(a && b);
+  EXPECT_FALSE(bulkhead.try_acquire());
 }
 
 // ---- latency histogram -------------------------------------------------------------------
@@ -596,7 +746,12 @@ TEST(BulkheadOperationsTest, ReconfiguresInALoopWhileEightThreadsCall) {
                                "instances.pool.bulkhead.maxConcurrent = 16\n"
                                "instances.pool.bulkhead.maxWait = 1ms\n",
                                "instances.pool.bulkhead.maxConcurrent = 2\n"
-                               "instances.pool.bulkhead.mode = observe\n"};
+                               "instances.pool.bulkhead.mode = observe\n",
+                               "instances.pool.bulkhead.maxConcurrent = 3\n"
+                               "instances.pool.bulkhead.latencyHistogram = true\n",
+                               "instances.pool.bulkhead.maxConcurrent = 1\n"
+                               "instances.pool.bulkhead.maxWait = 2ms\n"
+                               "instances.pool.bulkhead.latencyHistogram = true\n"};
   BulkheadFixture f(base);
   r4c::Bulkhead& bulkhead = f.bulkhead();
   std::atomic<bool> stop{false};
@@ -649,8 +804,27 @@ TEST(LiveOperationsTest, ReconfiguresInALoopWhileEightThreadsCallEachOfThem) {
       "instances.fuse.circuitBreaker.slidingWindowSize = 20\n"
       "instances.fuse.circuitBreaker.minimumNumberOfCalls = 10\n"
       "instances.fuse.circuitBreaker.waitInOpen = 20ms\n"
-      "instances.slow.timeout.timeout = 1s\n";
+      "instances.slow.timeout.timeout = 1s\n"
+      "instances.again.retry.maxAttempts = 2\n"
+      "instances.again.retry.wait = 0ms\n"
+      "instances.gate.throttle.k = 2\n"
+      "instances.pool.bulkhead.maxConcurrent = 1\n";
+  // The exception lists flip between texts: the stock refusal the calls meet (the held
+  // pool's) is classified again after each change.
   const std::string texts[] = {base,
+                               base +
+                                   "instances.fuse.circuitBreaker.ignoreOn = "
+                                   "BulkheadFullException\n"
+                                   "instances.again.retry.abortOn = BulkheadFullException\n"
+                                   "instances.gate.throttle.refusedOn = BulkheadFullException\n"
+                                   "instances.gate.throttle.seed = 7\n"
+                                   "instances.gate.throttle.window = 1s\n",
+                               base +
+                                   "instances.fuse.circuitBreaker.recordOn = "
+                                   "CallTimeoutException\n"
+                                   "instances.again.retry.retryOn = CallTimeoutException\n"
+                                   "instances.gate.throttle.refusedOn = CallTimeoutException\n"
+                                   "instances.gate.throttle.window = 10ms\n",
                                base +
                                    "instances.quota.rateLimiter.limitForPeriod = 3\n"
                                    "instances.quota.rateLimiter.mode = observe\n"
@@ -666,6 +840,11 @@ TEST(LiveOperationsTest, ReconfiguresInALoopWhileEightThreadsCallEachOfThem) {
   r4c::RateLimiter& limiter = f.limiter();
   r4c::CircuitBreaker& breaker = breaker_of(f);
   r4c::Timeout& timeout = f.registry.timeout_policy("m", "slow");
+  r4c::Retry& retry = f.registry.retry_policy("m", "again");
+  r4c::Throttle& throttle = f.registry.throttle_policy("m", "gate");
+  FullPool full{f.registry.bulkhead_policy("m", "pool")};
+  ASSERT_TRUE(full.held);
+  std::atomic<std::uint64_t> classified{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
@@ -682,6 +861,13 @@ TEST(LiveOperationsTest, ReconfiguresInALoopWhileEightThreadsCallEachOfThem) {
           }
         }
         (void)timeout.try_execute([] { return 1; });
+        if ((i + static_cast<std::uint64_t>(t)) % 4 == 0) {
+          const auto outcome = retry.try_execute([&] {
+            return throttle.try_execute(
+                [&] { return breaker.try_execute([&] { return full.refusal(); }); });
+          });
+          if (!outcome.has_value()) classified.fetch_add(1, std::memory_order_relaxed);
+        }
       }
     });
   }
@@ -692,10 +878,17 @@ TEST(LiveOperationsTest, ReconfiguresInALoopWhileEightThreadsCallEachOfThem) {
   EXPECT_EQ(rate.waiting_calls, 0);
   const r4c::CircuitBreakerSnapshot fuse = breaker.snapshot();
   EXPECT_LE(fuse.failed_calls, fuse.buffered_calls);
+  EXPECT_GT(classified.load(), 0u);
+  const r4c::RetrySnapshot again = retry.snapshot();
+  EXPECT_EQ(again.failed_with_retry + again.failed_without_retry, classified.load());
   (void)f.registry.reconfigure(base);
   EXPECT_EQ(limiter.config().limit_for_period(), 1000);
   EXPECT_EQ(breaker.config().sliding_window_size(), 20);
   EXPECT_EQ(timeout.config().timeout(), 1s);
+  EXPECT_TRUE(breaker.config().ignore_on_types().empty());
+  EXPECT_TRUE(retry.config().abort_on_types().empty());
+  EXPECT_TRUE(throttle.config().refused_on_types().empty());
+  EXPECT_EQ(throttle.snapshot().window, r4c::ThrottleConfig().window());
 }
 
 }  // namespace

@@ -459,4 +459,38 @@ TEST_F(OutcomeTest, APipelineOfVoidTakesTheCodeTheCallReturns) {
                std::system_error);
 }
 
+// A stock exception's verdict is kept per config: another config decides it again, once.
+TEST(StockVerdictsTest, KeepsEachVerdictWithTheConfigItWasDecidedBy) {
+  r4c::detail::StockVerdicts verdicts;
+  const std::exception_ptr stock = std::make_exception_ptr(std::runtime_error("full"));
+  struct Config {
+    int verdict;
+  };
+  const Config first{1}, second{2};
+  int classified = 0;
+  auto verdict = [&](const Config& config) {
+    return verdicts.verdict(
+        stock, true,
+        [&](const std::exception_ptr&) {
+          ++classified;
+          return config.verdict;
+        },
+        &config);
+  };
+  EXPECT_EQ(verdict(first), 1);
+  EXPECT_EQ(verdict(first), 1);
+  EXPECT_EQ(classified, 1);  // kept
+  EXPECT_EQ(verdict(second), 2);
+  EXPECT_EQ(verdict(second), 2);
+  EXPECT_EQ(classified, 2);                     // decided again by the new config, then kept
+  EXPECT_EQ(verdicts.find(stock, &first), -1);  // one entry per exception: the latest config's
+  EXPECT_EQ(verdict(first), 1);
+  EXPECT_EQ(classified, 3);
+  // Without a config the verdict is kept for good, as before.
+  r4c::detail::StockVerdicts plain;
+  plain.remember(stock, 3);
+  EXPECT_EQ(plain.find(stock), 3);
+  EXPECT_EQ(plain.find(stock, &first), -1);
+}
+
 }  // namespace

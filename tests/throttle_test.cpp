@@ -8,11 +8,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "r4c/metrics.hpp"
@@ -351,6 +353,46 @@ TEST(ThrottleConfigTest, InvalidSettingsNameTheSettingAndTheRange) {
   EXPECT_TRUE(defaults.refused_on_types().empty());
 }
 
+using Counts = std::pair<std::uint64_t, std::uint64_t>;  // requests, accepts
+
+TEST(ThrottleReconfigureTest, ANewWindowCarriesTheCountsThatBeganInsideIt) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  r4c::Throttle throttle("search", r4c::ThrottleConfig().window(20s), clock);  // 1 s buckets
+  auto counts = [&] {
+    const r4c::ThrottleSnapshot s = throttle.snapshot();
+    return Counts{s.requests, s.accepts};
+  };
+  for (int i = 0; i < 5; ++i) throttle.try_acquire().on_accepted();  // bucket 0 s
+  clock->advance(10s);
+  for (int i = 0; i < 5; ++i) throttle.try_acquire().on_refused();  // 10 s
+  clock->advance(5s);
+  for (int i = 0; i < 2; ++i) throttle.try_acquire().on_accepted();  // 15 s
+  r4c::ThrottlePermit under_way = throttle.try_acquire();
+  ASSERT_TRUE(under_way);
+  EXPECT_EQ(counts(), Counts(12, 7));
+  clock->advance(500ms);
+  // 10 s: the buckets that began at 10 s and 15 s are in it (0.5 s buckets), the 0 s one not.
+  throttle.reconfigure(r4c::ThrottleConfig().window(10s));
+  EXPECT_EQ(throttle.snapshot().window, 10s);
+  EXPECT_EQ(counts(), Counts(7, 2));
+  under_way.on_accepted();  // admitted into the old buckets: counted in the current one
+  EXPECT_EQ(counts(), Counts(8, 3));
+  // A longer window keeps all there is (the 0 s bucket went for good); 2 s buckets.
+  throttle.reconfigure(r4c::ThrottleConfig().window(40s));
+  EXPECT_EQ(counts(), Counts(8, 3));
+  EXPECT_EQ(throttle.snapshot().refused, 5u);  // since creation, unchanged
+  // Each carried count ages out with the new window's bucket of its beginning.
+  clock->advance(50s - 15500ms);  // 50 s: the 10 s bucket (new 10-12 s) is out
+  EXPECT_EQ(counts(), Counts(3, 3));
+  clock->advance(4s);  // 54 s: the 14-16 s bucket too
+  EXPECT_EQ(counts(), Counts(0, 0));
+  throttle.try_acquire().on_accepted();  // the new buckets roll as the first did
+  EXPECT_EQ(counts(), Counts(1, 1));
+}
+
+// A text with one more line.
+std::string with_k(std::string base, const std::string& more) { return base + more; }
+
 class ThrottleRegistryTest : public ::testing::Test {
  protected:
   std::shared_ptr<r4c::ManualClock> clock_ = std::make_shared<r4c::ManualClock>();
@@ -412,6 +454,64 @@ TEST_F(ThrottleRegistryTest, MetricsNameTheWindowTheProbabilityAndTheBackendsRef
                   ::testing::Pair("r4c.throttle.accepts", 0.0),
                   ::testing::Pair("r4c.throttle.rejection.probability", s.rejection_probability),
                   ::testing::Pair("r4c.throttle.backend.refused", static_cast<double>(s.refused))));
+}
+
+TEST_F(ThrottleRegistryTest, ANewRefusedOnListClassifiesTheNextOutcomeAndTheWindowStays) {
+  const std::string base = "instances.search.throttle.k = 2\n";
+  auto registry = r4c::testing::registry(clock_)
+                      .exception_type<Overloaded>("Overloaded")
+                      .config_text(base)
+                      .build();
+  r4c::Throttle& throttle = registry.throttle_policy("m", "search");
+  auto overloaded = [&] {
+    ASSERT_THROW(throttle.execute([]() -> int { throw Overloaded(); }), Overloaded);
+  };
+  for (int i = 0; i < 5; ++i) throttle.try_acquire().on_accepted();  // no rejection below
+  overloaded();  // without refused_on every failure is a refusal
+  EXPECT_EQ(throttle.snapshot().refused, 1u);
+  EXPECT_EQ(throttle.snapshot().accepts, 5u);
+  // Refusals are ThrottledExceptions now: Overloaded is the backend's answer, an accept.
+  (void)registry.reconfigure(
+      with_k(base, "instances.search.throttle.refusedOn = ThrottledException\n"));
+  overloaded();
+  // A call under way is classified when it ends, by the list then.
+  r4c::ThrottlePermit under_way = throttle.try_acquire();
+  ASSERT_TRUE(under_way);
+  (void)registry.reconfigure(with_k(base, "instances.search.throttle.refusedOn = Overloaded\n"));
+  under_way.on_failure(std::make_exception_ptr(Overloaded()));
+  const r4c::ThrottleSnapshot s = throttle.snapshot();
+  EXPECT_EQ(s.requests, 8u);  // the window kept its counts
+  EXPECT_EQ(s.accepts, 6u);
+  EXPECT_EQ(s.refused, 2u);
+}
+
+TEST_F(ThrottleRegistryTest, ANewSeedRestartsTheDrawsOnItsSequence) {
+  // Three throttles fed the same history with k 100 (no draws), then at k 2: "a" built with
+  // seed 42, "b" given 42 live, "c" keeping seed 1. Who is rejected follows the draws.
+  auto text = [](int k, int seed_b) {
+    return "defaults.throttle.k = " + std::to_string(k) +
+           "\ninstances.a.throttle.seed = 42\ninstances.b.throttle.seed = " +
+           std::to_string(seed_b) + "\ninstances.c.throttle.seed = 1\n";
+  };
+  auto registry = r4c::testing::registry(clock_).config_text(text(100, 1)).build();
+  r4c::Throttle* throttles[] = {&registry.throttle_policy("m", "a"),
+                                &registry.throttle_policy("m", "b"),
+                                &registry.throttle_policy("m", "c")};
+  for (r4c::Throttle* throttle : throttles) {
+    for (int i = 0; i < 10; ++i) throttle->try_acquire().on_accepted();
+    for (int i = 0; i < 30; ++i) throttle->try_acquire().on_refused();
+    ASSERT_EQ(throttle->snapshot().throttled, 0u);
+  }
+  (void)registry.reconfigure(text(2, 42));
+  ASSERT_EQ(throttles[1]->config().seed(), 42);
+  std::vector<bool> rejected[3];
+  for (int t = 0; t < 3; ++t) {
+    ASSERT_GT(throttles[t]->rejection_probability(), 0.4);
+    for (int i = 0; i < 64; ++i) rejected[t].push_back(!throttles[t]->try_acquire());
+  }
+  EXPECT_EQ(rejected[1], rejected[0]);
+  EXPECT_NE(rejected[2], rejected[0]);
+  EXPECT_GT(throttles[1]->snapshot().throttled, 0u);
 }
 
 TEST(ThrottleKindTest, TheThrottleSitsOutsideTheCircuitBreakerAndTheRateLimiter) {

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -73,7 +74,7 @@ class BulkheadConfig {
   PolicyMode mode() const noexcept { return mode_; }
   /// Records how long each call holds its slot in a latency histogram
   /// (<r4c/latency_histogram.hpp>): snapshot().latency and a Prometheus histogram. Off by default;
-  /// fixed while running.
+  /// changes live (Bulkhead::reconfigure()).
   BulkheadConfig& latency_histogram(bool value) noexcept;
   bool latency_histogram() const noexcept { return latency_histogram_; }
   /// Checks every setting; throws ConfigException.
@@ -184,7 +185,8 @@ class [[nodiscard]] BulkheadPermit {
   // records latencies): the release then takes the out-of-line path, and a release nobody
   // listens to reads nothing of the bulkhead's but its count.
   bool announce_ = false;
-  std::int64_t since_ = 0;  // latencyHistogram: when the slot was taken, in clock ns
+  // latencyHistogram: when the slot was taken, in clock ns (kUnstamped: it was off then).
+  std::int64_t since_ = 0;
 };
 
 /// A view of a bulkhead for operators and tests. Valid while the bulkhead lives.
@@ -292,10 +294,12 @@ class Bulkhead {
   /// oldest waiters at once; a lower one lets the calls in flight finish (no new call gets a
   /// slot until they are below it) and keeps the waiters waiting. A new max_wait applies to
   /// the waits that start after it; once a bulkhead has waited, its calls keep taking the
-  /// waiting bulkhead's path. latencyHistogram is fixed (R4C-REG-011). Allocation: yes.
+  /// waiting bulkhead's path. latencyHistogram on (the histogram is made here, the first time)
+  /// records the calls that take their slot after it; off stops recording at once (snapshot()
+  /// and the metrics show no latency while it is off) and lets the calls go the short way
+  /// again when nothing else listens; on again resumes the same histogram, whose one-second
+  /// window has aged out what is old. Allocation: yes.
   void reconfigure(const BulkheadConfig& next);
-  /// Whether reconfigure() takes a new value of file key `key` (latencyHistogram: no).
-  static bool live_setting(std::string_view key) noexcept;
 
   /// Calls `listener` for every call that takes a slot, on the caller's thread, until the
   /// Subscription ends (see <r4c/events.hpp>). The three kinds of event have their own
@@ -335,6 +339,9 @@ class Bulkhead {
   // Clears `bit` (and kListened when no permission or end is listened to any more) once its
   // listeners have gone; false when they had.
   bool forget(const Listeners& listeners, std::uint8_t bit) const noexcept;
+  // Nothing listens on the admitted path: clears kListened unless the bulkhead waits or
+  // records latencies, or a subscription comes meanwhile.
+  void unlisten() const noexcept;
   void publish(const Listeners& listeners, std::uint8_t bit, BulkheadEventType type,
                std::int32_t in_flight) const noexcept;
   void finish(bool announce, std::int64_t since) noexcept {
@@ -371,7 +378,11 @@ class Bulkhead {
   // Under the queue's mutex: hands every free slot to the oldest waiters.
   void grant_free_slots() noexcept;
   bool waits_now() const noexcept { return waits_.load(std::memory_order_relaxed); }
-  std::int64_t now_ns() const noexcept { return latency_ ? clock_->now().count() : 0; }
+  // A permit taken while latencyHistogram was off: its release records nothing.
+  static constexpr std::int64_t kUnstamped = std::numeric_limits<std::int64_t>::min();
+  std::int64_t now_ns() const noexcept {
+    return latency_.load(std::memory_order_acquire) != nullptr ? clock_->now().count() : kUnstamped;
+  }
 
   // The calls holding a slot, and kListened (set by a const subscription: mutable).
   alignas(detail::kCacheLine) mutable std::atomic<std::int32_t> in_flight_{0};
@@ -395,7 +406,12 @@ class Bulkhead {
   std::atomic<bool> waits_;
   const std::shared_ptr<Clock> clock_;
   const std::unique_ptr<WaitQueue> queue_;
-  const std::unique_ptr<detail::LatencyHistogram> latency_;
+  // latencyHistogram: the histogram, made the first time it is on and kept (a release may be
+  // recording into it when it goes off); latency_ is it while on, nullptr while off.
+  std::unique_ptr<detail::LatencyHistogram> latency_owned_;  // under reconfigure_mutex_
+  // Read off the admitted path only. seq_cst stores: ordered with forget()'s clearing of
+  // kListened and its second look, as waits_ is; acquire loads see the histogram made.
+  std::atomic<detail::LatencyHistogram*> latency_{nullptr};
   std::mutex reconfigure_mutex_;  // one reconfiguration at a time (cold)
 };
 

@@ -491,13 +491,7 @@ class CircuitBreaker {
       return outcome;
     }
     // A failure the call returned as an error code is a failure (no exception to classify).
-    switch (outcome_verdicts_.verdict_of(outcome, [this](const auto& e) {
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(e)>, std::error_code>) {
-        return kFailed;
-      } else {
-        return classify(e);
-      }
-    })) {
+    switch (verdict_of(outcome)) {
       case kIgnored:
         permit.release();
         break;
@@ -513,9 +507,29 @@ class CircuitBreaker {
  private:
   static constexpr int kSucceeded = 0, kFailed = 1, kIgnored = 2;
   // How a failure is recorded: kSucceeded, kFailed or kIgnored (ignore_on, then record_on).
-  int classify(const std::exception_ptr& failure) const noexcept;
-  int classify_current() const noexcept;    // classify() inside a catch
+  // Decided by `config`, one read of the live config for a whole verdict.
+  int classify(const std::exception_ptr& failure,
+               const CircuitBreakerConfig& config) const noexcept;
+  int classify_current(const CircuitBreakerConfig& config) const noexcept;  // inside a catch
   detail::StockVerdicts outcome_verdicts_;  // try_execute's verdicts on stock failures
+  // try_execute's verdict on the failed `outcome` (a failure as a code is a failure: no
+  // exception to classify); a stock exception's is kept per config.
+  template <class Out>
+  int verdict_of(const Out& outcome) noexcept {
+    const CircuitBreakerConfig& config = live_config_.get();
+    static_assert(alignof(CircuitBreakerConfig) >= 4,
+                  "StockVerdicts keeps verdicts by config address");
+    return outcome_verdicts_.verdict_of(
+        outcome,
+        [&](const auto& e) {
+          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(e)>, std::error_code>) {
+            return kFailed;
+          } else {
+            return classify(e, config);
+          }
+        },
+        &config);
+  }
 
  public:
   /// resilience4j's tryAcquirePermission: whether a call may run now; a refusal is counted in
@@ -615,12 +629,11 @@ class CircuitBreaker {
   /// sliding window type or size starts an empty window. Thresholds, the minimum, the slow
   /// duration and permitted trials rate the next outcome; wait_in_open and
   /// max_wait_in_half_open apply from the next opening or half-open period; initial_state only
-  /// to breakers built later. recordOn and ignoreOn are fixed (live_setting()). Allocation:
-  /// yes.
+  /// to breakers built later. record_on and ignore_on (types and predicates) classify the next
+  /// outcome: a call under way whose failure is being classified finishes on the lists it
+  /// read; a verdict kept on a stock exception belongs to the config it was decided by, so
+  /// the new lists decide again. Allocation: yes.
   void reconfigure(const CircuitBreakerConfig& next);
-  /// Whether reconfigure() may change file key `key` (recordOn and ignoreOn: no, their
-  /// verdicts are cached per exception object).
-  static bool live_setting(std::string_view key) noexcept;
 
  private:
   friend class CircuitBreakerPermit;
@@ -774,7 +787,9 @@ class CircuitBreaker {
   int openings_ = 0;                  // consecutive openings since the last close
   std::int64_t half_open_until_ = 0;  // ticks; max_wait_in_half_open's end (when set)
   std::int64_t max_half_open_ticks_;  // 0: no limit; under mutex_
-  const bool classifies_;  // whether failures are classified at all: no rethrow needed if not
+  // Whether failures are classified at all (no rethrow needed if not). relaxed: set by
+  // reconfigure(); a call that reads it before the config it classifies by uses the old lists.
+  std::atomic<bool> classifies_;
   mutable std::int64_t pending_second_ = 0;  // the second pending_'s tag stands for
 
   std::uint64_t minimum_calls_;  // under mutex_
@@ -828,7 +843,7 @@ inline void CircuitBreaker::record_outcome(CircuitBreakerPermit& permit,
                                            std::chrono::nanoseconds duration) noexcept {
   if (!failure) return permit.on_success(duration);
   // Without ignore_on or record_on every failure is recorded: no rethrow needed.
-  if (!classifies_) return permit.on_error(duration);
+  if (!classifies_.load(std::memory_order_relaxed)) return permit.on_error(duration);
   try {
     std::rethrow_exception(failure);
   } catch (...) {

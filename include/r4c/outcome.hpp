@@ -241,57 +241,82 @@ OutcomeOf<F, Args...> invoke_outcome(F& f, Args&&... args) noexcept {
 /// refusals, a timeout's failure): each is the same object every time, so it is classified by
 /// the policy's types and predicates once (one rethrow) and its verdict kept. A few entries: a
 /// pipeline has at most one of each kind inside a policy; past them, every call classifies.
+/// A verdict is kept with the config it was decided on (its address): after reconfigure()
+/// replaces the config, a lookup with the new one misses and the exception is classified
+/// again, once, by the new lists (the config outlives the policy's calls, so its address is
+/// never another config's). Without a config (nullptr) verdicts are kept for good.
 /// Thread safety: lookups take no lock; a remembered entry is published with a release store.
 class StockVerdicts {
  public:
-  /// The verdict remembered for `error`, or -1.
-  int find(const std::exception_ptr& error) const noexcept {
-    // acquire: pairs with remember()'s release, so the entry's fields are seen written.
+  /// The verdict remembered for `error` under `config`, or -1.
+  int find(const std::exception_ptr& error, const void* config = nullptr) const noexcept {
+    // acquire: pairs with remember()'s release, so the entry's error is seen written.
     const int count = count_.load(std::memory_order_acquire);
     for (int i = 0; i < count; ++i) {
-      if (entries_[i].error == error) return entries_[i].verdict;
+      if (entries_[i].error != error) continue;
+      // relaxed: the stamp is the whole verdict, it guards no other data.
+      const std::uintptr_t stamp = entries_[i].stamp.load(std::memory_order_relaxed);
+      if ((stamp & ~kVerdictMask) != tag(config)) return -1;
+      return static_cast<int>(stamp & kVerdictMask);
     }
     return -1;
   }
-  /// Keeps `verdict` for `error` (a copy of the pointer keeps the object, so its address is
-  /// never reused for another exception while remembered). Full or busy: remembers nothing.
-  void remember(const std::exception_ptr& error, int verdict) noexcept {
+  /// Keeps `verdict` (0 to 3) for `error` under `config`, replacing what another config
+  /// decided (a copy of the pointer keeps the object, so its address is never reused for
+  /// another exception while remembered). Full or busy: remembers nothing.
+  void remember(const std::exception_ptr& error, int verdict,
+                const void* config = nullptr) noexcept {
     if (busy_.exchange(true, std::memory_order_acquire)) return;
+    const std::uintptr_t stamp = tag(config) | static_cast<std::uintptr_t>(verdict);
     const int count = count_.load(std::memory_order_relaxed);
     bool known = false;
-    for (int i = 0; i < count; ++i) known = known || entries_[i].error == error;
+    for (int i = 0; i < count && !known; ++i) {
+      if (entries_[i].error != error) continue;
+      known = true;
+      entries_[i].stamp.store(stamp, std::memory_order_relaxed);
+    }
     if (!known && count < kEntries) {
-      entries_[count] = Entry{error, verdict};
+      entries_[count].error = error;
+      entries_[count].stamp.store(stamp, std::memory_order_relaxed);
       count_.store(count + 1, std::memory_order_release);
     }
     busy_.store(false, std::memory_order_release);
   }
 
-  /// `classify(error)` once per stock exception, remembered; every time for the others.
+  /// `classify(error)` once per stock exception and config, remembered; every time for the
+  /// others.
   template <class Classify>
-  int verdict(const std::exception_ptr& error, bool stock, Classify&& classify) noexcept {
+  int verdict(const std::exception_ptr& error, bool stock, Classify&& classify,
+              const void* config = nullptr) noexcept {
     if (!stock) return classify(error);
-    const int known = find(error);
+    const int known = find(error, config);
     if (known >= 0) [[likely]]
       return known;
     const int decided = classify(error);
-    remember(error, decided);
+    remember(error, decided, config);
     return decided;
   }
   /// The verdict on a failed or refused `outcome`: `classify(outcome.code())` for a code
   /// failure (so `classify` takes an std::error_code too: no exception is made, none thrown),
-  /// else verdict(outcome.error(), outcome.stock(), classify).
+  /// else verdict(outcome.error(), outcome.stock(), classify, config). `classify` must decide
+  /// by `config` when one is given.
   template <class Out, class Classify>
-  int verdict_of(const Out& outcome, Classify&& classify) noexcept {
+  int verdict_of(const Out& outcome, Classify&& classify, const void* config = nullptr) noexcept {
     if (outcome.has_code()) return classify(outcome.code());
-    return verdict(outcome.error(), outcome.stock(), classify);
+    return verdict(outcome.error(), outcome.stock(), classify, config);
   }
 
  private:
   static constexpr int kEntries = 6;
+  // A verdict shares a word with its config's address, whose low bits alignment keeps 0.
+  static constexpr std::uintptr_t kVerdictMask = 3;
+  // (Callers pass configs, classes holding pointers: alignment 8.)
+  static std::uintptr_t tag(const void* config) noexcept {
+    return reinterpret_cast<std::uintptr_t>(config);
+  }
   struct Entry {
-    std::exception_ptr error;
-    int verdict = 0;
+    std::exception_ptr error;  // set once, before count_ publishes the entry
+    std::atomic<std::uintptr_t> stamp{0};
   };
   Entry entries_[kEntries];
   std::atomic<int> count_{0};

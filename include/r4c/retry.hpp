@@ -319,13 +319,12 @@ class Retry {
   /// The validated config.
   const RetryConfig& config() const noexcept { return config_.get(); }
   /// Makes `next` (validated; throws ConfigException otherwise) the config of the calls that
-  /// start after it, as the registry's reconfigure() does; a call under way takes its next
-  /// decisions (attempts left, wait) from it. Allocation: yes (cold).
+  /// start after it, as the registry's reconfigure() does; every setting may change. A call
+  /// under way takes its next decisions (attempts left, wait, and whether its next failure is
+  /// retried: retry_on, abort_on and their predicates) from it; the counters stay. A verdict
+  /// kept on a stock exception (try_execute) belongs to the config it was decided by, so the
+  /// next one is decided by the new lists. Allocation: yes (cold).
   void reconfigure(const RetryConfig& next);
-  /// Whether reconfigure() may change the setting of file key `key`: all but retryOn and
-  /// abortOn (verdicts on stock failures are kept per object, so a changed list would be
-  /// half-applied; R4C-REG-011).
-  static bool live_setting(std::string_view key) noexcept;
   /// The clock the waits run on.
   const std::shared_ptr<Clock>& clock() const noexcept { return clock_; }
   /// The counters now; each is exact, read without stopping calls.
@@ -352,6 +351,10 @@ class Retry {
   bool retryable(const std::exception_ptr& failure) const noexcept;
   // Whether a failure returned as an error code is retried (retry_on_error_code).
   bool retryable(const std::error_code& code) const noexcept;
+  // The same, decided by `config` (one read of the live config for a whole verdict).
+  bool retryable_current(const RetryConfig& config) const noexcept;
+  bool retryable(const std::exception_ptr& failure, const RetryConfig& config) const noexcept;
+  bool retryable(const std::error_code& code, const RetryConfig& config) const noexcept;
   // Counts a call that ends after `attempts` attempts.
   void count_success(int attempts) noexcept;
   void count_failure(int attempts) noexcept;
@@ -404,6 +407,14 @@ class Retry {
   std::atomic<int> max_attempts_;
   std::atomic<bool> classifies_;          // false when every failure is retried: no rethrow needed
   detail::StockVerdicts retry_verdicts_;  // try_execute's verdicts on stock failures
+  // 1 if try_execute retries the failed `outcome`, by one read of the live config.
+  template <class Out>
+  int verdict_of(const Out& outcome) noexcept {
+    const RetryConfig& config = config_.get();
+    static_assert(alignof(RetryConfig) >= 4, "StockVerdicts keeps verdicts by config address");
+    return retry_verdicts_.verdict_of(
+        outcome, [&](const auto& e) { return retryable(e, config) ? 1 : 0; }, &config);
+  }
   std::atomic<std::int32_t> waiting_{0};
   detail::StripedCounter successful_without_retry_;
   detail::StripedCounter successful_with_retry_;
@@ -522,8 +533,7 @@ detail::OutcomeOf<F> Retry::try_execute(F&& f) {
           // verdicts, skipped when every failure is retried.
           if (attempt >= max_attempts_.load(std::memory_order_relaxed) ||
               ((outcome.has_code() || classifies_.load(std::memory_order_relaxed)) &&
-               retry_verdicts_.verdict_of(
-                   outcome, [this](const auto& e) { return retryable(e) ? 1 : 0; }) == 0)) {
+               verdict_of(outcome) == 0)) {
             // A code failure is made an exception only for the listeners.
             if (outcome.has_code() && !wants_failure()) {
               failed(attempt, nullptr);

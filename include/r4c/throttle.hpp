@@ -41,6 +41,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -281,11 +282,17 @@ class Throttle {
   const std::string& instance_id() const noexcept { return instance_id_; }
   const ThrottleConfig& config() const noexcept { return config_.get(); }
   /// Applies `next` (validated; throws ConfigException otherwise), as the registry's
-  /// reconfigure() does: k changes for the calls after it, the window's counts stay; window,
-  /// refusedOn and seed must stay as they are (R4C-REG-011). Allocation: yes (cold).
+  /// reconfigure() does; every setting may change and the window's counts stay. k rates the
+  /// next call; refused_on (types, predicate, refused_result) classifies the next outcome, a
+  /// call under way included (an outcome is classified when it is recorded, by one read of
+  /// the config); a new seed restarts the draws on its sequence, as a throttle built with it
+  /// draws. A new window gets new buckets (window / 20 each), made here, which take over the
+  /// counts of every old bucket that began inside the new window (each in the new bucket of
+  /// its beginning; older ones age out at once), then replace the old ones atomically; a call
+  /// admitted before and answered after counts in the new current bucket. An outcome counted
+  /// in the old buckets while they are being carried over (a few hundred nanoseconds) may be
+  /// missed. Allocation: yes (cold).
   void reconfigure(const ThrottleConfig& next);
-  /// Whether reconfigure() may change the setting of file key `key` (only "k").
-  static bool live_setting(std::string_view key) noexcept;
   const std::shared_ptr<Clock>& clock() const noexcept { return clock_owner_; }
   ThrottleSnapshot snapshot() const;
 
@@ -307,29 +314,63 @@ class Throttle {
   };
   static constexpr std::uint64_t kRequest = std::uint64_t{1} << 32;
 
-  std::int64_t bucket_at(std::int64_t ticks) const noexcept {
-    return (ticks - start_) / bucket_ticks_;
+  // A permit's bucket: the bucket number, and above kTagShift the generation of the buckets
+  // it belongs to (16 bits: a permit would have to outlive 65536 window changes to be mistaken).
+  static constexpr int kTagShift = 47;
+  static constexpr std::int64_t kNumberMask = (std::int64_t{1} << kTagShift) - 1;
+  // The window's buckets, numbered from the throttle's start in buckets of `bucket_ticks`.
+  // reconfigure() replaces them whole when the window changes; a replaced one stays alive
+  // (a call may still read it) until the throttle is destroyed.
+  struct Buckets {
+    Buckets(std::int64_t ticks, std::int64_t generation_tag) noexcept
+        : bucket_ticks(ticks), tag(generation_tag) {}
+    // Written by every call's outcome.
+    alignas(detail::kCacheLine) Slot slots[kBuckets];
+    // Written once a bucket: the sum of the window's buckets before `closed_bucket`.
+    alignas(detail::kCacheLine) std::atomic<std::uint64_t> closed_counts{0};
+    std::atomic<std::int64_t> closed_bucket{-1};
+    const std::int64_t bucket_ticks;
+    const std::int64_t tag;  // the generation, shifted by kTagShift
+  };
+
+  std::int64_t bucket_at(const Buckets& buckets, std::int64_t ticks) const noexcept {
+    return (ticks - start_) / buckets.bucket_ticks;
   }
   // The window's totals as of bucket `now`, rolling the window on first sight of a bucket.
-  Totals totals(std::int64_t now) noexcept;
-  Totals totals_without_rolling(std::int64_t now) const noexcept;
-  void roll(std::int64_t now) noexcept;
+  static Totals totals(Buckets& buckets, std::int64_t now) noexcept;
+  static Totals totals_without_rolling(const Buckets& buckets, std::int64_t now) noexcept;
+  static void roll(Buckets& buckets, std::int64_t now) noexcept;
+  // Adds `counts` to `bucket` (inline: an outcome's path is one call, as with fixed buckets).
+  static void record_in(Buckets& buckets, std::int64_t bucket, std::uint64_t counts) noexcept {
+    Slot& slot = buckets.slots[bucket % kBuckets];
+    // A call that outlived the window (its slot holds a later bucket) counts as nothing.
+    if (slot.bucket.load(std::memory_order_relaxed) != bucket) return;
+    slot.counts.fetch_add(counts, std::memory_order_relaxed);
+    // Already summed into the closed counts: add it there too, while it is in the window.
+    const std::int64_t closed = buckets.closed_bucket.load(std::memory_order_acquire);
+    if (bucket < closed && bucket > closed - kBuckets) {
+      buckets.closed_counts.fetch_add(counts, std::memory_order_relaxed);
+    }
+  }
   double probability(Totals totals) const noexcept;
   double draw() noexcept;
+  // A permit's outcome; one of buckets replaced since counts in the current bucket.
   void record(std::int64_t bucket, std::uint64_t counts) noexcept;
+  void record_moved(Buckets& buckets, std::uint64_t counts) noexcept;
   // The exception being handled: refused, accepted or nothing (see the overview).
   void record_failure(std::int64_t bucket) noexcept;
+  std::int64_t bucket_ticks_of(std::chrono::nanoseconds window) const noexcept;
+  // Adds to `next` (unpublished) what the current buckets hold of its window.
+  void carry_into(Buckets& next) const noexcept;
 
-  // Written by every call's outcome.
-  alignas(detail::kCacheLine) Slot slots_[kBuckets];
-  // Written once a bucket: the sum of the window's buckets before `closed_bucket_`.
-  alignas(detail::kCacheLine) std::atomic<std::uint64_t> closed_counts_{0};
-  std::atomic<std::int64_t> closed_bucket_{-1};
+  // The current buckets (acquire: their construction is seen); all_buckets_ keeps every one.
+  alignas(detail::kCacheLine) std::atomic<Buckets*> buckets_{nullptr};
   // Written only while the backend refuses (draws).
   alignas(detail::kCacheLine) std::atomic<std::uint64_t> random_state_;
   alignas(detail::kCacheLine) const detail::ClockReader clock_;
   const std::int64_t start_;
-  const std::int64_t bucket_ticks_;
+  std::mutex buckets_mutex_;  // guards all_buckets_ (cold: reconfigurations only)
+  std::vector<std::unique_ptr<Buckets>> all_buckets_;
   std::atomic<double> k_;  // relaxed: set by reconfigure(), a factor with no other data
   // A refusal as a value, named by the kind's descriptor (defined after it, below).
   Refusal refusal() const noexcept;
