@@ -323,7 +323,11 @@ void Bulkhead::finish_announced(std::int64_t since) noexcept {
   } else {
     left = (in_flight_.fetch_sub(1, std::memory_order_relaxed) - 1) & (kListened - 1);
   }
-  publish(*finished_listeners_, kFinished, BulkheadEventType::call_finished, left);
+  // A release announced for its latency or its waiters alone skips publish(), whose forget()
+  // would clear the already clear bit with a read-modify-write on every call. A subscription
+  // racing this release may miss its event, as one racing a short-path release does.
+  if ((listening_.load(std::memory_order_relaxed) & kFinished) != 0)
+    publish(*finished_listeners_, kFinished, BulkheadEventType::call_finished, left);
 }
 
 bool Bulkhead::forget(const Listeners& listeners, std::uint8_t bit) const noexcept {
