@@ -211,6 +211,14 @@ constexpr std::int64_t kProbePeriodNs = 30'000'000'000;  // probes start on mult
 constexpr double kMaxCut = 0.5;                          // at most halved per window
 constexpr int kMaxStreak = 4;       // growth 0.2, 0.4, 0.8, then 1.0 per window
 constexpr double kJudgedCut = 0.6;  // a run of cuts to 60% or less: judged by its latency
+// A window of fewer samples is a client of a fleet (or of little traffic): its limit rarely binds,
+// so it probes and comes down from what it uses rather than from its limit.
+constexpr std::uint64_t kFewSamples = 100;
+
+// Whether the window took a few samples (0: not known, as in replay).
+bool few_samples(const WindowAggregate& window) noexcept {
+  return window.samples > 0 && window.samples < kFewSamples;
+}
 
 }  // namespace
 
@@ -233,12 +241,18 @@ double DelayTarget::start_probe(double next) noexcept {
 int DelayTarget::update(const WindowAggregate& window) noexcept {
   const double latency = static_cast<double>(std::max<std::int64_t>(window.avg_latency_ns, 1));
   const std::int64_t epoch = window.end_ns / kProbePeriodNs;
+  // What this client uses: a few-sample client's limit rarely binds, and a probe or a cut from a
+  // limit it does not use would not lower the load (its calls in flight, at least 1).
+  const bool few = few_samples(window);
+  const double used =
+      few ? std::max(1.0, static_cast<double>(window.max_in_flight)) : max_estimate_;
+  const double probe_of_used = std::max(min_estimate_, used * kProbeCut);
   if (baseline_ == 0.0) {
     // The first window ran at the initial limit, queue or not: probe at once.
     baseline_ = latency;
     smoothed_ = latency;
     probe_epoch_ = epoch;
-    estimate_ = start_probe(estimate_);
+    estimate_ = std::min(start_probe(estimate_), probe_of_used);
     return limit();
   }
 
@@ -257,7 +271,7 @@ int DelayTarget::update(const WindowAggregate& window) noexcept {
     smoothed_ = baseline_;
     if (latency < kProbeAgain * previous && estimate_ > min_estimate_) {
       probing_ = true;
-      estimate_ = std::max(min_estimate_, estimate_ * kProbeCut);
+      estimate_ = std::min(std::max(min_estimate_, estimate_ * kProbeCut), probe_of_used);
       return limit();
     }
     // A probe that still queued (the capacity fell) keeps its lower limit.
@@ -285,6 +299,11 @@ int DelayTarget::update(const WindowAggregate& window) noexcept {
   if (window.dropped) {
     streak_ = 0;
     next = estimate_ * backoff_ratio_;
+    // A few-sample client's drops are timeouts of a fleet's queue: cut at least as deep as the
+    // queue calls for, or a fleet of them takes a window per 10% while every call times out.
+    if (few && queue > target) {
+      next = std::min(next, estimate_ * std::max(kMaxCut, (baseline_ + target) / seen));
+    }
   } else if (queue > target && binding && !held) {
     streak_ = 0;
     if (cut_estimate_ == 0.0) {
@@ -297,7 +316,10 @@ int DelayTarget::update(const WindowAggregate& window) noexcept {
   } else if (queue > target) {
     // Latency rose while the limit held nothing back (or cuts did not lower it): not this
     // limit's queue (a slower workload, or other clients'); hold, and let the next probe tell.
+    // A few-sample client comes down to what it uses: its unused limit would let a burst of its
+    // calls into the standing queue.
     streak_ = 0;
+    if (few) next = std::min(estimate_, used);
   } else if (2.0 * static_cast<double>(window.max_in_flight) >= estimate_) {
     cut_estimate_ = 0.0;
     const double room = 1.0 - std::max(0.0, queue) / target;
@@ -313,7 +335,7 @@ int DelayTarget::update(const WindowAggregate& window) noexcept {
   // A probe on every multiple of the period, the same instant for every client on one clock.
   if (epoch != probe_epoch_) {
     probe_epoch_ = epoch;
-    next = start_probe(next);
+    next = std::min(start_probe(next), probe_of_used);
   }
   estimate_ = next;
   return limit();

