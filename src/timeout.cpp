@@ -27,7 +27,7 @@ std::stop_source take_source() {
 
 }  // namespace
 
-StopAtDeadline::StopAtDeadline() : source(take_source()) {}
+StopAtDeadline::StopAtDeadline() : source(take_source()), token(source.get_token()) {}
 
 StopAtDeadline::~StopAtDeadline() {
   if (!source.stop_requested() && !spare_source) spare_source.emplace(std::move(source));
@@ -37,7 +37,7 @@ StopAtDeadline::~StopAtDeadline() {
 // queue, on the time of the clock's own now() (a SystemClock's: the ticks read above).
 void TokenDeadline::queue(std::chrono::nanoseconds timeout) {
   new (&queued_) StopAtDeadline;
-  source_ = &queued_.source;
+  token_ = &queued_.token;
   try {
     if (reader_.system_time()) {
       clock_.schedule(queued_, std::chrono::nanoseconds(reader_.to_clock_ns(deadline_)));

@@ -374,9 +374,13 @@ void DeadlineSlots::wait_done(Slot& slot, std::uint64_t seq) noexcept {
   while (slot.done.load(std::memory_order_acquire) != seq) std::this_thread::yield();
 }
 
-void DeadlineSlots::renew(StopTask& stop) { stop.source = std::stop_source(); }
+void DeadlineSlots::renew(StopTask& stop) {
+  stop.source = std::stop_source();
+  stop.token = stop.source.get_token();
+}
 
 void DeadlineSlots::drop(StopTask& stop) noexcept {
+  stop.token = std::stop_token();
   stop.source = std::stop_source(std::nostopstate);
 }
 

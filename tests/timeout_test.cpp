@@ -216,6 +216,30 @@ TEST(TimeoutSystemClockTest, TheSlotsHandOnASourceInTimeAndNeverAStoppedOne) {
   EXPECT_EQ(short_timeout.snapshot().timed_out, 1u);
 }
 
+// A callable may take its token by reference (no reference count changes) or by value, on the
+// slots and on the clock's timers alike; either is stopped at the deadline.
+TEST_F(TimeoutTest, ATokenTakenByReferenceIsStoppedAtTheDeadline) {
+  auto timeout = make(1s);
+  EXPECT_EQ(timeout->execute([](const std::stop_token& stop) { return stop.stop_possible(); }),
+            true);
+  EXPECT_THROW(timeout->execute([&](const std::stop_token& stop) {
+    clock_->advance(1s);
+    EXPECT_TRUE(stop.stop_requested());
+  }),
+               r4c::CallTimeoutException);
+  r4c::Timeout system("by-reference", r4c::TimeoutConfig().timeout(2ms));
+  auto outcome = system.try_execute([](const std::stop_token& stop) {
+    while (!stop.stop_requested()) std::this_thread::yield();
+    return 1;
+  });
+  EXPECT_TRUE(outcome.failed());
+  EXPECT_EQ(system.execute([](std::stop_token&& stop) {
+    const std::stop_token mine = std::move(stop);
+    return mine.stop_possible() ? 3 : 0;
+  }),
+            3);
+}
+
 // A call that ends past its deadline fails even when the scanner has not stopped its token
 // yet, and its source, never stopped, goes to the next call unstopped.
 TEST(TimeoutSystemClockTest, ACallPastItsDeadlineFailsWhetherOrNotItsTokenWasStopped) {

@@ -289,16 +289,18 @@ TEST(DeadlineSlotsTest, AShortDeadlineWakesTheScanner) {
 TEST(DeadlineSlotsTest, AStoppedSlotSourceIsReplacedAndAnUnstoppedOneKept) {
   Slots::Block* block = Slots::block();
   if (block == nullptr) GTEST_SKIP() << "no asymmetric barrier here";
-  std::stop_source& first = Slots::arm_stop(*block, ticks_from_now(1h));
-  const std::stop_token kept = first.get_token();
+  const std::stop_token kept = Slots::arm_stop(*block, ticks_from_now(1h));
+  EXPECT_TRUE(kept.stop_possible());
   EXPECT_FALSE(Slots::disarm_stop(*block));
-  std::stop_source& again = Slots::arm_stop(*block, ticks_from_now(0ns));
-  EXPECT_TRUE(again.get_token() == kept);  // the same slot, the same state
+  const std::stop_token& again = Slots::arm_stop(*block, ticks_from_now(0ns));
+  EXPECT_TRUE(again == kept);  // the same slot, the same state
   while (!kept.stop_requested()) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(again.stop_requested());
   EXPECT_TRUE(Slots::disarm_stop(*block));
-  std::stop_source& fresh = Slots::arm_stop(*block, ticks_from_now(1h));
+  const std::stop_token& fresh = Slots::arm_stop(*block, ticks_from_now(1h));
+  EXPECT_TRUE(fresh.stop_possible());
   EXPECT_FALSE(fresh.stop_requested());
-  EXPECT_FALSE(fresh.get_token() == kept);
+  EXPECT_FALSE(fresh == kept);
   EXPECT_FALSE(Slots::disarm_stop(*block));
   EXPECT_EQ(block->depth, 0u);
 }

@@ -85,7 +85,14 @@ class StopAtDeadline final : public TimerTask {
   void fire() noexcept override { source.request_stop(); }
 
   std::stop_source source;
+  std::stop_token token;
 };
+
+// How a callable gets its token: by reference when it can take one (no reference count to
+// change), else a copy of its own.
+template <class F>
+using TokenArg = std::conditional_t<std::is_invocable_v<F, const std::stop_token&>,
+                                    const std::stop_token&, std::stop_token>;
 
 // A call's deadline with a token. On a SystemClock it sits in the thread's DeadlineSlots (no
 // lock, no allocation), with the slot's own stop source; on any other clock, or nested deeper
@@ -101,7 +108,7 @@ class TokenDeadline {
       deadline_ = reader.ticks() + timeout_ticks;
       DeadlineSlots::Block* const block = DeadlineSlots::block();
       if (block != nullptr && block->depth < DeadlineSlots::kDepth) [[likely]] {
-        source_ = &DeadlineSlots::arm_stop(*block, deadline_);
+        token_ = &DeadlineSlots::arm_stop(*block, deadline_);
         block_ = block;
         return;
       }
@@ -114,7 +121,11 @@ class TokenDeadline {
     if (!ended_) end();
   }
 
-  [[gnu::always_inline]] std::stop_token token() const noexcept { return source_->get_token(); }
+  /// The call's token as `F` takes it (TokenArg).
+  template <class F>
+  [[gnu::always_inline]] TokenArg<F> token() const noexcept {
+    return *token_;
+  }
   bool ended() const noexcept { return ended_; }
 
   /// Ends the deadline (once: later calls are not made); once it returns nothing touches the
@@ -143,7 +154,7 @@ class TokenDeadline {
   const ClockReader& reader_;
   Clock& clock_;
   DeadlineSlots::Block* block_ = nullptr;  // nullptr: the deadline is queued_
-  std::stop_source* source_;
+  const std::stop_token* token_;
   std::int64_t deadline_ = 0;
   bool ended_ = false;
   // Made by queue() and destroyed by end_queued(): the slots' path neither builds nor destroys
@@ -223,7 +234,7 @@ class Timeout {
   template <class F>
   [[gnu::always_inline]] auto try_execute_with_token(F& f) {
     detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks(), timeout_ns());
-    auto outcome = detail::invoke_outcome(f, deadline.token());
+    auto outcome = detail::invoke_outcome(f, deadline.template token<F&>());
     if (deadline.end_late()) [[unlikely]]
       outcome = late(std::move(outcome));
     return outcome;
@@ -287,16 +298,16 @@ decltype(auto) Timeout::execute(F&& f) {
 
 template <class F>
 decltype(auto) Timeout::execute_with_token(F&& f) {
-  using Result = std::invoke_result_t<F, std::stop_token>;
+  using Result = std::invoke_result_t<F, detail::TokenArg<F>>;
   // Ends the timer however the call ends; once it has, nothing touches the token's state.
   detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks(), timeout_ns());
   try {
     if constexpr (std::is_void_v<Result>) {
-      std::invoke(std::forward<F>(f), deadline.token());
+      std::invoke(std::forward<F>(f), deadline.template token<F>());
       if (deadline.end_late()) throw_timed_out();
       return;
     } else {
-      Result result = std::invoke(std::forward<F>(f), deadline.token());
+      Result result = std::invoke(std::forward<F>(f), deadline.template token<F>());
       if (deadline.end_late()) throw_timed_out();  // the late result is destroyed
       if constexpr (std::is_reference_v<Result>) {
         return static_cast<Result>(result);

@@ -123,6 +123,8 @@ class DeadlineSlots {
   // allocated). Empty (no stop state) until first used and after a deadline stopped it.
   struct StopTask final : TimerTask {
     std::stop_source source{std::nostopstate};
+    // The source's token, kept: a call that takes it by reference costs no reference count.
+    std::stop_token token;
     void fire() noexcept override { source.request_stop(); }
   };
   struct alignas(64) Block {
@@ -180,15 +182,16 @@ class DeadlineSlots {
   }
 
   /// Arms the next slot of the calling thread's `block` (which has one free) with its own stop
-  /// task: the source whose token the call gets, stopped at `deadline` unless disarmed first.
+  /// task; returns the token the call gets, stopped at `deadline` unless disarmed first.
   /// Throws std::bad_alloc only when the slot needs a new stop state (its first call, or the
   /// one after a call whose token was stopped).
-  [[gnu::always_inline]] static std::stop_source& arm_stop(Block& block, std::int64_t deadline) {
+  [[gnu::always_inline]] static const std::stop_token& arm_stop(Block& block,
+                                                                std::int64_t deadline) {
     StopTask& stop = block.stops[block.depth];
     if (!stop.source.stop_possible()) [[unlikely]]
       renew(stop);
     arm_next(block, stop, deadline);
-    return stop.source;
+    return stop.token;
   }
   /// Disarms what arm_stop() armed last on this thread; returns whether its token was stopped.
   /// A stopped source is dropped, never handed to another call.
