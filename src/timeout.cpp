@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "r4c/timeout.hpp"
 
+#include <new>
+
 #include "config_check.hpp"
 #include "exception_match.hpp"
 #include "kind_settings.hpp"
@@ -25,10 +27,35 @@ std::stop_source take_source() {
 
 }  // namespace
 
-StopAtDeadline::StopAtDeadline() : source_(take_source()) {}
+StopAtDeadline::StopAtDeadline() : source(take_source()), token(source.get_token()) {}
 
 StopAtDeadline::~StopAtDeadline() {
-  if (!source_.stop_requested() && !spare_source) spare_source.emplace(std::move(source_));
+  if (!source.stop_requested() && !spare_source) spare_source.emplace(std::move(source));
+}
+
+// Past the slots (another clock, no scanner, or nested deeper than they go): the clock's timer
+// queue, on the time of the clock's own now() (a SystemClock's: the ticks read above).
+void TokenDeadline::queue(std::chrono::nanoseconds timeout) {
+  new (&queued_) StopAtDeadline;
+  token_ = &queued_.token;
+  try {
+    if (reader_.system_time()) {
+      clock_.schedule(queued_, std::chrono::nanoseconds(reader_.to_clock_ns(deadline_)));
+    } else {
+      deadline_ = clock_.now().count() + timeout.count();
+      clock_.schedule(queued_, std::chrono::nanoseconds(deadline_));
+    }
+  } catch (...) {
+    queued_.~StopAtDeadline();
+    throw;
+  }
+}
+
+bool TokenDeadline::end_queued() noexcept {
+  clock_.cancel(queued_);
+  const bool stopped = queued_.source.stop_requested();
+  queued_.~StopAtDeadline();
+  return stopped;
 }
 
 }  // namespace detail

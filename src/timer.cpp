@@ -262,12 +262,18 @@ class DeadlineScanner {
     }
   }
 
-  // Claims every armed slot whose deadline has come; returns whether any slot was armed.
+  // Claims every armed slot whose deadline has come; returns whether any slot is armed or was
+  // armed since the last look (calls shorter than the scan period are rarely armed when it
+  // looks, and each wake-up after a sleep costs a call a lock).
   bool scan(std::int64_t now, std::int64_t& earliest) noexcept {
     bool busy = false;
     for (Block* block : blocks_) {
       for (Slot& slot : block->slots) {
         const std::uint64_t seq = slot.armed.load(std::memory_order_acquire);
+        if (seq != slot.seen) {
+          slot.seen = seq;
+          busy = true;
+        }
         if ((seq & 1) == 0) continue;
         const std::int64_t deadline = slot.deadline.load(std::memory_order_acquire);
         TimerTask* task = slot.task.load(std::memory_order_acquire);
@@ -366,6 +372,16 @@ void DeadlineSlots::wake_scanner() noexcept {
 void DeadlineSlots::wait_done(Slot& slot, std::uint64_t seq) noexcept {
   // The fire is a request_stop() and its callbacks: short.
   while (slot.done.load(std::memory_order_acquire) != seq) std::this_thread::yield();
+}
+
+void DeadlineSlots::renew(StopTask& stop) {
+  stop.source = std::stop_source();
+  stop.token = stop.source.get_token();
+}
+
+void DeadlineSlots::drop(StopTask& stop) noexcept {
+  stop.token = std::stop_token();
+  stop.source = std::stop_source(std::nostopstate);
 }
 
 }  // namespace r4c::detail

@@ -172,4 +172,92 @@ TEST(TimeoutSystemClockTest, TheTimerThreadStopsAStuckCall) {
   EXPECT_EQ(timeout.clock()->pending_tasks(), 0u);
 }
 
+// On a SystemClock a token's deadline is in the calling thread's slots, each with its own stop
+// source (docs/pipeline.md, "Timeout"): a call in time hands its source to the thread's next
+// call at the same depth, a nested call gets a source of its own, and a source stopped by the
+// scanner is never handed on.
+TEST(TimeoutSystemClockTest, TheSlotsHandOnASourceInTimeAndNeverAStoppedOne) {
+  if (r4c::detail::DeadlineSlots::block() == nullptr) GTEST_SKIP() << "no scanner here";
+  r4c::Timeout timeout("slots", r4c::TimeoutConfig().timeout(1h));
+  std::stop_token first;
+  std::stop_token nested;
+  timeout.execute([&](std::stop_token stop) {
+    first = stop;
+    timeout.execute([&](std::stop_token inner) { nested = inner; });
+  });
+  EXPECT_FALSE(first.stop_requested());
+  EXPECT_FALSE(nested.stop_requested());
+  std::stop_token second;
+  timeout.execute([&](std::stop_token stop) { second = stop; });
+  EXPECT_TRUE(first.stop_possible());
+  EXPECT_TRUE(first == second);   // handed on: the documented caveat
+  EXPECT_FALSE(first == nested);  // the nested call's own
+
+  r4c::Timeout short_timeout("short", r4c::TimeoutConfig().timeout(2ms));
+  std::stop_token stopped;
+  EXPECT_THROW(short_timeout.execute([&](std::stop_token stop) {
+    stopped = stop;
+    while (!stop.stop_requested()) std::this_thread::yield();
+  }),
+               r4c::CallTimeoutException);
+  EXPECT_TRUE(stopped.stop_requested());
+  EXPECT_TRUE(stopped == first);  // the same slot's source: this call was first at its depth
+  EXPECT_TRUE(first.stop_requested());
+
+  std::stop_token fresh;
+  EXPECT_EQ(timeout.execute([&](std::stop_token stop) {
+    fresh = stop;
+    return stop.stop_requested() ? 0 : 5;
+  }),
+            5);
+  EXPECT_FALSE(fresh.stop_requested());  // a new source, not the stopped one
+  EXPECT_FALSE(fresh == stopped);
+  EXPECT_EQ(timeout.snapshot().timed_out, 0u);
+  EXPECT_EQ(short_timeout.snapshot().timed_out, 1u);
+}
+
+// A callable may take its token by reference (no reference count changes) or by value, on the
+// slots and on the clock's timers alike; either is stopped at the deadline.
+TEST_F(TimeoutTest, ATokenTakenByReferenceIsStoppedAtTheDeadline) {
+  auto timeout = make(1s);
+  EXPECT_EQ(timeout->execute([](const std::stop_token& stop) { return stop.stop_possible(); }),
+            true);
+  EXPECT_THROW(timeout->execute([&](const std::stop_token& stop) {
+    clock_->advance(1s);
+    EXPECT_TRUE(stop.stop_requested());
+  }),
+               r4c::CallTimeoutException);
+  r4c::Timeout system("by-reference", r4c::TimeoutConfig().timeout(2ms));
+  auto outcome = system.try_execute([](const std::stop_token& stop) {
+    while (!stop.stop_requested()) std::this_thread::yield();
+    return 1;
+  });
+  EXPECT_TRUE(outcome.failed());
+  EXPECT_EQ(system.execute([](std::stop_token&& stop) {
+    const std::stop_token mine = std::move(stop);
+    return mine.stop_possible() ? 3 : 0;
+  }),
+            3);
+}
+
+// A call that ends past its deadline fails even when the scanner has not stopped its token
+// yet, and its source, never stopped, goes to the next call unstopped.
+TEST(TimeoutSystemClockTest, ACallPastItsDeadlineFailsWhetherOrNotItsTokenWasStopped) {
+  r4c::Timeout timeout("late", r4c::TimeoutConfig().timeout(1us));
+  int late = 0;
+  for (int i = 0; i < 50; ++i) {
+    auto outcome = timeout.try_execute([](std::stop_token) {
+      const auto until = std::chrono::steady_clock::now() + 20us;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      return 1;
+    });
+    if (outcome.failed()) ++late;
+  }
+  EXPECT_EQ(late, 50);
+  EXPECT_EQ(timeout.snapshot().timed_out, 50u);
+  r4c::Timeout roomy("roomy", r4c::TimeoutConfig().timeout(1h));
+  EXPECT_EQ(roomy.execute([](std::stop_token stop) { return stop.stop_requested() ? 0 : 2; }), 2);
+}
+
 }  // namespace

@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -281,6 +282,27 @@ TEST(DeadlineSlotsTest, AShortDeadlineWakesTheScanner) {
     EXPECT_GE(std::chrono::steady_clock::now() - start, 200us);
   }
   EXPECT_EQ(timeout.snapshot().timed_out, 20u);
+}
+
+// A slot's own stop task: its source is stopped at a passed deadline, dropped at the disarm that
+// finds it stopped, and a fresh one is armed next; a source disarmed in time is armed again.
+TEST(DeadlineSlotsTest, AStoppedSlotSourceIsReplacedAndAnUnstoppedOneKept) {
+  Slots::Block* block = Slots::block();
+  if (block == nullptr) GTEST_SKIP() << "no asymmetric barrier here";
+  const std::stop_token kept = Slots::arm_stop(*block, ticks_from_now(1h));
+  EXPECT_TRUE(kept.stop_possible());
+  EXPECT_FALSE(Slots::disarm_stop(*block));
+  const std::stop_token& again = Slots::arm_stop(*block, ticks_from_now(0ns));
+  EXPECT_TRUE(again == kept);  // the same slot, the same state
+  while (!kept.stop_requested()) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(again.stop_requested());
+  EXPECT_TRUE(Slots::disarm_stop(*block));
+  const std::stop_token& fresh = Slots::arm_stop(*block, ticks_from_now(1h));
+  EXPECT_TRUE(fresh.stop_possible());
+  EXPECT_FALSE(fresh.stop_requested());
+  EXPECT_FALSE(fresh == kept);
+  EXPECT_FALSE(Slots::disarm_stop(*block));
+  EXPECT_EQ(block->depth, 0u);
 }
 
 // Threads arming and disarming at once, with deadlines passed and far: a task fires at most

@@ -75,73 +75,93 @@ class TimeoutHandle : public detail::HandleBase<Timeout> {
 
 namespace detail {
 
-// Requests stop on a call's token when its deadline fires. Its stop_source is reused by the
-// thread's next call when this one's was never stopped (std::stop_source allocates its state):
-// a token is valid for its call only.
+// The deadline task of a call whose deadline goes to the clock's timers. Its stop_source is
+// reused by the thread's next such call when this one's was never stopped (std::stop_source
+// allocates its state): a token is valid for its call only.
 class StopAtDeadline final : public TimerTask {
  public:
   StopAtDeadline();
   ~StopAtDeadline();
-  std::stop_token token() const noexcept { return source_.get_token(); }
-  bool stopped() const noexcept { return source_.stop_requested(); }
-  void fire() noexcept override { source_.request_stop(); }
+  void fire() noexcept override { source.request_stop(); }
 
- private:
-  std::stop_source source_;
+  std::stop_source source;
+  std::stop_token token;
 };
 
+// How a callable gets its token: by reference when it can take one (no reference count to
+// change), else a copy of its own.
+template <class F>
+using TokenArg = std::conditional_t<std::is_invocable_v<F, const std::stop_token&>,
+                                    const std::stop_token&, std::stop_token>;
+
 // A call's deadline with a token. On a SystemClock it sits in the thread's DeadlineSlots (no
-// lock, no allocation); on any other clock, or nested deeper than the slots go, on the clock's
-// timer queue, which a ManualClock fires exactly at its deadline inside advance().
+// lock, no allocation), with the slot's own stop source; on any other clock, or nested deeper
+// than the slots go, on the clock's timer queue, which a ManualClock fires exactly at its
+// deadline inside advance(). always_inline: the slots' path is a few loads and stores, less
+// than the calls GCC would otherwise make to it; the queue's path is out of line.
 class TokenDeadline {
  public:
-  TokenDeadline(const ClockReader& reader, Clock& clock, std::int64_t timeout_ticks,
-                std::chrono::nanoseconds timeout)
+  [[gnu::always_inline]] TokenDeadline(const ClockReader& reader, Clock& clock,
+                                       std::int64_t timeout_ticks, std::chrono::nanoseconds timeout)
       : reader_(reader), clock_(clock) {
     if (reader.system_time()) [[likely]] {
       deadline_ = reader.ticks() + timeout_ticks;
-      slot_ = DeadlineSlots::arm(stop_, deadline_);
-      if (slot_ != nullptr) [[likely]]
+      DeadlineSlots::Block* const block = DeadlineSlots::block();
+      if (block != nullptr && block->depth < DeadlineSlots::kDepth) [[likely]] {
+        token_ = &DeadlineSlots::arm_stop(*block, deadline_);
+        block_ = block;
         return;
-      clock.schedule(stop_, std::chrono::nanoseconds(reader.to_clock_ns(deadline_)));
-    } else {
-      deadline_ = clock.now().count() + timeout.count();
-      clock.schedule(stop_, std::chrono::nanoseconds(deadline_));
+      }
     }
+    queue(timeout);
   }
   TokenDeadline(const TokenDeadline&) = delete;
   TokenDeadline& operator=(const TokenDeadline&) = delete;
-  ~TokenDeadline() { end(); }
+  [[gnu::always_inline]] ~TokenDeadline() {
+    if (!ended_) end();
+  }
 
-  std::stop_token token() const noexcept { return stop_.token(); }
+  /// The call's token as `F` takes it (TokenArg).
+  template <class F>
+  [[gnu::always_inline]] TokenArg<F> token() const noexcept {
+    return *token_;
+  }
+  bool ended() const noexcept { return ended_; }
 
-  /// Ends the deadline (again: nothing); once it returns nothing touches the token's state.
-  void end() noexcept {
-    if (ended_) return;
+  /// Ends the deadline (once: later calls are not made); once it returns nothing touches the
+  /// token's state. Returns whether the token was stopped.
+  [[gnu::always_inline]] bool end() noexcept {
     ended_ = true;
-    if (slot_ != nullptr) {
-      DeadlineSlots::disarm(*slot_);
-    } else {
-      clock_.cancel(stop_);
-    }
+    if (block_ != nullptr) [[likely]]
+      return DeadlineSlots::disarm_stop(*block_);
+    return end_queued();
   }
 
   /// Ends the deadline; whether the call was late: its token stopped, or it ended at or after
   /// its deadline.
-  bool end_late() noexcept {
-    end();
-    if (stop_.stopped()) return true;
-    const std::int64_t now = reader_.system_time() ? reader_.ticks() : clock_.now().count();
-    return now >= deadline_;
+  [[gnu::always_inline]] bool end_late() noexcept {
+    ended_ = true;
+    if (block_ != nullptr) [[likely]]
+      return DeadlineSlots::disarm_stop(*block_) || reader_.ticks() >= deadline_;
+    return end_queued() ||
+           (reader_.system_time() ? reader_.ticks() : clock_.now().count()) >= deadline_;
   }
 
  private:
+  void queue(std::chrono::nanoseconds timeout);
+  bool end_queued() noexcept;
+
   const ClockReader& reader_;
   Clock& clock_;
-  StopAtDeadline stop_;
-  DeadlineSlots::Slot* slot_ = nullptr;
+  DeadlineSlots::Block* block_ = nullptr;  // nullptr: the deadline is queued_
+  const std::stop_token* token_;
   std::int64_t deadline_ = 0;
   bool ended_ = false;
+  // Made by queue() and destroyed by end_queued(): the slots' path neither builds nor destroys
+  // it.
+  union {
+    StopAtDeadline queued_;
+  };
 };
 
 }  // namespace detail
@@ -165,20 +185,11 @@ class Timeout {
   /// stopped) is this timeout's CallTimeoutException as a failure, as execute() throws it. A
   /// CallTimeoutException of the call's own passes unchanged.
   template <class F>
-  auto try_execute(F&& f) {
+  [[gnu::always_inline]] auto try_execute(F&& f) {
     if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks(), timeout_ns());
-      auto outcome = detail::invoke_outcome(f, deadline.token());
-      // One object returned on every path: built in the caller's slot, never copied.
-      if (deadline.end_late()) [[unlikely]]
-        outcome = late(std::move(outcome));
-      return outcome;
+      return try_execute_with_token(f);
     } else {
-      const std::int64_t deadline = clock_.ticks() + timeout_ticks();
-      auto outcome = detail::invoke_outcome(f);
-      if (clock_.ticks() >= deadline) [[unlikely]]
-        outcome = late(std::move(outcome));
-      return outcome;
+      return try_execute_without_token(f);
     }
   }
 
@@ -218,6 +229,24 @@ class Timeout {
   }
   template <class F>
   decltype(auto) execute_with_token(F&& f);
+  // One function per kind of callable, each with one object returned on every path (built in
+  // the caller's slot, never moved: under `if constexpr` GCC 12 moved it).
+  template <class F>
+  [[gnu::always_inline]] auto try_execute_with_token(F& f) {
+    detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks(), timeout_ns());
+    auto outcome = detail::invoke_outcome(f, deadline.template token<F&>());
+    if (deadline.end_late()) [[unlikely]]
+      outcome = late(std::move(outcome));
+    return outcome;
+  }
+  template <class F>
+  [[gnu::always_inline]] auto try_execute_without_token(F& f) {
+    const std::int64_t deadline = clock_.ticks() + timeout_ticks();
+    auto outcome = detail::invoke_outcome(f);
+    if (clock_.ticks() >= deadline) [[unlikely]]
+      outcome = late(std::move(outcome));
+    return outcome;
+  }
   // A call that ended late: its result or failure becomes this timeout's, but for a
   // CallTimeoutException of its own (another timeout's failure, or the call's).
   template <class Out>
@@ -269,16 +298,16 @@ decltype(auto) Timeout::execute(F&& f) {
 
 template <class F>
 decltype(auto) Timeout::execute_with_token(F&& f) {
-  using Result = std::invoke_result_t<F, std::stop_token>;
+  using Result = std::invoke_result_t<F, detail::TokenArg<F>>;
   // Ends the timer however the call ends; once it has, nothing touches the token's state.
   detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks(), timeout_ns());
   try {
     if constexpr (std::is_void_v<Result>) {
-      std::invoke(std::forward<F>(f), deadline.token());
+      std::invoke(std::forward<F>(f), deadline.template token<F>());
       if (deadline.end_late()) throw_timed_out();
       return;
     } else {
-      Result result = std::invoke(std::forward<F>(f), deadline.token());
+      Result result = std::invoke(std::forward<F>(f), deadline.template token<F>());
       if (deadline.end_late()) throw_timed_out();  // the late result is destroyed
       if constexpr (std::is_reference_v<Result>) {
         return static_cast<Result>(result);
@@ -289,7 +318,8 @@ decltype(auto) Timeout::execute_with_token(F&& f) {
   } catch (const CallTimeoutException&) {
     throw;
   } catch (...) {
-    if (!deadline.end_late()) throw;
+    // Ended already: the result's own copy or move threw, after a call in time.
+    if (deadline.ended() || !deadline.end_late()) throw;
   }
   throw_timed_out();  // threw after stop was requested: its exception is replaced
 }

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -115,46 +116,93 @@ class DeadlineSlots {
     std::atomic<TimerTask*> task{nullptr};
     std::atomic<std::uint64_t> claimed{0};
     std::atomic<std::uint64_t> done{0};
+    std::uint64_t seen = 0;  // the scanner's alone: `armed` at its last look
+  };
+  // The deadline task of a call with a stop token: a slot's own, kept by the thread from call
+  // to call, so that a call in time hands the next one its stop state (the standard's is
+  // allocated). Empty (no stop state) until first used and after a deadline stopped it.
+  struct StopTask final : TimerTask {
+    std::stop_source source{std::nostopstate};
+    // The source's token, kept: a call that takes it by reference costs no reference count.
+    std::stop_token token;
+    void fire() noexcept override { source.request_stop(); }
   };
   struct alignas(64) Block {
     Slot slots[kDepth];
-    unsigned depth = 0;     // the owning thread's
-    std::uint64_t seq = 1;  // the owning thread's: the last arm's odd number
+    unsigned depth = 0;      // the owning thread's
+    std::uint64_t seq = 1;   // the owning thread's: the last arm's odd number
+    StopTask stops[kDepth];  // the owning thread's, one per slot
   };
+
+  /// This thread's block (made at its first use), or nullptr when the process has no scanner.
+  [[gnu::always_inline]] static Block* block() noexcept {
+    Block* block = t_block;
+    if (block == nullptr) [[unlikely]]
+      block = attach();
+    return block;
+  }
 
   /// Arms `task` to fire at `deadline` (ticks) on this thread's next slot; nullptr when this
   /// thread has no free slot or the process no scanner (use Clock::schedule then).
   static Slot* arm(TimerTask& task, std::int64_t deadline) noexcept {
-    Block* block = t_block;
-    if (block == nullptr) [[unlikely]] {
-      block = attach();
-      if (block == nullptr) return nullptr;
-    }
-    if (block->depth == kDepth) [[unlikely]]
+    Block* const block = DeadlineSlots::block();
+    if (block == nullptr || block->depth == kDepth) [[unlikely]]
       return nullptr;
-    Slot& slot = block->slots[block->depth++];
-    block->seq += 2;
+    return &arm_next(*block, task, deadline);
+  }
+
+  /// arm() on the calling thread's `block` (block()), which has a free slot (depth < kDepth).
+  [[gnu::always_inline]] static Slot& arm_next(Block& block, TimerTask& task,
+                                               std::int64_t deadline) noexcept {
+    Slot& slot = block.slots[block.depth++];
+    block.seq += 2;
     // release, with the scanner's acquire: a scanner that reads the new deadline or task reads
     // the last disarm too, so it never takes them for the old arm's.
     slot.deadline.store(deadline, std::memory_order_release);
     slot.task.store(&task, std::memory_order_release);
-    slot.armed.store(block->seq, std::memory_order_release);
+    slot.armed.store(block.seq, std::memory_order_release);
     // The scanner's barrier stands in for a fence here (see the class comment).
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (deadline < next_look_.load(std::memory_order_relaxed)) [[unlikely]]
       wake_scanner();
-    return &slot;
+    return slot;
   }
 
   /// Disarms the slot arm() returned last on this thread; when its task is firing, returns
   /// once the fire has ended. Afterwards the scanner no longer touches the task.
-  static void disarm(Slot& slot) noexcept {
-    --t_block->depth;
+  static void disarm(Slot& slot) noexcept { disarm(*t_block, slot); }
+  /// disarm() with the calling thread's block at hand.
+  [[gnu::always_inline]] static void disarm(Block& block, Slot& slot) noexcept {
+    --block.depth;
     const std::uint64_t seq = slot.armed.load(std::memory_order_relaxed);
     slot.armed.store(seq + 1, std::memory_order_release);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (slot.claimed.load(std::memory_order_acquire) == seq) [[unlikely]]
       wait_done(slot, seq);
+  }
+
+  /// Arms the next slot of the calling thread's `block` (which has one free) with its own stop
+  /// task; returns the token the call gets, stopped at `deadline` unless disarmed first.
+  /// Throws std::bad_alloc only when the slot needs a new stop state (its first call, or the
+  /// one after a call whose token was stopped).
+  [[gnu::always_inline]] static const std::stop_token& arm_stop(Block& block,
+                                                                std::int64_t deadline) {
+    StopTask& stop = block.stops[block.depth];
+    if (!stop.source.stop_possible()) [[unlikely]]
+      renew(stop);
+    arm_next(block, stop, deadline);
+    return stop.token;
+  }
+  /// Disarms what arm_stop() armed last on this thread; returns whether its token was stopped.
+  /// A stopped source is dropped, never handed to another call.
+  [[gnu::always_inline]] static bool disarm_stop(Block& block) noexcept {
+    const unsigned index = block.depth - 1;
+    disarm(block, block.slots[index]);
+    StopTask& stop = block.stops[index];
+    if (!stop.source.stop_requested()) [[likely]]
+      return false;
+    drop(stop);
+    return true;
   }
 
  private:
@@ -163,6 +211,8 @@ class DeadlineSlots {
   static Block* attach() noexcept;
   static void wake_scanner() noexcept;
   static void wait_done(Slot& slot, std::uint64_t seq) noexcept;
+  static void renew(StopTask& stop);
+  static void drop(StopTask& stop) noexcept;
 
   static inline thread_local Block* t_block = nullptr;
   // When the scanner looks at the slots next, in ticks (INT64_MAX: not before it is woken).
