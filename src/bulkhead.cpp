@@ -111,11 +111,13 @@ Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config, std::shared_p
                             "): the call was rejected without running"))),
       waits_(config.max_wait().count() > 0),
       clock_(clock ? std::move(clock) : std::make_shared<SystemClock>()),
+      reader_(clock_.get()),
       // Always there: reconfigure() may give a bulkhead that did not wait a max_wait.
       queue_(std::make_unique<WaitQueue>()),
-      latency_owned_(config.latency_histogram() ? std::make_unique<detail::LatencyHistogram>(
-                                                      kLatencyWindow.count(), clock_->now().count())
-                                                : nullptr),
+      latency_owned_(config.latency_histogram()
+                         ? std::make_unique<detail::LatencyHistogram>(
+                               reader_.to_ticks(kLatencyWindow.count()), reader_.ticks())
+                         : nullptr),
       latency_(latency_owned_.get()) {
   // Every call of a bulkhead that waits takes the out-of-line path, which counts under the
   // queue's mutex, and every release hands its slot to the oldest waiter there; every call
@@ -132,7 +134,7 @@ BulkheadPermit Bulkhead::admitted(std::int32_t running) noexcept {
   // A waiting bulkhead's releases always take the announced path (they hand slots over).
   const bool announce = waits_now() || latency_.load(std::memory_order_relaxed) != nullptr ||
                         ((listening & kFinished) != 0 && !forget(*finished_listeners_, kFinished));
-  return BulkheadPermit(this, announce, now_ns());
+  return BulkheadPermit(this, announce, stamp());
 }
 
 BulkheadPermit Bulkhead::refused(std::int32_t running, BulkheadRejectReason reason) noexcept {
@@ -308,8 +310,8 @@ void Bulkhead::finish_announced(std::int64_t since) noexcept {
   // acquire: pairs with reconfigure()'s store, so the histogram is seen made.
   detail::LatencyHistogram* latency = latency_.load(std::memory_order_acquire);
   if (latency != nullptr && since != kUnstamped) {
-    const std::int64_t now = clock_->now().count();
-    latency->record(now - since, now, /*summed=*/true);
+    const std::int64_t now = reader_.ticks();
+    latency->record(reader_.to_ns(now - since), now, /*summed=*/true);
   }
   std::int32_t left = 0;
   if (waits_now()) {
@@ -401,8 +403,8 @@ void Bulkhead::reconfigure(const BulkheadConfig& next) {
   std::lock_guard<std::mutex> lock(reconfigure_mutex_);
   // Everything that may throw (allocation) comes before the bulkhead changes.
   if (next.latency_histogram() && !latency_owned_) {
-    latency_owned_ =
-        std::make_unique<detail::LatencyHistogram>(kLatencyWindow.count(), clock_->now().count());
+    latency_owned_ = std::make_unique<detail::LatencyHistogram>(
+        reader_.to_ticks(kLatencyWindow.count()), reader_.ticks());
   }
   config_.replace(next);
   observe_.store(next.mode() == PolicyMode::observe, std::memory_order_relaxed);

@@ -185,7 +185,8 @@ class [[nodiscard]] BulkheadPermit {
   // records latencies): the release then takes the out-of-line path, and a release nobody
   // listens to reads nothing of the bulkhead's but its count.
   bool announce_ = false;
-  // latencyHistogram: when the slot was taken, in clock ns (kUnstamped: it was off then).
+  // latencyHistogram: when the slot was taken, in the bulkhead's ClockReader ticks
+  // (kUnstamped: it was off then).
   std::int64_t since_ = 0;
 };
 
@@ -380,8 +381,10 @@ class Bulkhead {
   bool waits_now() const noexcept { return waits_.load(std::memory_order_relaxed); }
   // A permit taken while latencyHistogram was off: its release records nothing.
   static constexpr std::int64_t kUnstamped = std::numeric_limits<std::int64_t>::min();
-  std::int64_t now_ns() const noexcept {
-    return latency_.load(std::memory_order_acquire) != nullptr ? clock_->now().count() : kUnstamped;
+  // A latency's start in the reader's ticks: the time stamp counter itself where the clock is
+  // a SystemClock on it, so that timing a call costs two counter reads and one conversion.
+  std::int64_t stamp() const noexcept {
+    return latency_.load(std::memory_order_acquire) != nullptr ? reader_.ticks() : kUnstamped;
   }
 
   // The calls holding a slot, and kListened (set by a const subscription: mutable).
@@ -405,6 +408,7 @@ class Bulkhead {
   // the queue's mutex, never cleared (a waiter listed then is served by the mutex path).
   std::atomic<bool> waits_;
   const std::shared_ptr<Clock> clock_;
+  const detail::ClockReader reader_;  // clock_, read without a virtual call
   const std::unique_ptr<WaitQueue> queue_;
   // latencyHistogram: the histogram, made the first time it is on and kept (a release may be
   // recording into it when it goes off); latency_ is it while on, nullptr while off.
