@@ -35,12 +35,14 @@ std::uint64_t growth(std::uint64_t consumed, std::uint64_t seen) {
   return seen > consumed ? seen - consumed : 0;
 }
 
-std::array<std::uint32_t, kLimitedClasses> fixed_shares(const AdaptiveLimitConfig& config) {
-  std::array<std::uint32_t, kLimitedClasses> shares{};
-  for (int c = 0; c < kLimitedClasses; ++c) {
-    shares[c] = static_cast<std::uint32_t>(config.class_share(static_cast<CallClass>(c)) * 65536.0);
-  }
-  return shares;
+std::uint32_t fixed_share(const AdaptiveLimitConfig& config, int cls) {
+  return static_cast<std::uint32_t>(config.class_share(static_cast<CallClass>(cls)) * 65536.0);
+}
+
+// Whether two layouts of partitions decide alike (then a reconfigure keeps the one it has).
+bool same_layout(const detail::LimitPartitions& a, const detail::LimitPartitions& b) {
+  return a.slots == b.slots && a.borrow == b.borrow && a.demand_ticks == b.demand_ticks &&
+         a.shares == b.shares && a.names == b.names;
 }
 
 // One preallocated exception per reason a wait may be rejected for, each its own subclass of
@@ -82,35 +84,24 @@ std::int32_t paced_limit(std::int32_t next, std::int32_t previous, double fracti
 AdaptiveLimit::AdaptiveLimit(std::string instance_id, AdaptiveLimitConfig config,
                              std::shared_ptr<Clock> clock)
     : limit_(detail::validated(config).initial_limit()),
-      enabled_(config.enabled()),
-      waits_(config.enabled() && config.max_wait().count() > 0),
-      special_(!enabled_ || waits_ || !config.partitions().empty()),
+      flags_(0),
       observe_(config.mode() == PolicyMode::observe),
-      shares_(fixed_shares(config)),
       clock_(detail::or_system_clock(clock)),
       window_end_(0),
       window_ticks_(clock_.to_ticks(config.window().count())),
-      latency_(config.latency_histogram()
-                   ? std::make_unique<detail::LatencyHistogram>(window_ticks_, clock_.ticks())
-                   : nullptr),
-      queue_(waits_ ? std::make_unique<detail::WaitQueue>() : nullptr),
-      partitions_(config.enabled() && !config.partitions().empty()
-                      ? std::make_unique<detail::LimitPartitions>(config, window_ticks_)
-                      : nullptr),
-      max_wait_ticks_(clock_.to_ticks(config.max_wait().count())),
+      max_wait_ticks_(0),
       instance_id_(std::move(instance_id)),
-      config_(std::move(config)),
       clock_owner_(std::move(clock)),
       rejection_(std::make_exception_ptr(LimitExceededException(
           instance_id_,
           "adaptive limit '" + instance_id_ + "' is full: the call was rejected without running"))),
       limit_change_listeners_(
           std::make_shared<detail::EventHub<LimitChangeEvent>>(AdaptiveLimitKind::kNames.metrics)),
-      estimator_(config_),
-      live_config_(config_) {
+      live_config_(std::move(config)),
+      estimator_(live_config_.get()) {
   window_end_.store(clock_.ticks() + window_ticks_, std::memory_order_relaxed);
   fractional_limit_.store(limit_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  if (queue_) make_wait_rejections(*queue_, instance_id_);
+  apply_live(live_config_.get(), window_ticks_);
 }
 
 AdaptiveLimit::~AdaptiveLimit() = default;
@@ -120,17 +111,16 @@ Subscription AdaptiveLimit::on_limit_change(
   return limit_change_listeners_->subscribe(std::move(listener));
 }
 
-std::uint8_t AdaptiveLimit::partition_slot(LimitPartition partition) const noexcept {
-  if (!partitions_) return 0;
-  const int slot = partition.index() + 1;
-  return static_cast<std::uint8_t>((slot < partitions_->slots ? slot : 0) + 1);
+int AdaptiveLimit::resolve_partition(std::uint8_t partition) const noexcept {
+  return partition < partitions_->slots ? partition : 0;
 }
 
 LimitPartition AdaptiveLimit::partition(std::string_view name) const {
-  if (const std::optional<int> index = config_.partition_index(name))
+  const AdaptiveLimitConfig& config = live_config_.get();
+  if (const std::optional<int> index = config.partition_index(name))
     return LimitPartition::at(*index);
   std::string names;
-  for (const LimitPartitionShare& known : config_.partitions())
+  for (const LimitPartitionShare& known : config.partitions())
     names += (names.empty() ? "" : ", ") + known.name;
   throw ConfigException("R4C-REG-012", "adaptive limit '" + instance_id_ + "' has no partition '" +
                                            std::string(name) + "'; valid: " +
@@ -142,8 +132,9 @@ void AdaptiveLimit::throw_rejected(RejectReason reason) const {
 }
 
 const std::exception_ptr& AdaptiveLimit::rejection(RejectReason reason) const noexcept {
-  if (queue_ == nullptr) return rejection_;
-  const std::exception_ptr& special = queue_->rejections[static_cast<int>(reason)];
+  const detail::WaitQueue* const waits = queue();
+  if (waits == nullptr) return rejection_;
+  const std::exception_ptr& special = waits->rejections[static_cast<int>(reason)];
   return special ? special : rejection_;
 }
 
@@ -153,7 +144,7 @@ bool AdaptiveLimit::is_drop(const std::exception_ptr& failure) const noexcept {
 }
 
 bool AdaptiveLimit::is_drop(const std::error_code& code) const noexcept {
-  const auto& predicate = config_.drop_on_error();
+  const auto& predicate = live_config_->drop_on_error();
   try {
     return code && predicate && predicate(code);
   } catch (...) {
@@ -162,10 +153,12 @@ bool AdaptiveLimit::is_drop(const std::error_code& code) const noexcept {
 }
 
 bool AdaptiveLimit::is_drop_current() const noexcept {
-  for (const ExceptionType& type : config_.drop_on_types()) {
+  // The config now, once: a reconfigure meanwhile does not mix two dropOn lists.
+  const AdaptiveLimitConfig& config = live_config_.get();
+  for (const ExceptionType& type : config.drop_on_types()) {
     if (type.matches_current()) return true;
   }
-  if (!config_.drop_on_error()) return false;
+  if (!config.drop_on_error()) return false;
   // An error code thrown as a std::system_error (asio::system_error is one), by the call itself
   // or by an inner layer passing an async error on, is classified as the code would be: the same
   // failure is a drop or not whichever way it reaches the limit.
@@ -258,8 +251,13 @@ void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noex
   // samplePercentile: the window's sample is a percentile of its latencies (the histogram's,
   // since the previous window's end) instead of their average.
   std::int64_t sample_ns = static_cast<std::int64_t>(window.latency_sum_ns / window.samples);
-  if (const double percentile = live_config_->sample_percentile(); percentile > 0.0 && latency_) {
-    if (const std::int64_t at = latency_->quantile_since_last(percentile); at > 0) sample_ns = at;
+  detail::LatencyHistogram* const histogram =
+      (flags_.load(std::memory_order_relaxed) & kHistogram) != 0
+          ? latency_.load(std::memory_order_acquire)
+          : nullptr;
+  if (const double percentile = live_config_->sample_percentile();
+      percentile > 0.0 && histogram != nullptr) {
+    if (const std::int64_t at = histogram->quantile_since_last(percentile); at > 0) sample_ns = at;
   }
   const detail::WindowAggregate aggregate{sample_ns, max_in_flight, window.drops > 0,
                                           window.samples, clock_.to_clock_ns(now)};
@@ -292,7 +290,8 @@ void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noex
   // Every slot a raise adds goes to a waiter, before a newcomer can see it (and before the
   // event, which says how many).
   int granted = 0;
-  if (waits_ && next > previous && waiting_.load(std::memory_order_seq_cst) != 0)
+  if ((flags_.load(std::memory_order_relaxed) & kQueued) && next > previous &&
+      waiting_.load(std::memory_order_seq_cst) != 0)
     granted = grant_waiters(true);
 
   // Before the window reopens, so that events come in window order; a listener's snapshot
@@ -316,15 +315,20 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
   snap.algorithm = config.algorithm();
   snap.mode = config.mode();
   snap.would_have_rejected = would_reject_.total();
-  snap.enabled = enabled_;
+  const std::uint8_t flags = flags_.load(std::memory_order_acquire);
+  snap.enabled = (flags & kDisabled) == 0;
   snap.in_flight = in_flight_.load(std::memory_order_relaxed);
-  if (latency_) {
-    // The histogram's sum is the one the stripes keep for the windows (since the start).
+  const detail::LatencyHistogram* const histogram =
+      (flags & kHistogram) != 0 ? latency_.load(std::memory_order_acquire) : nullptr;
+  if (histogram != nullptr) {
+    // The histogram's sum is the one the stripes keep for the windows (since it started).
     std::uint64_t sum_ns = 0;
     for (const Stripe& stripe : stripes_) {
       sum_ns += stripe.latency_sum_ns.load(std::memory_order_relaxed);
     }
-    snap.latency = latency_->distribution(std::chrono::nanoseconds(sum_ns));
+    const std::uint64_t base = latency_base_ns_.load(std::memory_order_relaxed);
+    snap.latency =
+        histogram->distribution(std::chrono::nanoseconds(sum_ns > base ? sum_ns - base : 0));
   }
   for (;;) {
     const std::uint64_t before = stats_sequence_.load(std::memory_order_acquire);
@@ -361,28 +365,24 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
   snap.rejected = rejected;
   snap.rejected_by_reason[static_cast<int>(RejectReason::limit)] = rejected - other_reasons;
   snap.rejected_by_class[static_cast<int>(CallClass::critical)] = rejected - other_classes;
-  if (waits_) {
+  if ((flags & (kWaits | kQueued)) != 0) {
     snap.waiting = waiting_.load(std::memory_order_relaxed);
     snap.max_queue = queue_bound();
     snap.waits_granted = waits_granted_.load(std::memory_order_relaxed);
     snap.wait_time = std::chrono::nanoseconds(wait_time_ns_.load(std::memory_order_relaxed));
     snap.granted_on_raise = granted_on_raise_.load(std::memory_order_relaxed);
   }
-  if (partitions_) {
-    std::array<std::int32_t, kMaxPartitions + 1> in_flight{};
-    {
-      std::scoped_lock lock(partitions_->mutex);
-      in_flight = partitions_->in_flight;
-    }
+  if ((flags & kPartitioned) != 0) {
+    std::scoped_lock lock(partition_mutex_);
     // The config's partitions in order, then what none reserves (slot 0).
-    for (int i = 1; i <= partitions_->slots; ++i) {
+    for (int i = 1; partitions_ && i <= partitions_->slots; ++i) {
       const int slot = i % partitions_->slots;
       LimitPartitionSnapshot part;
-      part.name = slot == 0 ? "" : config_.partitions()[static_cast<std::size_t>(slot - 1)].name;
+      part.name = partitions_->names[slot];
       part.share = partitions_->shares[slot];
       part.guaranteed = partitions_->guaranteed(slot, snap.limit);
-      part.in_flight = in_flight[slot];
-      part.rejected = partitions_->rejected[slot].load(std::memory_order_relaxed);
+      part.in_flight = partitions_->in_flight[slot];
+      part.rejected = partitions_->rejected[slot];
       snap.partitions.push_back(std::move(part));
     }
   }
@@ -393,7 +393,10 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
 
 void AdaptiveLimit::count_rejection(CallClass cls, RejectReason reason,
                                     std::uint8_t partition) noexcept {
-  if (partition != 0) partitions_->rejected[partition - 1].fetch_add(1, std::memory_order_relaxed);
+  if ((flags_.load(std::memory_order_acquire) & kPartitioned) != 0) {
+    std::scoped_lock lock(partition_mutex_);
+    if (partitions_) ++partitions_->rejected[resolve_partition(partition)];
+  }
   // seq_cst pairs with snapshot(): the stripe's count is seen before the reason's and class's.
   const detail::ThreadSlot slot = detail::thread_slot();
   if (slot.exclusive) {
@@ -420,9 +423,17 @@ std::int32_t AdaptiveLimit::open_limit() noexcept {
   return limit;
 }
 
-std::int32_t AdaptiveLimit::take(CallClass cls, std::uint8_t partition) noexcept {
-  if (partition != 0) return take_partitioned(cls, partition);
-  const std::uint64_t share = shares_[static_cast<int>(cls)];
+std::int32_t AdaptiveLimit::take(CallClass cls, std::uint8_t partition,
+                                 std::uint32_t& tag) noexcept {
+  tag = 0;
+  // acquire: a layout published by reconfigure() is seen whole.
+  if ((flags_.load(std::memory_order_acquire) & kPartitioned) != 0)
+    return take_partitioned(cls, partition, tag);
+  return take_plain(cls);
+}
+
+std::int32_t AdaptiveLimit::take_plain(CallClass cls) noexcept {
+  const std::uint64_t share = shares_[static_cast<int>(cls)].load(std::memory_order_relaxed);
   std::int32_t running = in_flight_.load(std::memory_order_seq_cst);
   do {
     const std::int32_t limit = open_limit();
@@ -438,46 +449,79 @@ std::int32_t AdaptiveLimit::take(CallClass cls, std::uint8_t partition) noexcept
 // The whole decision of a partitioned limit under one mutex: the class's share of the limit,
 // then the partition's guarantee or what it may borrow; the total and the partition's count
 // grow together.
-std::int32_t AdaptiveLimit::take_partitioned(CallClass cls, std::uint8_t partition) noexcept {
-  const int slot = partition - 1;
-  std::scoped_lock lock(partitions_->mutex);
+std::int32_t AdaptiveLimit::take_partitioned(CallClass cls, std::uint8_t partition,
+                                             std::uint32_t& tag) noexcept {
+  std::scoped_lock lock(partition_mutex_);
+  if (!partitions_) return take_plain(cls);  // switched off meanwhile
+  const int slot = resolve_partition(partition);
   const std::int32_t limit = open_limit();
-  const auto allowed = static_cast<std::int32_t>(
-      (static_cast<std::uint64_t>(limit) * shares_[static_cast<int>(cls)]) >> kShareShift);
+  const std::uint64_t share = shares_[static_cast<int>(cls)].load(std::memory_order_relaxed);
+  const auto allowed =
+      static_cast<std::int32_t>((static_cast<std::uint64_t>(limit) * share) >> kShareShift);
   // seq_cst: as take()'s compare-and-swap, against release_slot()'s look for waiters.
   const std::int32_t running = in_flight_.load(std::memory_order_seq_cst);
   if (!partitions_->allows(slot, limit, clock_.ticks()) || running >= allowed) return 0;
   in_flight_.fetch_add(1, std::memory_order_seq_cst);
   ++partitions_->in_flight[slot];
+  tag = (partition_layout_ << 8) | static_cast<std::uint32_t>(slot + 1);
   note_in_flight(running + 1);
   return running + 1;
 }
 
-void AdaptiveLimit::release_partitioned(std::uint8_t partition) noexcept {
+void AdaptiveLimit::release_partitioned(std::uint32_t partition) noexcept {
   {
-    std::scoped_lock lock(partitions_->mutex);
-    --partitions_->in_flight[partition - 1];
+    std::scoped_lock lock(partition_mutex_);
+    const std::uint32_t layout = partition >> 8;
+    int slot = static_cast<int>(partition & 0xff) - 1;
+    if (!partitions_ || layout != partition_layout_) {
+      // Admitted under an earlier layout: where its slot counts now (if anywhere).
+      slot = layout < partition_remap_.size() ? partition_remap_[layout][slot] : kUncounted;
+    }
+    if (slot != kUncounted) --partitions_->in_flight[slot];
     // seq_cst: as release_slot(), against begin_wait()'s increment of waiting_.
     in_flight_.fetch_sub(1, std::memory_order_seq_cst);
   }
-  if (waits_ && waiting_.load(std::memory_order_seq_cst) != 0) grant_waiters(false);
+  if ((flags_.load(std::memory_order_relaxed) & kQueued) &&
+      waiting_.load(std::memory_order_seq_cst) != 0)
+    grant_waiters(false);
+}
+
+void AdaptiveLimit::complete_extras(Permit& permit, Outcome outcome) noexcept {
+  const std::uint8_t flags = flags_.load(std::memory_order_relaxed);
+  if (outcome == Outcome::kIgnore) {
+    release_slot(permit.partition_, flags);
+    return;
+  }
+  const std::int64_t now = clock_.ticks();
+  release_slot(permit.partition_, flags);
+  const std::int64_t latency = clock_.to_ns(now - permit.start_);
+  record_sample(latency > 0 ? latency : 0, outcome == Outcome::kDrop);
+  if ((flags & kHistogram) != 0) {
+    if (detail::LatencyHistogram* histogram = latency_.load(std::memory_order_acquire))
+      histogram->record(latency, now);
+  }
+  if (now >= window_end_.load(std::memory_order_relaxed)) [[unlikely]]
+    close_window(now, latency);
 }
 
 Permit AdaptiveLimit::admit_now(CallClass cls, std::uint8_t partition) noexcept {
-  if (!enabled_ || cls == CallClass::bypass) return Permit(this, 0, 0);
-  // waits_: a newcomer may not pass a waiter of its class or a higher one. With partitions,
+  const std::uint8_t flags = flags_.load(std::memory_order_acquire);
+  if ((flags & kDisabled) != 0 || cls == CallClass::bypass) return Permit(this, 0, 0);
+  // A queue: a newcomer may not pass a waiter of its class or a higher one. With partitions,
   // the waiters are served first (each a slot its partition may take); whoever is left
   // waiting could not use what the newcomer may take.
-  if (waits_ && waiting_.load(std::memory_order_seq_cst) != 0) {
-    std::scoped_lock lock(queue_->mutex);
-    if (partition != 0) {
+  detail::WaitQueue* const waits = (flags & kQueued) != 0 ? queue() : nullptr;
+  if (waits != nullptr && waiting_.load(std::memory_order_seq_cst) != 0) {
+    std::scoped_lock lock(waits->mutex);
+    if (partitions_) {  // the queue's mutex guards it against a change of layout
       grant_locked(clock_.ticks(), false);
-    } else if (queue_->waits_at_or_above(cls)) {
+    } else if (waits->waits_at_or_above(cls)) {
       return Permit();
     }
   }
-  if (const std::int32_t admitted = take(cls, partition))
-    return Permit(this, clock_.ticks(), admitted, partition);
+  std::uint32_t tag = 0;
+  if (const std::int32_t admitted = take(cls, partition, tag))
+    return Permit(this, clock_.ticks(), admitted, tag);
   return Permit();
 }
 
@@ -485,38 +529,47 @@ Permit AdaptiveLimit::try_acquire_special(CallClass cls, std::uint8_t partition)
   Permit permit = admit_now(cls, partition);
   if (!permit) {
     // observe mode with partitions (no wait: validate() refuses observe with max_wait).
-    if (partition != 0 && observe_.load(std::memory_order_relaxed)) return over_limit(partition);
+    if (partitioned() && observe_.load(std::memory_order_relaxed))
+      return over_limit(partition, true);
     count_rejection(cls, RejectReason::limit, partition);
   }
   return permit;
 }
 
 int AdaptiveLimit::queue_bound() const noexcept {
-  const double factor = config_.max_queue_factor();
-  if (factor <= 0.0) return config_.max_queue();
+  const AdaptiveLimitConfig& config = live_config_.get();
+  const double factor = config.max_queue_factor();
+  if (factor <= 0.0) return config.max_queue();
   const double bound = std::ceil(factor * limit_.load(std::memory_order_relaxed));
   return std::max(1, static_cast<int>(std::min(bound, double{AdaptiveLimitConfig::kMaxMaxQueue})));
 }
 
 void AdaptiveLimit::end_locked(detail::LimitWaiter& waiter, detail::WaitEnd end,
                                std::int64_t now) noexcept {
-  queue_->remove(waiter, now);
+  detail::WaitQueue& waits = *queue_.load(std::memory_order_relaxed);  // under its mutex
+  waits.remove(waiter, now);
   waiter.end_ = end;
   waiting_.fetch_sub(1, std::memory_order_seq_cst);
+  // Waiting switched off (max_wait 0) and the last waiter gone: releases stop looking.
+  if (waits.size == 0 && max_wait_ticks_.load(std::memory_order_relaxed) == 0)
+    flags_.fetch_and(static_cast<std::uint8_t>(~kQueued), std::memory_order_relaxed);
   if (end != detail::WaitEnd::granted && !waiter.counted_by_caller)
     count_rejection(waiter.cls, reason_of(end), waiter.partition);
   waiter.wake();
 }
 
 int AdaptiveLimit::grant_locked(std::int64_t now, bool raise) noexcept {
-  const QueueOrder order = config_.queue_order();
+  detail::WaitQueue& waits = *queue_.load(std::memory_order_relaxed);  // under its mutex
+  // The config now: a changed order or CoDel setting takes effect with the next grant.
+  const AdaptiveLimitConfig& config = live_config_.get();
+  const QueueOrder order = config.queue_order();
   bool newest_first = order == QueueOrder::lifo;
-  if (order == QueueOrder::adaptive_lifo && queue_->size > 0 &&
-      now - queue_->last_empty > clock_.to_ticks(config_.codel_interval().count())) {
+  if (order == QueueOrder::adaptive_lifo && waits.size > 0 &&
+      now - waits.last_empty > clock_.to_ticks(config.codel_interval().count())) {
     // A standing queue: newest first, and nobody waits past the CoDel target any more.
     newest_first = true;
-    const std::int64_t oldest_allowed = now - clock_.to_ticks(config_.codel_target().count());
-    for (detail::WaitList& list : queue_->lists) {
+    const std::int64_t oldest_allowed = now - clock_.to_ticks(config.codel_target().count());
+    for (detail::WaitList& list : waits.lists) {
       while (!list.empty() && list.oldest()->since < oldest_allowed) {
         end_locked(*list.oldest(), detail::WaitEnd::timed_out, now);
       }
@@ -525,11 +578,13 @@ int AdaptiveLimit::grant_locked(std::int64_t now, bool raise) noexcept {
   int granted = 0;
   for (;;) {
     std::int32_t admitted = 0;
-    detail::LimitWaiter* waiter = partitions_ ? partition_waiter(newest_first, admitted)
-                                              : class_waiter(newest_first, admitted);
+    std::uint32_t tag = 0;
+    detail::LimitWaiter* waiter = partitions_ ? partition_waiter(newest_first, admitted, tag)
+                                              : class_waiter(newest_first, admitted, tag);
     if (waiter == nullptr) break;
     waiter->granted_at = clock_.ticks();
     waiter->admitted = admitted;
+    waiter->granted_tag = tag;
     wait_time_ns_.fetch_add(static_cast<std::uint64_t>(std::max<std::int64_t>(
                                 0, clock_.to_ns(waiter->granted_at - waiter->since))),
                             std::memory_order_relaxed);
@@ -541,29 +596,29 @@ int AdaptiveLimit::grant_locked(std::int64_t now, bool raise) noexcept {
   return granted;
 }
 
-detail::LimitWaiter* AdaptiveLimit::class_waiter(bool newest_first,
-                                                 std::int32_t& admitted) noexcept {
-  detail::WaitList* list = queue_->highest();
+detail::LimitWaiter* AdaptiveLimit::class_waiter(bool newest_first, std::int32_t& admitted,
+                                                 std::uint32_t& tag) noexcept {
+  detail::WaitList* list = queue_.load(std::memory_order_relaxed)->highest();
   if (list == nullptr) return nullptr;
   detail::LimitWaiter* waiter = newest_first ? list->newest() : list->oldest();
   // Shares never grow towards lower classes: when the highest class waiting finds no room,
   // nobody below it would.
-  admitted = take(waiter->cls);
+  admitted = take(waiter->cls, waiter->partition, tag);
   return admitted != 0 ? waiter : nullptr;
 }
 
 // The highest class first, and in it the queue's order; a waiter whose partition may not take
 // the slot is passed over (it keeps its place), and so is the rest of its partition: its lower
 // classes have smaller shares and the same partition rule.
-detail::LimitWaiter* AdaptiveLimit::partition_waiter(bool newest_first,
-                                                     std::int32_t& admitted) noexcept {
+detail::LimitWaiter* AdaptiveLimit::partition_waiter(bool newest_first, std::int32_t& admitted,
+                                                     std::uint32_t& tag) noexcept {
   std::uint32_t stuck = 0;  // partitions whose waiters found no room, by slot
-  for (detail::WaitList& list : queue_->lists) {
+  for (detail::WaitList& list : queue_.load(std::memory_order_relaxed)->lists) {
     for (detail::LimitWaiter* waiter = newest_first ? list.newest() : list.oldest();
          waiter != nullptr; waiter = newest_first ? waiter->prev : waiter->next) {
-      const std::uint32_t bit = 1u << waiter->partition;
+      const std::uint32_t bit = 1u << resolve_partition(waiter->partition);
       if ((stuck & bit) != 0) continue;
-      admitted = take(waiter->cls, waiter->partition);
+      admitted = take(waiter->cls, waiter->partition, tag);
       if (admitted != 0) return waiter;
       stuck |= bit;
     }
@@ -572,14 +627,17 @@ detail::LimitWaiter* AdaptiveLimit::partition_waiter(bool newest_first,
 }
 
 int AdaptiveLimit::grant_waiters(bool raise) noexcept {
-  std::scoped_lock lock(queue_->mutex);
+  detail::WaitQueue* const waits = queue();
+  if (waits == nullptr) return 0;
+  std::scoped_lock lock(waits->mutex);
   return grant_locked(clock_.ticks(), raise);
 }
 
 AdaptiveLimit::WaitStart AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
                                                    const Admission& admission) noexcept {
   const CallClass cls = admission.cls;
-  std::scoped_lock lock(queue_->mutex);
+  detail::WaitQueue& waits = *queue();  // made before kWaits was set, and kept
+  std::scoped_lock lock(waits.mutex);
   const std::int64_t now = clock_.ticks();
   // Not queued yet, so still the caller's: its class and partition say where a refusal counts
   // (an asynchronous caller counts its own, from these).
@@ -590,11 +648,19 @@ AdaptiveLimit::WaitStart AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
     if (!waiter.counted_by_caller) count_rejection(cls, RejectReason::cancelled, waiter.partition);
     return {RejectReason::cancelled, false};
   }
+  if ((flags_.load(std::memory_order_relaxed) & kDisabled) != 0) {
+    // Switched off since the caller looked: a pass-through, as admit_now() would be.
+    waiter.granted_at = now;
+    waiter.admitted = 0;
+    waiter.granted_tag = 0;
+    waiter.end_ = detail::WaitEnd::granted;
+    return {RejectReason::none, true};
+  }
   // With partitions the waiters are served first, as in admit_now().
-  if (waiter.partition != 0 && waiting_.load(std::memory_order_relaxed) != 0)
-    grant_locked(now, false);
-  if (waiter.partition != 0 || !queue_->waits_at_or_above(cls)) {
-    if (const std::int32_t admitted = take(cls, waiter.partition)) {
+  const bool partitioned = partitions_ != nullptr;  // the queue's mutex guards it too
+  if (partitioned && waiting_.load(std::memory_order_relaxed) != 0) grant_locked(now, false);
+  if (partitioned || !waits.waits_at_or_above(cls)) {
+    if (const std::int32_t admitted = take(cls, waiter.partition, waiter.granted_tag)) {
       waiter.granted_at = clock_.ticks();
       waiter.admitted = admitted;
       waiter.end_ = detail::WaitEnd::granted;
@@ -602,8 +668,13 @@ AdaptiveLimit::WaitStart AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
     }
   }
   RejectReason refused = RejectReason::none;
-  std::int64_t until = now + max_wait_ticks_;
-  if (admission.stop.stop_requested()) {
+  // Read under the mutex reconfigure() changes it under: 0 since the caller looked means no
+  // wait (a full limit's call is rejected at once).
+  const std::int64_t max_wait = max_wait_ticks_.load(std::memory_order_relaxed);
+  std::int64_t until = now + max_wait;
+  if (max_wait <= 0) {
+    refused = RejectReason::limit;
+  } else if (admission.stop.stop_requested()) {
     refused = RejectReason::cancelled;
   } else if (admission.deadline) {
     // The slot must come early enough for a call of the usual latency to end by the deadline.
@@ -615,8 +686,10 @@ AdaptiveLimit::WaitStart AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
       until = std::min(until, now + clock_.to_ticks(left_ns));
     }
   }
-  if (refused == RejectReason::none && queue_->size >= queue_bound()) {
-    detail::LimitWaiter* victim = queue_->lowest_oldest();
+  // A lowered bound evicts nobody: the queue above it drains as its waiters end, and a
+  // newcomer meanwhile may only take the place of a waiter of a lower class.
+  if (refused == RejectReason::none && waits.size >= queue_bound()) {
+    detail::LimitWaiter* victim = waits.lowest_oldest();
     if (victim != nullptr && victim->cls > cls) {
       end_locked(*victim, detail::WaitEnd::evicted, now);
     } else {
@@ -630,8 +703,8 @@ AdaptiveLimit::WaitStart AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
   waiter.since = now;
   waiter.until = until;
   waiter.end_ = detail::WaitEnd::waiting;
-  if (queue_->size == 0) queue_->last_empty = now;
-  queue_->push(waiter);
+  if (waits.size == 0) waits.last_empty = now;
+  waits.push(waiter);
   waiting_.fetch_add(1, std::memory_order_seq_cst);
   // A release between the failed take() and the increment saw nobody waiting: look again.
   grant_locked(now, false);
@@ -639,7 +712,7 @@ AdaptiveLimit::WaitStart AdaptiveLimit::begin_wait(detail::LimitWaiter& waiter,
 }
 
 detail::WaitEnd AdaptiveLimit::end_wait(detail::LimitWaiter& waiter, detail::WaitEnd end) noexcept {
-  std::scoped_lock lock(queue_->mutex);
+  std::scoped_lock lock(queue()->mutex);
   if (waiter.end_ == detail::WaitEnd::waiting) {
     end_locked(waiter, end, clock_.ticks());
   } else if (waiter.end_ == detail::WaitEnd::pending) {
@@ -685,8 +758,8 @@ Permit AdaptiveLimit::acquire(const Admission& admission, RejectReason* reason) 
   RejectReason ignored = RejectReason::none;
   RejectReason& why = reason != nullptr ? *reason : ignored;
   why = RejectReason::none;
-  if (!waits_ || admission.cls == CallClass::bypass) {
-    Permit permit = try_acquire(admission.cls);
+  if (!waits() || admission.cls == CallClass::bypass) {
+    Permit permit = try_acquire(admission.partition, admission.cls);
     if (!permit) why = RejectReason::limit;
     return permit;
   }
@@ -718,14 +791,19 @@ Permit AdaptiveLimit::acquire(const Admission& admission, RejectReason* reason) 
 
 // ---- observe mode and live reconfiguration -----------------------------------------------
 
-Permit AdaptiveLimit::over_limit(std::uint8_t partition) noexcept {
+Permit AdaptiveLimit::over_limit(std::uint8_t partition, bool partitioned) noexcept {
   would_reject_.increment();
-  if (partition != 0) {
-    std::scoped_lock lock(partitions_->mutex);
-    ++partitions_->in_flight[partition - 1];
+  if (partitioned) {
+    std::scoped_lock lock(partition_mutex_);
+    std::uint32_t tag = 0;
+    if (partitions_) {
+      const int slot = resolve_partition(partition);
+      ++partitions_->in_flight[slot];
+      tag = (partition_layout_ << 8) | static_cast<std::uint32_t>(slot + 1);
+    }
     const std::int32_t admitted = in_flight_.fetch_add(1, std::memory_order_seq_cst) + 1;
     note_in_flight(admitted);
-    return Permit(this, clock_.ticks(), admitted, partition);
+    return Permit(this, clock_.ticks(), admitted, tag);
   }
   // relaxed: as try_acquire()'s compare-and-swap; the slot is taken past the limit.
   const std::int32_t admitted = in_flight_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -733,21 +811,13 @@ Permit AdaptiveLimit::over_limit(std::uint8_t partition) noexcept {
   return Permit(this, clock_.ticks(), admitted);
 }
 
-bool AdaptiveLimit::live_setting(std::string_view key) noexcept {
-  // What the admission path or the wait queue holds as constants, built once.
-  static constexpr std::string_view kFixed[] = {
-      "enabled",         "dropOn",      "maxWait",       "maxQueue",        "maxQueueFactor",
-      "queueOrder",      "codelTarget", "codelInterval", "criticalShare",   "degradedShare",
-      "bestEffortShare", "bulkShare",   "partitions",    "partitionBorrow", "latencyHistogram"};
-  return std::find(std::begin(kFixed), std::end(kFixed), key) == std::end(kFixed);
-}
-
 void AdaptiveLimit::reconfigure(const AdaptiveLimitConfig& next) {
   next.validate();
-  detail::check_fixed_settings<AdaptiveLimitKind>(live_config_.get(), next, instance_id_);
+  std::scoped_lock reconfiguring(reconfigure_mutex_);
   // Everything that may throw comes before the closing token is taken.
   const std::int64_t window_ticks = clock_.to_ticks(next.window().count());
   live_config_.replace(next);
+  apply_live(next, window_ticks);
 
   // The closing token: no window closes while the estimator and the window change, and the
   // admission path never looks at either.
@@ -787,10 +857,104 @@ void AdaptiveLimit::reconfigure(const AdaptiveLimitConfig& next) {
         last_window_max_in_flight_.load(std::memory_order_relaxed), false,
         std::chrono::nanoseconds(estimator_.long_latency_ns())});
   }
-  if (waits_ && limit > previous && waiting_.load(std::memory_order_seq_cst) != 0)
-    grant_waiters(true);
   // The window under way keeps its start and ends no later than the new length allows.
   store_window_end(std::min(end, now + window_ticks_));
+  // A raise, larger shares or a new layout may leave room for waiters now.
+  if ((flags_.load(std::memory_order_relaxed) & kQueued) &&
+      waiting_.load(std::memory_order_seq_cst) != 0)
+    grant_waiters(limit > previous);
+}
+
+// What the admission path, the release and the wait queue read, from `next`: made (cold)
+// before the flags that send calls to it are set, and never freed before the limit.
+void AdaptiveLimit::apply_live(const AdaptiveLimitConfig& next, std::int64_t window_ticks) {
+  for (int c = 0; c < kLimitedClasses; ++c)
+    shares_[c].store(fixed_share(next, c), std::memory_order_relaxed);
+  // A new verdict cache for the new dropOn; a call that loaded the old one may still use it.
+  verdict_caches_.push_back(std::make_unique<detail::StockVerdicts>());
+  drop_verdicts_.store(verdict_caches_.back().get(), std::memory_order_release);
+
+  const bool enabled = next.enabled();
+  const bool waits = enabled && next.max_wait().count() > 0;
+  const std::uint8_t was = flags_.load(std::memory_order_relaxed);
+  if (next.latency_histogram() && (was & kHistogram) == 0) {
+    // A fresh histogram: its percentiles describe the calls since it was switched on.
+    histograms_.push_back(std::make_unique<detail::LatencyHistogram>(window_ticks, clock_.ticks()));
+    std::uint64_t sum_ns = 0;
+    for (const Stripe& stripe : stripes_)
+      sum_ns += stripe.latency_sum_ns.load(std::memory_order_relaxed);
+    latency_base_ns_.store(sum_ns, std::memory_order_relaxed);
+    latency_.store(histograms_.back().get(), std::memory_order_release);
+  }
+  if (waits && queue_owner_ == nullptr) {
+    auto made = std::make_unique<detail::WaitQueue>();
+    make_wait_rejections(*made, instance_id_);
+    queue_owner_ = std::move(made);
+    queue_.store(queue_owner_.get(), std::memory_order_release);
+  }
+  detail::WaitQueue* const waiting = queue_owner_.get();
+  std::unique_lock<std::mutex> queue_lock;
+  if (waiting != nullptr) queue_lock = std::unique_lock<std::mutex>(waiting->mutex);
+  apply_partitions(next, window_ticks);
+
+  const std::int64_t now = clock_.ticks();
+  max_wait_ticks_.store(waits ? clock_.to_ticks(next.max_wait().count()) : 0,
+                        std::memory_order_relaxed);
+  if (!enabled && waiting != nullptr) {
+    // Switched off: a pass-through admits everyone, the waiters too (their slots uncounted).
+    while (detail::LimitWaiter* waiter = waiting->lowest_oldest()) {
+      waiter->granted_at = now;
+      waiter->admitted = 0;
+      waiter->granted_tag = 0;
+      waits_granted_.fetch_add(1, std::memory_order_relaxed);
+      end_locked(*waiter, detail::WaitEnd::granted, now);
+    }
+  }
+  std::uint8_t flags = 0;
+  if (!enabled) flags |= kDisabled;
+  if (waits) flags |= kWaits;
+  // Releases keep looking for waiters until the last one has gone (end_locked() then clears it).
+  if (waits || (waiting != nullptr && waiting->size > 0)) flags |= kQueued;
+  if (next.latency_histogram()) flags |= kHistogram;
+  if (partitions_) flags |= kPartitioned;
+  if (!enabled || waits || partitions_) flags |= kSpecial;
+  // release: whoever sees a flag sees what it sends the call to.
+  flags_.store(flags, std::memory_order_release);
+}
+
+// A new layout of partitions (or none): the counts of the calls in flight and the rejections
+// carry over by partition name (a partition it drops: to what no partition reserves), and the
+// calls admitted under an earlier layout release into the slot their partition has now.
+// Called under the queue's mutex (when there is a queue): waiters resolve their partition
+// against the layout that grants them.
+void AdaptiveLimit::apply_partitions(const AdaptiveLimitConfig& next, std::int64_t window_ticks) {
+  std::unique_ptr<detail::LimitPartitions> layout =
+      next.enabled() && !next.partitions().empty()
+          ? std::make_unique<detail::LimitPartitions>(next, window_ticks)
+          : nullptr;
+  std::scoped_lock lock(partition_mutex_);
+  if (!layout && !partitions_) return;
+  if (layout && partitions_ && same_layout(*layout, *partitions_)) return;  // keep the counts
+  if (partitions_) {
+    std::array<std::uint8_t, kMaxPartitions + 1> moved;
+    moved.fill(kUncounted);
+    for (int s = 0; s < partitions_->slots; ++s) {
+      if (!layout) continue;
+      const int to = layout->slot_of(partitions_->names[s]);
+      moved[s] = static_cast<std::uint8_t>(to);
+      layout->in_flight[to] += partitions_->in_flight[s];
+      layout->rejected[to] += partitions_->rejected[s];
+      layout->asked_until[to] = std::max(layout->asked_until[to], partitions_->asked_until[s]);
+    }
+    for (auto& earlier : partition_remap_) {
+      for (std::uint8_t& slot : earlier) {
+        if (slot != kUncounted) slot = moved[slot];
+      }
+    }
+    partition_remap_.push_back(moved);  // at index partition_layout_, the layout retired
+  }
+  partitions_ = std::move(layout);
+  if (partitions_) partition_layout_ = static_cast<std::uint32_t>(partition_remap_.size());
 }
 
 namespace {

@@ -147,23 +147,4 @@ std::optional<SettingDifference> settings_difference(
   return std::nullopt;
 }
 
-/// What a policy's reconfigure() checks first: every setting its `live_setting(key)` says is
-/// fixed has the same value in `next` as in `current`. Throws R4C-REG-011 for the first that
-/// differs (the registry checks the same before it applies anything, see src/registry.cpp).
-template <class Kind>
-void check_fixed_settings(const typename Kind::Config& current, const typename Kind::Config& next,
-                          std::string_view instance_id) {
-  for (const auto& setting : Kind::settings()) {
-    if (!setting.read || Kind::Policy::live_setting(setting.key)) continue;
-    const SettingValue was = setting.read(current);
-    if (same_value(was, setting.read(next))) continue;
-    throw ConfigException("R4C-REG-011", std::string(Kind::kNames.display) + " '" +
-                                             std::string(instance_id) +
-                                             "': " + std::string(setting.key) +
-                                             " cannot change on a live instance yet (it is "
-                                             "fixed when the policy is built); valid: " +
-                                             format_value(was, setting.choice_name));
-  }
-}
-
 }  // namespace r4c::detail

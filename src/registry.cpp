@@ -207,20 +207,6 @@ std::string formatted(const Setting& setting, const Config& config,
   return detail::format_value(value, setting.choice_name);
 }
 
-// Whether a live policy of the kind can take a new value of file key `key`: a policy with
-// reconfigure() takes every setting its live_setting() allows (all, without one).
-template <class Kind>
-bool live_setting(std::string_view key) {
-  using Policy = typename Kind::Policy;
-  if constexpr (!requires(Policy & p, const typename Kind::Config& c) { p.reconfigure(c); }) {
-    return false;
-  } else if constexpr (requires { Policy::live_setting(key); }) {
-    return Policy::live_setting(key);
-  } else {
-    return true;
-  }
-}
-
 // What code levels a registry cannot run again did to a policy (call-site attributes and
 // instance settings, whose functions belong to the caller): the settings they changed.
 using Delta = std::vector<std::pair<std::size_t, detail::SettingValue>>;
@@ -520,6 +506,12 @@ class PolicyTable {
 
   // A reconfiguration of this kind, checked in full and not applied yet: the new file lines,
   // and each live instance whose settings change with its new config.
+  // Every setting of every kind changes on a live instance, so a reconfiguration refuses only
+  // bad lines: a kind whose policy cannot take a new config would need refusals again.
+  static_assert(
+      requires(Policy & p, const Config& c) { p.reconfigure(c); },
+      "every policy kind takes a new config live: give it reconfigure()");
+
   struct Plan {
     Layers<Kind> layers;
     std::vector<std::pair<Policy*, Config>> updates;
@@ -549,14 +541,13 @@ class PolicyTable {
                 .front());
         continue;
       }
-      Trace trace;
       const Config& current = instance.policy->config();
       // The current config with every setting of the kind's table taken from the new
       // resolution: what code alone can set (functions, predicates, from any level) stays.
       Config next = current;
       if (!collect(errors, [&] {
             const Config resolved = plan.layers.resolve(instance.named, {nullptr, &instance.site},
-                                                        {nullptr, &instance.instance}, id, &trace);
+                                                        {nullptr, &instance.instance}, id, nullptr);
             with_context(context, [&] {
               resolved.validate();
               for (const auto& setting : settings) {
@@ -568,33 +559,15 @@ class PolicyTable {
         continue;
       }
       std::vector<SettingChange> changed;
-      bool refused = false;
       for (std::size_t i = 0; i < settings.size(); ++i) {
         if (!settings[i].read) continue;
         if (detail::same_value(settings[i].read(current), settings[i].read(next))) continue;
         SettingChange change{std::string(Kind::kNames.file), id, std::string(settings[i].key),
                              formatted(settings[i], current, catalog),
                              formatted(settings[i], next, catalog)};
-        if (!live_setting<Kind>(settings[i].key)) {
-          // Named after the line that asks for it, where there is one: that is what to fix.
-          const ResolvedSetting& source = trace.settings[i];
-          const std::string where = source.source == SettingSource::file
-                                        ? source.origin + ": key " + source.file_key
-                                        : context;
-          errors.push_back(
-              ConfigException("R4C-REG-011", where + ": " + change.key + " of " + context +
-                                                 " cannot change while it runs (" +
-                                                 change.old_value + " -> " + change.new_value +
-                                                 "; docs/operations.md lists what can); valid: " +
-                                                 change.old_value + ", or restart the service")
-                  .errors()
-                  .front());
-          refused = true;
-          continue;
-        }
         changed.push_back(std::move(change));
       }
-      if (refused || changed.empty()) continue;
+      if (changed.empty()) continue;
       changes.insert(changes.end(), std::make_move_iterator(changed.begin()),
                      std::make_move_iterator(changed.end()));
       plan.updates.emplace_back(instance.policy.get(), std::move(next));
@@ -605,9 +578,7 @@ class PolicyTable {
   // Applies a plan every kind's check passed; the caller holds the registry's creation mutex.
   void apply(Plan& plan) {
     layers_ = std::move(plan.layers);
-    if constexpr (requires(Policy & p, const Config& c) { p.reconfigure(c); }) {
-      for (auto& update : plan.updates) update.first->reconfigure(update.second);
-    }
+    for (auto& update : plan.updates) update.first->reconfigure(update.second);
   }
 
   // Undoes a commit() of a transaction that failed later.
@@ -671,7 +642,7 @@ class PolicyTable {
       const auto& instance = entry.second;
       ResolvedPolicy policy = resolved("instances." + id, id, [&](Trace& trace) {
         (void)layers_.resolve(instance.named, {nullptr, &instance.site},
-                              {nullptr, &instance.instance}, id, &trace);
+                              {nullptr, &instance.instance}, id, nullptr);
       });
       policy.live = true;
       policy.used_by = instance.used_by;

@@ -142,32 +142,22 @@ TEST(RegistryReconfigureTest, EveryBadLineIsReportedAndNothingChanges) {
   }
 }
 
-TEST(RegistryReconfigureTest, ASettingFixedAtCreationIsRefusedWithItsLine) {
+// The adaptive limit's wait settings, once fixed at creation, change on the live limit; what no
+// live instance resolves from may change too: it applies to instances made later.
+TEST(RegistryReconfigureTest, WaitSettingsChangeLiveAndAProfileNobodyUsesAppliesLater) {
   Fixture f(kAimd);
-  // The bulkhead's latencyHistogram is fixed while it runs.
   auto& bulkhead = f.registry.bulkhead_policy("shop::Orders#place", "orders");
-  try {
-    (void)f.registry.reconfigure(with(kAimd,
-                                      "instances.orders.adaptiveLimit.maxWait = 10ms\n"
-                                      "instances.orders.bulkhead.latencyHistogram = true\n"
-                                      "instances.orders.adaptiveLimit.maxLimit = 50\n"));
-    FAIL() << "a fixed setting changed";
-  } catch (const r4c::ConfigException& e) {
-    ASSERT_EQ(e.errors().size(), 2u) << e.what();
-    EXPECT_EQ(e.code(), "R4C-REG-011");
-    // Kinds in pipeline order: the adaptive limit before the bulkhead.
-    EXPECT_THAT(e.errors()[0].message,
-                HasSubstr("config text:6: key instances.orders.adaptiveLimit.maxWait: maxWait"));
-    EXPECT_THAT(e.errors()[1].message, HasSubstr("config text:7"));
-    EXPECT_THAT(e.errors()[1].message, HasSubstr("bulkhead"));
-  }
-  EXPECT_EQ(f.limit.config().max_limit(), 100);
-  EXPECT_FALSE(bulkhead.config().latency_histogram());
-  // What no live instance resolves from (a fixed setting included) may change: it applies to
-  // instances made later.
+  EXPECT_FALSE(f.limit.waits());
   (void)f.registry.reconfigure(with(kAimd,
-                                    "configs.small.bulkhead.maxConcurrent = 3\n"
-                                    "configs.small.bulkhead.latencyHistogram = true\n"));
+                                    "instances.orders.adaptiveLimit.maxWait = 10ms\n"
+                                    "instances.orders.adaptiveLimit.maxQueue = 7\n"
+                                    "instances.orders.adaptiveLimit.maxLimit = 50\n"));
+  EXPECT_EQ(f.limit.config().max_limit(), 50);
+  EXPECT_TRUE(f.limit.waits());
+  EXPECT_EQ(f.limit.snapshot().max_queue, 7);
+  EXPECT_EQ(f.limit.limit(), 10);  // kept
+  (void)f.registry.reconfigure(with(kAimd, "configs.small.bulkhead.maxConcurrent = 3\n"));
+  EXPECT_FALSE(f.limit.waits());  // back to the default: no wait
   EXPECT_EQ(bulkhead.config().max_concurrent(), r4c::BulkheadConfig().max_concurrent());
   EXPECT_EQ(f.registry.bulkhead_policy("later", "later", "small").config().max_concurrent(), 3);
 }

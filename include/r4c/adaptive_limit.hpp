@@ -33,6 +33,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <stop_token>
@@ -216,13 +217,15 @@ class [[nodiscard]] Permit {
  private:
   friend class AdaptiveLimit;
   Permit(AdaptiveLimit* limit, std::int64_t start, std::int32_t in_flight,
-         std::uint8_t partition = 0) noexcept
+         std::uint32_t partition = 0) noexcept
       : limit_(limit), start_(start), in_flight_(in_flight), partition_(partition) {}
 
   AdaptiveLimit* limit_ = nullptr;
   std::int64_t start_ = 0;      // clock ticks (detail::ClockReader)
   std::int32_t in_flight_ = 0;  // calls in flight when admitted, itself included; 0 = disabled
-  std::uint8_t partition_ = 0;  // its partition's slot + 1; 0: the limit has no partitions
+  // Its partition: (layout << 8) | (slot + 1), the layout it was admitted under (a reconfigure
+  // may change the partitions while it runs); 0: admitted without partitions.
+  std::uint32_t partition_ = 0;
 };
 
 /// A cheap, copyable view of a limit for operators and tests. Valid while the limit lives.
@@ -314,14 +317,16 @@ class AdaptiveLimit {
   detail::OutcomeOf<F> try_execute(CallClass cls, LimitPartition partition, F&& f) {
     // With max_wait set it waits as execute() does; its refusal says why (rejection(reason)).
     RejectReason why = RejectReason::limit;
-    Permit permit = waits_ ? acquire(Admission{cls, partition}, &why) : try_acquire(partition, cls);
+    Permit permit =
+        waits() ? acquire(Admission{cls, partition}, &why) : try_acquire(partition, cls);
     if (!permit) [[unlikely]]
       return detail::OutcomeOf<F>::refused(refusal(why));
     auto outcome = detail::invoke_outcome(f);
     if (outcome.has_value()) [[likely]] {
       permit.on_success();
-    } else if (drop_verdicts_.verdict_of(
-                   outcome, [this](const auto& e) { return is_drop(e) ? 1 : 0; }) != 0) {
+    } else if (drop_verdicts_.load(std::memory_order_acquire)
+                   ->verdict_of(outcome, [this](const auto& e) { return is_drop(e) ? 1 : 0; }) !=
+               0) {
       permit.on_drop();
     } else {
       permit.on_ignore();
@@ -330,7 +335,9 @@ class AdaptiveLimit {
   }
 
  private:
-  detail::StockVerdicts drop_verdicts_;  // try_execute's verdicts on stock failures
+  // try_execute's verdicts on stock failures, under the current dropOn: reconfigure() starts a
+  // new one (published after the config it classifies by); the old ones stay alive.
+  std::atomic<detail::StockVerdicts*> drop_verdicts_{nullptr};
 
  public:
   /// Runs the asynchronous operation `op` (an Asio initiation: a callable taking a completion
@@ -370,21 +377,19 @@ class AdaptiveLimit {
   const AdaptiveLimitConfig& config() const noexcept { return live_config_.get(); }
   /// Applies `next` (validated; throws ConfigException otherwise) to the running limit, as the
   /// registry's reconfigure() does: the same algorithm keeps its learnt state and the current
-  /// limit, clamped into the new bounds; another algorithm starts from the current limit. The
-  /// window, min_window_samples, the algorithm's parameters and the mode change; a setting
-  /// live_setting() says no to must be the same as now (R4C-REG-011 otherwise). In-flight calls
-  /// and their samples stay. Blocking: waits for a window close under way (short).
-  /// Allocation: yes (cold).
+  /// limit, clamped into the new bounds; another algorithm starts from the current limit. Every
+  /// setting changes (docs/operations.md, "Live reconfiguration", says how each takes effect);
+  /// in-flight calls, their samples and the waiters stay. Blocking: waits for a window close
+  /// under way and the queue's and partitions' mutexes (short). Allocation: yes (cold).
   void reconfigure(const AdaptiveLimitConfig& next);
-  /// Whether reconfigure() may change the setting of file key `key` ("maxLimit": yes;
-  /// "maxWait": no, the hot path reads it as a constant).
-  static bool live_setting(std::string_view key) noexcept;
   int limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
   int in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
   /// Whether calls may wait for a slot (max_wait above 0).
-  bool waits() const noexcept { return waits_; }
+  bool waits() const noexcept { return (flags_.load(std::memory_order_relaxed) & kWaits) != 0; }
   /// Whether the limit has partitions.
-  bool partitioned() const noexcept { return partitions_ != nullptr; }
+  bool partitioned() const noexcept {
+    return (flags_.load(std::memory_order_relaxed) & kPartitioned) != 0;
+  }
   /// The clock the limit reads and times its waits on.
   const std::shared_ptr<Clock>& clock() const noexcept { return clock_owner_; }
   /// A consistent picture of the limit and the last recomputed window.
@@ -398,6 +403,18 @@ class AdaptiveLimit {
   friend struct detail::LimitQueueAccess;
   enum class Outcome { kSuccess, kDrop, kIgnore };
   static constexpr int kShareShift = 16;
+  // flags_: what a call must look at beyond the plain path, set by the constructor and
+  // reconfigure(). kSpecial: try_acquire() leaves the plain path (disabled, waits or
+  // partitioned). kQueued: a release looks for waiters. kHistogram: a sample is recorded in
+  // the latency histogram. kRelease: what a release reads once (issue 17: one test of these
+  // and of the permit's partition, so that a limit with none costs what it did without them).
+  static constexpr std::uint8_t kSpecial = 1;
+  static constexpr std::uint8_t kQueued = 2;
+  static constexpr std::uint8_t kHistogram = 4;
+  static constexpr std::uint8_t kWaits = 8;  // max_wait above 0 (and enabled): calls may wait
+  static constexpr std::uint8_t kPartitioned = 16;
+  static constexpr std::uint8_t kDisabled = 32;
+  static constexpr std::uint8_t kRelease = kQueued | kHistogram;
   class SyncWaiter;
 
   // One thread's running totals. Cumulative, never reset: the thread that closes a window
@@ -411,23 +428,30 @@ class AdaptiveLimit {
   };
 
   void complete(Permit& permit, Outcome outcome) noexcept;
-  void release_slot(std::uint8_t partition = 0) noexcept;
-  // Cold: a partitioned limit's release, under the partitions' mutex.
-  void release_partitioned(std::uint8_t partition) noexcept;
-  // The slot + 1 a call of `partition` counts in; 0 when the limit has no partitions.
-  std::uint8_t partition_slot(LimitPartition partition) const noexcept;
+  // Out of line: a release with waiters to look for, a histogram or a partition (flags_).
+  void complete_extras(Permit& permit, Outcome outcome) noexcept;
+  void release_slot(std::uint32_t partition, std::uint8_t flags) noexcept;
+  // Cold: a partitioned release, under the partitions' mutex, into the layout current now.
+  void release_partitioned(std::uint32_t partition) noexcept;
+  // The partition a call asks for: its index + 1, 0 for none; take() resolves it against the
+  // partitions current then (one that no longer exists counts as none).
+  static std::uint8_t partition_slot(LimitPartition partition) noexcept {
+    return static_cast<std::uint8_t>(partition.index() + 1 > 0 ? partition.index() + 1 : 0);
+  }
   // The window's maximum in flight, after an admission that made it `admitted`.
   void note_in_flight(std::int32_t admitted) noexcept;
   void count_rejection() noexcept;
   // Cold: disabled, bypass, or waiters may be queued.
-  Permit try_acquire_special(CallClass cls, std::uint8_t partition = 0) noexcept;
+  Permit try_acquire_special(CallClass cls, std::uint8_t partition) noexcept;
   Permit try_acquire_class(CallClass cls) noexcept;
   // A slot now if one is free and nobody of the class or above waits; counts nothing.
   Permit admit_now(CallClass cls, std::uint8_t partition = 0) noexcept;
   // One CAS loop: in flight below the class's share of the limit; 0 when full, else the count.
-  // A partitioned limit checks the partition too, under the partitions' mutex.
-  std::int32_t take(CallClass cls, std::uint8_t partition = 0) noexcept;
-  std::int32_t take_partitioned(CallClass cls, std::uint8_t partition) noexcept;
+  // A partitioned limit checks the partition too, under the partitions' mutex; `tag` says
+  // where the call counts (Permit::partition_).
+  std::int32_t take(CallClass cls, std::uint8_t partition, std::uint32_t& tag) noexcept;
+  std::int32_t take_plain(CallClass cls) noexcept;
+  std::int32_t take_partitioned(CallClass cls, std::uint8_t partition, std::uint32_t& tag) noexcept;
   // The limit now; a paced limit reopens for the first call after its pause.
   std::int32_t open_limit() noexcept;
   void count_rejection(CallClass cls, RejectReason reason, std::uint8_t partition = 0) noexcept;
@@ -447,14 +471,22 @@ class AdaptiveLimit {
   int grant_locked(std::int64_t now, bool raise) noexcept;
   // The waiter the next slot goes to, its slot taken (`admitted` says the count); nullptr:
   // nobody may take one now. Without partitions and with them.
-  detail::LimitWaiter* class_waiter(bool newest_first, std::int32_t& admitted) noexcept;
-  detail::LimitWaiter* partition_waiter(bool newest_first, std::int32_t& admitted) noexcept;
+  detail::LimitWaiter* class_waiter(bool newest_first, std::int32_t& admitted,
+                                    std::uint32_t& tag) noexcept;
+  detail::LimitWaiter* partition_waiter(bool newest_first, std::int32_t& admitted,
+                                        std::uint32_t& tag) noexcept;
   int grant_waiters(bool raise) noexcept;  // takes the mutex
   void end_locked(detail::LimitWaiter& waiter, detail::WaitEnd end, std::int64_t now) noexcept;
   int queue_bound() const noexcept;
   Permit permit_of(const detail::LimitWaiter& waiter) noexcept {
-    return Permit(this, waiter.granted_at, waiter.admitted, waiter.partition);
+    return Permit(this, waiter.granted_at, waiter.admitted, waiter.granted_tag);
   }
+  detail::WaitQueue* queue() const noexcept { return queue_.load(std::memory_order_acquire); }
+  // Under partition_mutex_ (or the queue's mutex, which a layout change holds too).
+  int resolve_partition(std::uint8_t partition) const noexcept;
+  // Cold, reconfigure(): the new layout, the queue, the histogram, the flags.
+  void apply_live(const AdaptiveLimitConfig& next, std::int64_t window_ticks);
+  void apply_partitions(const AdaptiveLimitConfig& next, std::int64_t window_ticks);
   void record_sample(std::int64_t latency_ns, bool drop) noexcept;
   bool is_drop_current() const noexcept;
   [[noreturn]] void throw_rejected(RejectReason reason = RejectReason::limit) const;
@@ -467,22 +499,22 @@ class AdaptiveLimit {
   void store_window_end(std::int64_t end) noexcept;
   // Cold, observe mode only: the limit (or the class's share) is full; counts what it would
   // have rejected and admits the call anyway.
-  Permit over_limit(std::uint8_t partition = 0) noexcept;
+  Permit over_limit(std::uint8_t partition = 0, bool partitioned = false) noexcept;
 
   // Read on every call, written once per window. Times are clock ticks (ClockReader).
   alignas(detail::kCacheLine) std::atomic<std::int32_t> limit_;
-  const bool enabled_;
-  const bool waits_;    // max_wait above 0: releases look for waiters
-  const bool special_;  // disabled, waits_ or partitioned: try_acquire() leaves the plain path
+  std::atomic<std::uint8_t> flags_;  // kSpecial, kQueued, ...: one relaxed load per decision
   // observe mode: read only by a call the limit would reject; set by reconfigure().
   std::atomic<bool> observe_;
-  // Each class's share of the limit in 16.16 fixed point.
-  const std::array<std::uint32_t, kLimitedClasses> shares_;
+  // Each class's share of the limit in 16.16 fixed point (one relaxed load per admission).
+  std::array<std::atomic<std::uint32_t>, kLimitedClasses> shares_;
   const detail::ClockReader clock_;
   std::atomic<std::int64_t> window_end_;
   std::int64_t window_ticks_;  // changed by reconfigure() while it holds the closing token
-  // latency_histogram on: read by every call that ends with a sample; null otherwise.
-  const std::unique_ptr<detail::LatencyHistogram> latency_;
+  // latency_histogram on (kHistogram): read by every call that ends with a sample. Never freed
+  // before the limit: a call may still record into one that reconfigure() switched off.
+  std::atomic<detail::LatencyHistogram*> latency_{nullptr};
+  std::atomic<std::uint64_t> latency_base_ns_{0};  // the stripes' sum when it started
 
   // Written on every admitted call.
   alignas(detail::kCacheLine) std::atomic<std::int32_t> in_flight_{0};
@@ -497,9 +529,18 @@ class AdaptiveLimit {
   // Waiting: waiting_ is read by every release of a limit that waits, written under the
   // queue's mutex.
   alignas(detail::kCacheLine) std::atomic<std::int32_t> waiting_{0};
-  const std::unique_ptr<detail::WaitQueue> queue_;
-  const std::unique_ptr<detail::LimitPartitions> partitions_;
-  const std::int64_t max_wait_ticks_;
+  // Made once calls may wait (the constructor or reconfigure()); kept from then on.
+  std::atomic<detail::WaitQueue*> queue_{nullptr};
+  std::unique_ptr<detail::WaitQueue> queue_owner_;
+  std::atomic<std::int64_t> max_wait_ticks_;  // written under the queue's mutex
+  // The partitions now (null: none) and what the calls admitted under an earlier layout count
+  // in now (partition_remap_[layout][slot]: a slot of partitions_, or kUncounted). Guarded by
+  // partition_mutex_; a change of layout holds the queue's mutex too.
+  mutable std::mutex partition_mutex_;
+  std::unique_ptr<detail::LimitPartitions> partitions_;
+  std::uint32_t partition_layout_ = 0;
+  std::vector<std::array<std::uint8_t, kMaxPartitions + 1>> partition_remap_;
+  static constexpr std::uint8_t kUncounted = 0xff;
   std::array<std::atomic<std::uint64_t>, kRejectReasons> rejected_by_reason_{};
   std::array<std::atomic<std::uint64_t>, kLimitedClasses> rejected_by_class_{};
   std::atomic<std::uint64_t> waits_granted_{0};
@@ -508,7 +549,6 @@ class AdaptiveLimit {
   // A refusal as a value, named by the kind's descriptor (defined after it, below).
   Refusal refusal(RejectReason why) const noexcept;
   const std::string instance_id_;
-  const AdaptiveLimitConfig config_;
   const std::shared_ptr<Clock> clock_owner_;
   const std::exception_ptr rejection_;
   const std::shared_ptr<detail::EventHub<LimitChangeEvent>> limit_change_listeners_;
@@ -520,6 +560,12 @@ class AdaptiveLimit {
     std::uint64_t drops = 0;
   };
   std::array<StripeTotals, detail::kThreadSlots> consumed_{};
+  // Live reconfiguration (cold): the config now; one reconfigure() at a time; what it keeps
+  // alive that a call may still read (verdict caches, switched-off histograms).
+  detail::LiveConfig<AdaptiveLimitConfig> live_config_;
+  std::mutex reconfigure_mutex_;
+  std::vector<std::unique_ptr<detail::StockVerdicts>> verdict_caches_;
+  std::vector<std::unique_ptr<detail::LatencyHistogram>> histograms_;
   detail::LimitEstimator estimator_;
 
   // What snapshot() reports of the last window, published under a sequence lock.
@@ -541,16 +587,15 @@ class AdaptiveLimit {
   std::int64_t paced_window_end_ = 0;
   std::atomic<std::int64_t> paced_resume_{0};
 
-  // Live reconfiguration and observe mode (cold: read by over_limit() and the closing thread).
-  detail::LiveConfig<AdaptiveLimitConfig> live_config_;
+  // Observe mode (cold: read by over_limit()).
   detail::StripedCounter would_reject_;
 };
 
 // ---- the hot path ------------------------------------------------------------------------
 
 inline Permit AdaptiveLimit::try_acquire() noexcept {
-  if (special_) [[unlikely]]
-    return try_acquire_special(CallClass::critical, partition_slot(LimitPartition{}));
+  if (flags_.load(std::memory_order_relaxed) & kSpecial) [[unlikely]]
+    return try_acquire_special(CallClass::critical, 0);
   // relaxed: a slot guards no data; the count itself is all that is shared.
   std::int32_t running = in_flight_.load(std::memory_order_relaxed);
   do {
@@ -579,21 +624,21 @@ inline void AdaptiveLimit::note_in_flight(std::int32_t admitted) noexcept {
 // GCC otherwise keeps as a call of its own (about 13 instructions on every admitted call).
 [[gnu::always_inline]] inline Permit AdaptiveLimit::try_acquire(CallClass cls) noexcept {
   if (cls == CallClass::critical) return try_acquire();
-  if (special_ || cls == CallClass::bypass) [[unlikely]]
-    return try_acquire_special(cls, partition_slot(LimitPartition{}));
+  if ((flags_.load(std::memory_order_relaxed) & kSpecial) || cls == CallClass::bypass) [[unlikely]]
+    return try_acquire_special(cls, 0);
   return try_acquire_class(cls);
 }
 
 [[gnu::always_inline]] inline Permit AdaptiveLimit::try_acquire(LimitPartition partition,
                                                                 CallClass cls) noexcept {
-  if (!special_) [[likely]]
+  if (!(flags_.load(std::memory_order_relaxed) & kSpecial)) [[likely]]
     return try_acquire(cls);  // no partitions
   return try_acquire_special(cls, partition_slot(partition));
 }
 
 // The plain path with the class's share: one multiply more than try_acquire().
 inline Permit AdaptiveLimit::try_acquire_class(CallClass cls) noexcept {
-  const std::uint64_t share = shares_[static_cast<int>(cls)];
+  const std::uint64_t share = shares_[static_cast<int>(cls)].load(std::memory_order_relaxed);
   std::int32_t running = in_flight_.load(std::memory_order_relaxed);
   do {
     const std::int32_t limit = limit_.load(std::memory_order_relaxed);
@@ -611,12 +656,12 @@ inline Permit AdaptiveLimit::try_acquire_class(CallClass cls) noexcept {
   return Permit(this, clock_.ticks(), running + 1);
 }
 
-inline void AdaptiveLimit::release_slot(std::uint8_t partition) noexcept {
-  if (partition != 0) [[unlikely]] {
+inline void AdaptiveLimit::release_slot(std::uint32_t partition, std::uint8_t flags) noexcept {
+  if (partition != 0) {
     release_partitioned(partition);
     return;
   }
-  if (!waits_) [[likely]] {
+  if (!(flags & kQueued)) {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     return;
   }
@@ -652,15 +697,19 @@ inline void AdaptiveLimit::record_sample(std::int64_t latency_ns, bool drop) noe
 
 inline void AdaptiveLimit::complete(Permit& permit, Outcome outcome) noexcept {
   if (permit.in_flight_ == 0) return;  // disabled: nothing was counted
+  // One test for waiters, the histogram and partitions: a plain limit pays for none of them.
+  if ((flags_.load(std::memory_order_relaxed) & kRelease) | permit.partition_) [[unlikely]] {
+    complete_extras(permit, outcome);
+    return;
+  }
   if (outcome == Outcome::kIgnore) {
-    release_slot(permit.partition_);
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
     return;
   }
   const std::int64_t now = clock_.ticks();
-  release_slot(permit.partition_);
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
   const std::int64_t latency = clock_.to_ns(now - permit.start_);
   record_sample(latency > 0 ? latency : 0, outcome == Outcome::kDrop);
-  if (latency_) latency_->record(latency, now);
   if (now >= window_end_.load(std::memory_order_relaxed)) [[unlikely]]
     close_window(now, latency);
 }
@@ -688,7 +737,7 @@ decltype(auto) AdaptiveLimit::execute(F&& f) {
 template <class F>
 decltype(auto) AdaptiveLimit::execute(CallClass cls, LimitPartition partition, F&& f) {
   RejectReason why = RejectReason::limit;
-  Permit permit = waits_ ? acquire(Admission{cls, partition}, &why) : try_acquire(partition, cls);
+  Permit permit = waits() ? acquire(Admission{cls, partition}, &why) : try_acquire(partition, cls);
   if (!permit) [[unlikely]]
     throw_rejected(why);
   using Result = std::invoke_result_t<F>;

@@ -296,9 +296,9 @@ class ResilienceRegistry {
   /// sites stay, every live instance is resolved again and gets its new settings without
   /// losing its state (docs/operations.md, "Live reconfiguration"). All or nothing: every line
   /// and every live instance is checked first, and any mistake throws one ConfigException
-  /// listing every one (as build() does, with file:line and code) and changes nothing. A
-  /// setting the instance cannot change while it runs is R4C-REG-011; a live instance whose
-  /// named config the text no longer defines, R4C-REG-004. Returns what changed, also
+  /// listing every one (as build() does, with file:line and code) and changes nothing. Every
+  /// setting of every kind changes live; a live instance whose named config the text no
+  /// longer defines is R4C-REG-004. Returns what changed, also
   /// published to on_reconfiguration's listeners after it is applied. Atomic per instance;
   /// calls keep running throughout (a call under way finishes on the config it started with).
   /// Thread safety: serialised with itself and with policy creation. Allocation: yes (cold).

@@ -67,6 +67,50 @@ TEST_F(AsyncLimitWaitTest, AFreedSlotIsHandedToTheWaitingCall) {
   EXPECT_EQ(snapshot.wait_time, 4ms);
 }
 
+// Live reconfiguration (issue 19): with max_wait back to 0 the waiting call keeps its place and
+// is granted, a new one fails at once; on again, calls wait again.
+TEST_F(AsyncLimitWaitTest, MaxWaitChangesOnTheLiveLimitKeepingTheWaitingCall) {
+  r4c::Permit held = limit_.try_acquire();
+  std::optional<std::exception_ptr> failure;
+  std::string value;
+  call_a(failure, value);
+  io_.poll();
+  EXPECT_EQ(limit_.snapshot().waiting, 1);
+  const r4c::AdaptiveLimitConfig config = limit_.config();
+  limit_.reconfigure(r4c::AdaptiveLimitConfig(config).max_wait(0ms));
+  EXPECT_FALSE(limit_.waits());
+  std::optional<std::exception_ptr> at_once;
+  std::string ignored;
+  limit_.async_execute<std::string>(backend_.place("b"),
+                                    asio::bind_executor(io_, recorder(at_once, ignored)));
+  r4c::testing::poll(io_);
+  ASSERT_TRUE(at_once.has_value());
+  EXPECT_TRUE(*at_once);  // rejected at once: the limit is full and calls no longer wait
+  EXPECT_FALSE(backend_.has("b"));
+  held.on_ignore();  // the call that was waiting is granted
+  r4c::testing::poll(io_);
+  ASSERT_TRUE(backend_.has("a"));
+  backend_.complete("a", "placed");
+  r4c::testing::poll(io_);
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_FALSE(*failure);
+  EXPECT_EQ(limit_.in_flight(), 0);
+
+  limit_.reconfigure(config);  // waiting again
+  EXPECT_TRUE(limit_.waits());
+  held = limit_.try_acquire();
+  std::optional<std::exception_ptr> waited;
+  call_a(waited, value);
+  r4c::testing::poll(io_);
+  EXPECT_EQ(limit_.snapshot().waiting, 1);
+  clock_->advance(10ms);  // times out after the restored max_wait
+  r4c::testing::poll(io_);
+  ASSERT_TRUE(waited.has_value());
+  EXPECT_TRUE(*waited);
+  held.on_ignore();
+  EXPECT_EQ(limit_.in_flight(), 0);
+}
+
 TEST_F(AsyncLimitWaitTest, AWaitTimesOutOnTheLimitsClock) {
   r4c::Permit held = limit_.try_acquire();
   std::optional<std::exception_ptr> failure;

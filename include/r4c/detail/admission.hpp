@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <string>
 
 #include "r4c/adaptive_limit_config.hpp"
 
@@ -41,15 +42,18 @@ class LimitWaiter {
   LimitWaiter* prev = nullptr;
   LimitWaiter* next = nullptr;
   CallClass cls = CallClass::critical;
-  std::uint8_t partition = 0;  // 0: the limit has none; else its partition's slot + 1
+  // The partition it asked for (AdaptiveLimit::partition_slot: index + 1, 0 for none), resolved
+  // against the partitions current when it is granted: a reconfigure may change them meanwhile.
+  std::uint8_t partition = 0;
   // An asynchronous call counts its own rejection when it answers (with the reason its caller
   // is answered with: a cancellation racing a timeout or a grant is `cancelled`); the queue
   // counts a synchronous waiter's.
   bool counted_by_caller = false;
-  std::int64_t since = 0;       // ticks when it began waiting
-  std::int64_t until = 0;       // ticks when its wait times out
-  std::int64_t granted_at = 0;  // granted: when (the latency sample starts there)
-  std::int32_t admitted = 0;    // granted: calls in flight then, itself included
+  std::int64_t since = 0;         // ticks when it began waiting
+  std::int64_t until = 0;         // ticks when its wait times out
+  std::int64_t granted_at = 0;    // granted: when (the latency sample starts there)
+  std::int32_t admitted = 0;      // granted: calls in flight then, itself included
+  std::uint32_t granted_tag = 0;  // granted: where it counts (Permit::partition_)
   WaitEnd end_ = WaitEnd::pending;
 
  protected:
@@ -122,36 +126,45 @@ struct WaitQueue {
   }
 };
 
-/// The partitions of one limit and their calls in flight. Slot 0 is what no partition reserves
-/// (calls that name none); slot i + 1 is the config's partition i. A partitioned limit admits
-/// and releases under `mutex`, and changes the limit's own in-flight count under it too, so
-/// that the check (the total, the partition's count, the unused guarantees of the partitions
-/// with demand) and the increment are one step.
+/// One layout of the partitions of a limit and their calls in flight. Slot 0 is what no
+/// partition reserves (calls that name none); slot i + 1 is the config's partition i. A
+/// partitioned limit admits and releases under its partitions' mutex (AdaptiveLimit), and
+/// changes the limit's own in-flight count under it too, so that the check (the total, the
+/// partition's count, the unused guarantees of the partitions with demand) and the increment
+/// are one step. A reconfigure replaces the layout, carrying the counts over by name.
 ///
 /// A partition has demand while it has calls in flight or has asked for a slot within the last
 /// `demand_ticks` (the limit's window): only then is its unused guarantee kept from borrowers.
 /// An idle partition's share is lent; once it asks again, nobody borrows until it has its
 /// guarantee, so the slots it lent come back to it as their calls end.
 struct LimitPartitions {
-  std::mutex mutex;
   int slots = 1;
   bool borrow = true;
   std::int64_t demand_ticks = 0;
   std::array<double, kMaxPartitions + 1> shares{};
   std::array<std::int32_t, kMaxPartitions + 1> in_flight{};
   std::array<std::int64_t, kMaxPartitions + 1> asked_until{};  // ticks: demand lasts till then
-  std::array<std::atomic<std::uint64_t>, kMaxPartitions + 1> rejected{};
+  std::array<std::uint64_t, kMaxPartitions + 1> rejected{};
+  std::array<std::string, kMaxPartitions + 1> names{};  // slot 0: ""
 
-  LimitPartitions(const AdaptiveLimitConfig& config, std::int64_t window_ticks) noexcept
+  LimitPartitions(const AdaptiveLimitConfig& config, std::int64_t window_ticks)
       : slots(static_cast<int>(config.partitions().size()) + 1),
         borrow(config.partition_borrow()),
         demand_ticks(window_ticks) {
     double reserved = 0.0;
     for (int i = 1; i < slots; ++i) {
       shares[i] = config.partitions()[i - 1].share;
+      names[i] = config.partitions()[i - 1].name;
       reserved += shares[i];
     }
     shares[0] = std::max(0.0, 1.0 - reserved);
+  }
+  /// The slot of this layout partition `name` has ("" and a name it lacks: slot 0).
+  int slot_of(const std::string& name) const noexcept {
+    for (int i = 1; i < slots; ++i) {
+      if (names[i] == name) return i;
+    }
+    return 0;
   }
   /// The slots partition `slot` is guaranteed under `limit`.
   std::int32_t guaranteed(int slot, std::int32_t limit) const noexcept {
