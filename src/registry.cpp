@@ -642,7 +642,7 @@ class PolicyTable {
       const auto& instance = entry.second;
       ResolvedPolicy policy = resolved("instances." + id, id, [&](Trace& trace) {
         (void)layers_.resolve(instance.named, {nullptr, &instance.site},
-                              {nullptr, &instance.instance}, id, nullptr);
+                              {nullptr, &instance.instance}, id, &trace);
       });
       policy.live = true;
       policy.used_by = instance.used_by;
