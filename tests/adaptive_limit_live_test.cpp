@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "limit_waiters.hpp"
 #include "r4c/adaptive_limit.hpp"
 #include "r4c/registry.hpp"
 #include "test_seed.hpp"
@@ -38,45 +39,7 @@ r4c::AdaptiveLimitConfig fixed(int limit) {
   return config;
 }
 
-// Waiters on their own threads, each recording how it ended and giving its slot back at once.
-class Waiters {
- public:
-  explicit Waiters(r4c::AdaptiveLimit& limit) : limit_(limit) {}
-  ~Waiters() { join(); }
-  void start(std::string name, r4c::Admission admission = {}) {
-    const int before = limit_.snapshot().waiting;
-    const std::size_t answered = answers();
-    threads_.emplace_back([this, name, admission] {
-      RejectReason reason = RejectReason::limit;
-      r4c::Permit permit = limit_.acquire(admission, &reason);
-      {
-        std::scoped_lock lock(mutex_);
-        ended_.push_back(permit ? name : name + ":" + std::string(r4c::to_string(reason)));
-      }
-      permit.on_ignore();
-    });
-    while (limit_.snapshot().waiting == before && answers() == answered) std::this_thread::yield();
-  }
-  void join() {
-    for (std::thread& thread : threads_) thread.join();
-    threads_.clear();
-  }
-  std::size_t answers() {
-    std::scoped_lock lock(mutex_);
-    return ended_.size();
-  }
-  std::vector<std::string> ended() {
-    join();
-    std::scoped_lock lock(mutex_);
-    return ended_;
-  }
-
- private:
-  r4c::AdaptiveLimit& limit_;
-  std::vector<std::thread> threads_;
-  std::mutex mutex_;
-  std::vector<std::string> ended_;
-};
+using r4c::test::Waiters;
 
 TEST(AdaptiveLimitLiveTest, DisablingMakesAPassThroughAndEnablingEnforcesTheKeptLimit) {
   auto clock = std::make_shared<r4c::ManualClock>();
