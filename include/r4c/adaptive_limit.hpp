@@ -428,7 +428,10 @@ class AdaptiveLimit {
   };
 
   void complete(Permit& permit, Outcome outcome) noexcept;
-  // Out of line: a release with waiters to look for, a histogram or a partition (flags_).
+  // A release with nothing to hand over: the sample, and the histogram's record if asked.
+  template <bool Histogram>
+  void end_sampled(Permit& permit, Outcome outcome) noexcept;
+  // Out of line: a release with waiters to look for or a partition (flags_).
   void complete_extras(Permit& permit, Outcome outcome) noexcept;
   void release_slot(std::uint32_t partition, std::uint8_t flags) noexcept;
   // Cold: a partitioned release, under the partitions' mutex, into the layout current now.
@@ -698,10 +701,21 @@ inline void AdaptiveLimit::record_sample(std::int64_t latency_ns, bool drop) noe
 inline void AdaptiveLimit::complete(Permit& permit, Outcome outcome) noexcept {
   if (permit.in_flight_ == 0) return;  // disabled: nothing was counted
   // One test for waiters, the histogram and partitions: a plain limit pays for none of them.
-  if ((flags_.load(std::memory_order_relaxed) & kRelease) | permit.partition_) [[unlikely]] {
-    complete_extras(permit, outcome);
+  const std::uint8_t flags = flags_.load(std::memory_order_relaxed);
+  if ((flags & kRelease) | permit.partition_) [[unlikely]] {
+    // A histogram alone stays inline: out of line it cost target 19 its bound.
+    if ((flags & kQueued) != 0 || permit.partition_ != 0) {
+      complete_extras(permit, outcome);
+      return;
+    }
+    end_sampled<true>(permit, outcome);
     return;
   }
+  end_sampled<false>(permit, outcome);
+}
+
+template <bool Histogram>
+inline void AdaptiveLimit::end_sampled(Permit& permit, Outcome outcome) noexcept {
   if (outcome == Outcome::kIgnore) {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     return;
@@ -710,6 +724,11 @@ inline void AdaptiveLimit::complete(Permit& permit, Outcome outcome) noexcept {
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
   const std::int64_t latency = clock_.to_ns(now - permit.start_);
   record_sample(latency > 0 ? latency : 0, outcome == Outcome::kDrop);
+  if constexpr (Histogram) {
+    // acquire: pairs with reconfigure()'s publication, so the histogram is seen made.
+    if (detail::LatencyHistogram* histogram = latency_.load(std::memory_order_acquire))
+      histogram->record(latency, now);
+  }
   if (now >= window_end_.load(std::memory_order_relaxed)) [[unlikely]]
     close_window(now, latency);
 }
