@@ -50,6 +50,10 @@ r4c_ccache() {
   command -v ccache > /dev/null || return 0
   r4c_launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+  # Debug information names the folder it was compiled in, so ccache hashes that folder too:
+  # each new clone (CI's, a worktree's) would miss on every file. Without it the line tables'
+  # folder may be another clone's; their paths are relative to the base folder all the same.
+  export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
   # The tests' precompiled headers (R4C_PCH): without these ccache compiles every file that uses
   # one itself, caching nothing. It hashes the .gch, which it cannot see as just built.
   export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
