@@ -271,7 +271,8 @@ void drop_on_status(AdaptiveLimitConfig& config, const ClientOptions& options = 
 /// to ClientContext::TryCancel, so the pipeline's timeout and the caller's cancellation stop
 /// the call. It completes with the reply, or with a StatusException. A call the pipeline gave up
 /// on (its timeout) completes in gRPC later than for the caller: the stub's channel must outlive
-/// that completion too, as gRPC requires of any callback call.
+/// that completion too, as gRPC requires of any callback call. The handler runs after the call's
+/// ClientContext is gone, so a caller may drop its stub and channel as soon as it is told.
 template <class Response, class Start, class Request>
 auto unary_call(Start start, Request request,
                 std::function<void(::grpc::ClientContext&)> setup = {}) {
@@ -294,16 +295,23 @@ auto unary_call(Start start, Request request,
         if (auto alive = weak.lock()) alive->context.TryCancel();
       });
     }
-    start(&state->context, &state->request, &state->response, [state](::grpc::Status status) {
-      Handler done = std::move(*state->handler);
-      state->handler.reset();
-      asio::get_associated_cancellation_slot(done).clear();
-      if (status.ok()) {
-        std::move(done)(std::exception_ptr(), std::move(state->response));
-      } else {
-        std::move(done)(std::make_exception_ptr(StatusException(std::move(status))), Response{});
-      }
-    });
+    start(&state->context, &state->request, &state->response,
+          [state](::grpc::Status status) mutable {
+            Handler done = std::move(*state->handler);
+            asio::get_associated_cancellation_slot(done).clear();
+            Response response = std::move(state->response);
+            // The context holds a reference to the channel. Released after the handler, on
+            // gRPC's thread, it could be the channel's last (the caller, told, drops its stub),
+            // and gRPC 1.51 cannot destroy a channel from its own callback thread: it frees its
+            // callback queue twice. So the context goes first.
+            state.reset();
+            if (status.ok()) {
+              std::move(done)(std::exception_ptr(), std::move(response));
+            } else {
+              std::move(done)(std::make_exception_ptr(StatusException(std::move(status))),
+                              Response{});
+            }
+          });
   };
 }
 

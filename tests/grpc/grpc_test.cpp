@@ -498,4 +498,38 @@ TEST(GrpcPipelineTest, ACallbackStubCallRunsThroughAsyncExecuteAndTheTimeoutCanc
   EXPECT_EQ(completed.load(), started.load());
 }
 
+// gRPC 1.51 frees its callback queue twice when a channel's last reference goes on gRPC's own
+// callback thread. A call's ClientContext holds one; if it outlived the handler, a caller that
+// drops its stub once told would leave that last reference to gRPC's thread. Each call is held
+// at the server until unary_call has returned (its caller's copies of the completion are gone).
+TEST(GrpcPipelineTest, AUnaryCallsHandlerRunsAfterItsContextLetGoOfTheChannel) {
+  TestServer server;
+  const std::shared_ptr<::grpc::Channel> channel =
+      ::grpc::CreateChannel(server.target(), ::grpc::InsecureChannelCredentials());
+  auto stub = Echo::NewStub(channel);
+  const long before = channel.use_count();
+  for (const bool answered : {false, true}) {
+    SCOPED_TRACE(answered ? "answered" : "past its deadline");
+    long during = 0;
+    std::promise<bool> told;
+    auto op = r4c::grpc::unary_call<EchoReply>(
+        [&](::grpc::ClientContext* context, const EchoRequest* request, EchoReply* reply,
+            std::function<void(::grpc::Status)> done) {
+          stub->async()->Echo(context, request, reply, std::move(done));
+        },
+        request_of("hold"),
+        [&](::grpc::ClientContext& context) {
+          if (!answered) context.set_deadline(std::chrono::system_clock::now() + 100ms);
+        });
+    op([&](std::exception_ptr error, const EchoReply& reply) {
+      during = channel.use_count();
+      told.set_value(error == nullptr && reply.message() == "hold");
+    });
+    server.service().wait_for_holders(1);
+    if (answered) server.service().open_gate();
+    EXPECT_EQ(told.get_future().get(), answered);
+    EXPECT_EQ(during, before);
+  }
+}
+
 }  // namespace
