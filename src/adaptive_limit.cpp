@@ -203,6 +203,33 @@ void AdaptiveLimit::store_window_end(std::int64_t end) noexcept {
   }
 }
 
+namespace {
+// The limit whose limit-change listeners this thread runs, while it holds that limit's closing
+// token (and, from reconfigure(), its mutex): a reconfigure() of it they call cannot wait for
+// either, so it is kept here and applied once they have returned.
+thread_local const AdaptiveLimit* listened_limit = nullptr;
+thread_local std::unique_ptr<AdaptiveLimitConfig> asked_by_listener;
+
+class ListeningTo {
+ public:
+  explicit ListeningTo(const AdaptiveLimit* limit)
+      : outer_limit_(std::exchange(listened_limit, limit)),
+        outer_asked_(std::move(asked_by_listener)) {}
+  ListeningTo(const ListeningTo&) = delete;
+  ListeningTo& operator=(const ListeningTo&) = delete;
+  ~ListeningTo() {
+    listened_limit = outer_limit_;
+    asked_by_listener = std::move(outer_asked_);
+  }
+  // The last reconfiguration a listener asked for, if any.
+  std::unique_ptr<AdaptiveLimitConfig> asked() const { return std::move(asked_by_listener); }
+
+ private:
+  const AdaptiveLimit* outer_limit_;
+  std::unique_ptr<AdaptiveLimitConfig> outer_asked_;
+};
+}  // namespace
+
 void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noexcept {
   std::int64_t end = window_end_.load(std::memory_order_relaxed);
   if (now < end) return;
@@ -296,15 +323,21 @@ void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noex
 
   // Before the window reopens, so that events come in window order; a listener's snapshot
   // shows this window.
+  std::unique_ptr<AdaptiveLimitConfig> asked;
   if (next != previous && limit_change_listeners_->has_listeners()) [[unlikely]] {
+    const ListeningTo listening(this);
     limit_change_listeners_->publish(LimitChangeEvent{
         instance_id_, previous, next, std::chrono::nanoseconds(aggregate.avg_latency_ns),
         max_in_flight, aggregate.dropped, std::chrono::nanoseconds(estimator_.long_latency_ns()),
         granted});
+    asked = listening.asked();
   }
 
   // The new window starts now.
   store_window_end(now + window_ticks_);
+  // Validated when asked: what is left to fail is allocation.
+  if (asked) [[unlikely]]
+    reconfigure(*asked);
 }
 
 AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
@@ -811,58 +844,71 @@ Permit AdaptiveLimit::over_limit(std::uint8_t partition, bool partitioned) noexc
   return Permit(this, clock_.ticks(), admitted);
 }
 
-void AdaptiveLimit::reconfigure(const AdaptiveLimitConfig& next) {
-  next.validate();
-  std::scoped_lock reconfiguring(reconfigure_mutex_);
-  // Everything that may throw comes before the closing token is taken.
-  const std::int64_t window_ticks = clock_.to_ticks(next.window().count());
-  live_config_.replace(next);
-  apply_live(next, window_ticks);
-
-  // The closing token: no window closes while the estimator and the window change, and the
-  // admission path never looks at either.
-  std::int64_t end = window_end_.load(std::memory_order_relaxed);
-  for (;;) {
-    if (end == kClosing) {
-      std::this_thread::yield();  // a close is under way; it is short
-      end = window_end_.load(std::memory_order_relaxed);
-      continue;
-    }
-    // acquire: the last close's estimator state happens before this change.
-    if (window_end_.compare_exchange_weak(end, kClosing, std::memory_order_acquire,
-                                          std::memory_order_relaxed)) {
-      break;
-    }
+void AdaptiveLimit::reconfigure(const AdaptiveLimitConfig& first) {
+  first.validate();
+  if (listened_limit == this) {
+    asked_by_listener = std::make_unique<AdaptiveLimitConfig>(first);
+    return;
   }
-  if (end == kEveryCall) end = paced_window_end_;
-  const std::int64_t now = clock_.ticks();
-  const std::int32_t previous = limit_.load(std::memory_order_relaxed);
-  estimator_.retune(next, estimator_.limit());
-  window_ticks_ = window_ticks;
-  const double fractional = estimator_.fractional_limit();
-  const std::int32_t limit = paced_limit(estimator_.limit(), previous, fractional, pacing_, share_);
-  // The same sequence lock as close_window(): a snapshot sees the change whole.
-  const std::uint64_t sequence = stats_sequence_.load(std::memory_order_relaxed);
-  stats_sequence_.store(sequence + 1, std::memory_order_relaxed);
-  limit_.store(limit, std::memory_order_release);
-  long_latency_ns_.store(estimator_.long_latency_ns(), std::memory_order_release);
-  fractional_limit_.store(fractional, std::memory_order_release);
-  stats_sequence_.store(sequence + 2, std::memory_order_release);
-  observe_.store(next.mode() == PolicyMode::observe, std::memory_order_relaxed);
+  // A listener of a change this makes may ask for another: applied next, once it returned.
+  std::unique_ptr<AdaptiveLimitConfig> asked;
+  for (const AdaptiveLimitConfig* pending = &first; pending != nullptr; pending = asked.get()) {
+    const std::unique_ptr<AdaptiveLimitConfig> applying = std::move(asked);
+    const AdaptiveLimitConfig& next = *pending;
+    std::scoped_lock reconfiguring(reconfigure_mutex_);
+    // Everything that may throw comes before the closing token is taken.
+    const std::int64_t window_ticks = clock_.to_ticks(next.window().count());
+    live_config_.replace(next);
+    apply_live(next, window_ticks);
 
-  if (limit != previous && limit_change_listeners_->has_listeners()) {
-    limit_change_listeners_->publish(LimitChangeEvent{
-        instance_id_, previous, limit,
-        std::chrono::nanoseconds(window_latency_ns_.load(std::memory_order_relaxed)),
-        last_window_max_in_flight_.load(std::memory_order_relaxed), false,
-        std::chrono::nanoseconds(estimator_.long_latency_ns())});
+    // The closing token: no window closes while the estimator and the window change, and the
+    // admission path never looks at either.
+    std::int64_t end = window_end_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (end == kClosing) {
+        std::this_thread::yield();  // a close is under way; it is short
+        end = window_end_.load(std::memory_order_relaxed);
+        continue;
+      }
+      // acquire: the last close's estimator state happens before this change.
+      if (window_end_.compare_exchange_weak(end, kClosing, std::memory_order_acquire,
+                                            std::memory_order_relaxed)) {
+        break;
+      }
+    }
+    if (end == kEveryCall) end = paced_window_end_;
+    const std::int64_t now = clock_.ticks();
+    const std::int32_t previous = limit_.load(std::memory_order_relaxed);
+    estimator_.retune(next, estimator_.limit());
+    window_ticks_ = window_ticks;
+    const double fractional = estimator_.fractional_limit();
+    const std::int32_t limit =
+        paced_limit(estimator_.limit(), previous, fractional, pacing_, share_);
+    // The same sequence lock as close_window(): a snapshot sees the change whole.
+    const std::uint64_t sequence = stats_sequence_.load(std::memory_order_relaxed);
+    stats_sequence_.store(sequence + 1, std::memory_order_relaxed);
+    limit_.store(limit, std::memory_order_release);
+    long_latency_ns_.store(estimator_.long_latency_ns(), std::memory_order_release);
+    fractional_limit_.store(fractional, std::memory_order_release);
+    stats_sequence_.store(sequence + 2, std::memory_order_release);
+    observe_.store(next.mode() == PolicyMode::observe, std::memory_order_relaxed);
+
+    if (limit != previous && limit_change_listeners_->has_listeners()) {
+      const ListeningTo listening(this);
+      limit_change_listeners_->publish(LimitChangeEvent{
+          instance_id_, previous, limit,
+          std::chrono::nanoseconds(window_latency_ns_.load(std::memory_order_relaxed)),
+          last_window_max_in_flight_.load(std::memory_order_relaxed), false,
+          std::chrono::nanoseconds(estimator_.long_latency_ns())});
+      asked = listening.asked();
+    }
+    // The window under way keeps its start and ends no later than the new length allows.
+    store_window_end(std::min(end, now + window_ticks_));
+    // A raise, larger shares or a new layout may leave room for waiters now.
+    if ((flags_.load(std::memory_order_relaxed) & kQueued) &&
+        waiting_.load(std::memory_order_seq_cst) != 0)
+      grant_waiters(limit > previous);
   }
-  // The window under way keeps its start and ends no later than the new length allows.
-  store_window_end(std::min(end, now + window_ticks_));
-  // A raise, larger shares or a new layout may leave room for waiters now.
-  if ((flags_.load(std::memory_order_relaxed) & kQueued) &&
-      waiting_.load(std::memory_order_seq_cst) != 0)
-    grant_waiters(limit > previous);
 }
 
 // What the admission path, the release and the wait queue read, from `next`: made (cold)

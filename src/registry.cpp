@@ -1089,8 +1089,21 @@ Subscription ResilienceRegistry::on_reconfiguration(
   return state_->reconfigured->subscribe(std::move(listener));
 }
 
+namespace {
+// The registry whose reconfiguration this thread runs: a limit-change listener it calls that
+// reconfigures the same registry would wait for the creation lock this thread holds.
+thread_local const void* reconfiguring_registry = nullptr;
+}  // namespace
+
 std::vector<SettingChange> ResilienceRegistry::reconfigure_with(const std::string& text,
                                                                 const std::string& origin) {
+  if (reconfiguring_registry == state_.get()) {
+    throw ConfigException("R4C-REG-013",
+                          "reconfigure() of " + origin +
+                              " was called while this thread reconfigures the same registry "
+                              "(from a listener of a policy it changes); valid: reconfigure "
+                              "from on_reconfiguration's listener, which runs once it is done");
+  }
   Errors errors;
   const std::vector<ConfigEntry> entries = detail::parse_config(text, origin, file_kinds(), errors);
   std::vector<SettingChange> changes;
@@ -1098,6 +1111,11 @@ std::vector<SettingChange> ResilienceRegistry::reconfigure_with(const std::strin
   {
     // No policy is created, and no other reconfiguration runs, between the check and the end.
     std::lock_guard<std::mutex> lock(state_->creation_mutex);
+    struct Reconfiguring {
+      const void* outer = reconfiguring_registry;
+      explicit Reconfiguring(const void* registry) { reconfiguring_registry = registry; }
+      ~Reconfiguring() { reconfiguring_registry = outer; }
+    } reconfiguring(state_.get());
     auto plans = [&]<std::size_t... I>(std::index_sequence<I...>) {
       // A braced list: every kind is checked in pipeline order, as build() does.
       return std::tuple<typename PolicyTable<detail::KindAt<I>>::Plan...>{

@@ -313,6 +313,68 @@ TEST(AdaptiveLimitLiveTest, AWaiterIsGrantedUnderTheLayoutCurrentThen) {
 
 // Every setting that the admission and the queue read, flipped while eight threads call, wait
 // and end calls on it (run under TSan: label concurrency). Ends with every slot free.
+// A listener runs while the limit holds its closing token (and, from reconfigure(), its
+// mutex); a reconfiguration it asks of the same limit used to wait for them forever.
+TEST(AdaptiveLimitLiveTest, AListenerReconfiguresItsOwnLimitOnceItHasReturned) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  const r4c::AdaptiveLimitConfig config = fixed(5);
+  r4c::AdaptiveLimit limit("listened", config, clock);
+  // A running limit keeps its value (clamped): initialLimit only has to fit the new bounds.
+  const auto capped = [&](int max) {
+    return r4c::AdaptiveLimitConfig(config).initial_limit(1).max_limit(max);
+  };
+  std::vector<std::pair<int, int>> changes;
+  std::vector<int> max_seen_by_listener;
+  const r4c::Subscription subscription =
+      limit.on_limit_change([&, calls = 0](const r4c::LimitChangeEvent& event) mutable {
+        changes.emplace_back(event.old_limit, event.new_limit);
+        max_seen_by_listener.push_back(limit.config().max_limit());
+        ++calls;
+        if (calls == 1) {
+          r4c::AdaptiveLimitConfig bad(config);
+          bad.min_limit(8);                                            // above initialLimit 5
+          EXPECT_THROW(limit.reconfigure(bad), r4c::ConfigException);  // refused at once
+          limit.reconfigure(capped(3));
+        } else if (calls == 2) {
+          limit.reconfigure(capped(2));  // the last one wins
+          limit.reconfigure(capped(1));
+        } else if (calls == 4) {
+          limit.reconfigure(capped(3));
+        }
+      });
+
+  // A drop closes a window: AIMD backs 5 off to 4, and the listener asks for max 3.
+  r4c::Permit permit = limit.try_acquire();
+  clock->advance(1s);
+  permit.on_drop();
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_EQ(changes[0], std::make_pair(5, 4));
+  // Applied once the first listener returned: 4 clamped to 3, whose listener asked twice.
+  EXPECT_EQ(changes[1], std::make_pair(4, 3));
+  EXPECT_EQ(changes[2], std::make_pair(3, 1));
+  EXPECT_EQ(max_seen_by_listener, (std::vector<int>{20, 3, 1}));
+  EXPECT_EQ(limit.config().max_limit(), 1);
+  EXPECT_EQ(limit.limit(), 1);
+
+  // The window reopened: the next call is admitted and its close is an ordinary one.
+  r4c::Permit next = limit.try_acquire();
+  ASSERT_TRUE(next);
+  clock->advance(1s);
+  next.on_success();
+  EXPECT_EQ(limit.snapshot().windows, 2u);
+
+  // From reconfigure(): its own listener's request follows it.
+  changes.clear();
+  limit.reconfigure(r4c::AdaptiveLimitConfig(config).initial_limit(4).min_limit(4).max_limit(9));
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0], std::make_pair(1, 4));  // clamped into the new bounds
+  EXPECT_EQ(changes[1], std::make_pair(4, 3));
+  EXPECT_EQ(limit.config().min_limit(), 1);
+  EXPECT_EQ(limit.config().max_limit(), 3);
+  EXPECT_EQ(limit.limit(), 3);
+  EXPECT_EQ(limit.in_flight(), 0);
+}
+
 TEST(AdaptiveLimitLiveTest, ReconfiguresEverySettingInALoopWhileEightThreadsCall) {
   auto clock = std::make_shared<r4c::ManualClock>();
   const std::string base =

@@ -225,6 +225,40 @@ TEST(RegistryReconfigureTest, PublishesWhatChangedPerInstanceAndSetting) {
                         "2 config text", "adaptiveLimit orders mode observe -> enforce"));
 }
 
+// A limit-change listener may reconfigure the registry when a window's close called it; when
+// the registry's own reconfiguration did, the registry's lock is this thread's: R4C-REG-013.
+TEST(RegistryReconfigureTest, ALimitListenerReconfiguresTheRegistryUnlessItsReconfigurationRan) {
+  Fixture f(kAimd);
+  std::vector<std::string> codes;
+  r4c::Subscription s = f.limit.on_limit_change([&](const r4c::LimitChangeEvent& event) {
+    try {
+      const std::string max = event.new_limit < 10 ? "30" : "40";
+      (void)f.registry.reconfigure(
+          with(kAimd, "instances.orders.adaptiveLimit.maxLimit = " + max + "\n"));
+      codes.emplace_back("applied " + max);
+    } catch (const r4c::ConfigException& e) {
+      codes.emplace_back(e.code());
+    }
+  });
+  r4c::Permit permit = f.limit.try_acquire();
+  f.clock->advance(100ms);
+  permit.on_drop();  // 10 backs off to 9: the listener reconfigures from the window's close
+  EXPECT_EQ(f.limit.limit(), 9);
+  EXPECT_EQ(f.limit.config().max_limit(), 30);
+  // A minimum above the running limit moves it inside the registry's reconfiguration.
+  (void)f.registry.reconfigure(
+      "instances.orders.adaptiveLimit.algorithm = aimd\n"
+      "instances.orders.adaptiveLimit.initialLimit = 12\n"
+      "instances.orders.adaptiveLimit.minLimit = 12\n"
+      "instances.orders.adaptiveLimit.maxLimit = 100\n"
+      "instances.orders.adaptiveLimit.window = 100ms\n"
+      "instances.orders.adaptiveLimit.minWindowSamples = 1\n");
+  EXPECT_EQ(f.limit.limit(), 12);
+  EXPECT_EQ(codes, (std::vector<std::string>{"applied 30", "R4C-REG-013"}));
+  EXPECT_EQ(f.limit.config().max_limit(), 100);  // the refused one changed nothing
+  EXPECT_EQ(f.limit.in_flight(), 0);
+}
+
 TEST(RegistryReconfigureTest, WhatOnlyCodeCanSetStays) {
   auto clock = std::make_shared<r4c::ManualClock>();
   auto registry = r4c::testing::registry(clock).config_text(std::string(kAimd)).build();
