@@ -204,30 +204,38 @@ void AdaptiveLimit::store_window_end(std::int64_t end) noexcept {
 }
 
 namespace {
-// The limit whose limit-change listeners this thread runs, while it holds that limit's closing
-// token (and, from reconfigure(), its mutex): a reconfigure() of it they call cannot wait for
-// either, so it is kept here and applied once they have returned.
-thread_local const AdaptiveLimit* listened_limit = nullptr;
-thread_local std::unique_ptr<AdaptiveLimitConfig> asked_by_listener;
-
+// The limits whose limit-change listeners this thread runs, innermost first, each while it
+// holds that limit's closing token (and, from reconfigure(), its mutex): a reconfigure() of one
+// of them that a listener calls, directly or through another limit's listener, cannot wait
+// for either, so it is kept in that limit's frame and applied once its listeners have returned.
 class ListeningTo {
  public:
-  explicit ListeningTo(const AdaptiveLimit* limit)
-      : outer_limit_(std::exchange(listened_limit, limit)),
-        outer_asked_(std::move(asked_by_listener)) {}
+  explicit ListeningTo(const AdaptiveLimit* limit) : limit_(limit), outer_(innermost) {
+    innermost = this;
+  }
   ListeningTo(const ListeningTo&) = delete;
   ListeningTo& operator=(const ListeningTo&) = delete;
-  ~ListeningTo() {
-    listened_limit = outer_limit_;
-    asked_by_listener = std::move(outer_asked_);
+  ~ListeningTo() { innermost = outer_; }
+  // The frame of `limit` on this thread, if its listeners are running.
+  static ListeningTo* of(const AdaptiveLimit* limit) noexcept {
+    for (ListeningTo* frame = innermost; frame != nullptr; frame = frame->outer_) {
+      if (frame->limit_ == limit) return frame;
+    }
+    return nullptr;
+  }
+  void ask(const AdaptiveLimitConfig& next) {
+    asked_ = std::make_unique<AdaptiveLimitConfig>(next);
   }
   // The last reconfiguration a listener asked for, if any.
-  std::unique_ptr<AdaptiveLimitConfig> asked() const { return std::move(asked_by_listener); }
+  std::unique_ptr<AdaptiveLimitConfig> asked() { return std::move(asked_); }
 
  private:
-  const AdaptiveLimit* outer_limit_;
-  std::unique_ptr<AdaptiveLimitConfig> outer_asked_;
+  static thread_local ListeningTo* innermost;
+  const AdaptiveLimit* limit_;
+  ListeningTo* outer_;
+  std::unique_ptr<AdaptiveLimitConfig> asked_;
 };
+thread_local ListeningTo* ListeningTo::innermost = nullptr;
 }  // namespace
 
 void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noexcept {
@@ -325,7 +333,7 @@ void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noex
   // shows this window.
   std::unique_ptr<AdaptiveLimitConfig> asked;
   if (next != previous && limit_change_listeners_->has_listeners()) [[unlikely]] {
-    const ListeningTo listening(this);
+    ListeningTo listening(this);
     limit_change_listeners_->publish(LimitChangeEvent{
         instance_id_, previous, next, std::chrono::nanoseconds(aggregate.avg_latency_ns),
         max_in_flight, aggregate.dropped, std::chrono::nanoseconds(estimator_.long_latency_ns()),
@@ -846,8 +854,8 @@ Permit AdaptiveLimit::over_limit(std::uint8_t partition, bool partitioned) noexc
 
 void AdaptiveLimit::reconfigure(const AdaptiveLimitConfig& first) {
   first.validate();
-  if (listened_limit == this) {
-    asked_by_listener = std::make_unique<AdaptiveLimitConfig>(first);
+  if (ListeningTo* listening = ListeningTo::of(this)) {
+    listening->ask(first);
     return;
   }
   // A listener of a change this makes may ask for another: applied next, once it returned.
@@ -894,7 +902,7 @@ void AdaptiveLimit::reconfigure(const AdaptiveLimitConfig& first) {
     observe_.store(next.mode() == PolicyMode::observe, std::memory_order_relaxed);
 
     if (limit != previous && limit_change_listeners_->has_listeners()) {
-      const ListeningTo listening(this);
+      ListeningTo listening(this);
       limit_change_listeners_->publish(LimitChangeEvent{
           instance_id_, previous, limit,
           std::chrono::nanoseconds(window_latency_ns_.load(std::memory_order_relaxed)),

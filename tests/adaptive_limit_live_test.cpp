@@ -375,6 +375,37 @@ TEST(AdaptiveLimitLiveTest, AListenerReconfiguresItsOwnLimitOnceItHasReturned) {
   EXPECT_EQ(limit.in_flight(), 0);
 }
 
+// The same through another limit: a's listener reconfigures b, whose listener reconfigures a
+// while a's listeners are still running on this thread.
+TEST(AdaptiveLimitLiveTest, ListenersOfTwoLimitsReconfigureEachOther) {
+  auto clock = std::make_shared<r4c::ManualClock>();
+  const r4c::AdaptiveLimitConfig config = fixed(5);
+  r4c::AdaptiveLimit a("a", config, clock);
+  r4c::AdaptiveLimit b("b", config, clock);
+  const auto capped = [&](int max) {
+    return r4c::AdaptiveLimitConfig(config).initial_limit(1).max_limit(max);
+  };
+  std::vector<std::string> changes;
+  const r4c::Subscription on_a = a.on_limit_change([&](const r4c::LimitChangeEvent& event) {
+    changes.push_back("a " + std::to_string(event.old_limit) + "->" +
+                      std::to_string(event.new_limit));
+    if (changes.size() == 1) b.reconfigure(capped(3));
+  });
+  const r4c::Subscription on_b = b.on_limit_change([&](const r4c::LimitChangeEvent& event) {
+    changes.push_back("b " + std::to_string(event.old_limit) + "->" +
+                      std::to_string(event.new_limit));
+    a.reconfigure(capped(2));  // a's listener is still running: kept for a
+  });
+  r4c::Permit permit = a.try_acquire();
+  clock->advance(1s);
+  permit.on_drop();
+  EXPECT_EQ(changes, (std::vector<std::string>{"a 5->4", "b 5->3", "a 4->2"}));
+  EXPECT_EQ(a.config().max_limit(), 2);
+  EXPECT_EQ(b.config().max_limit(), 3);
+  EXPECT_EQ(a.limit(), 2);
+  EXPECT_EQ(b.limit(), 3);
+}
+
 TEST(AdaptiveLimitLiveTest, ReconfiguresEverySettingInALoopWhileEightThreadsCall) {
   auto clock = std::make_shared<r4c::ManualClock>();
   const std::string base =
