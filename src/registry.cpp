@@ -1090,14 +1090,27 @@ Subscription ResilienceRegistry::on_reconfiguration(
 }
 
 namespace {
-// The registry whose reconfiguration this thread runs: a limit-change listener it calls that
-// reconfigures the same registry would wait for the creation lock this thread holds.
-thread_local const void* reconfiguring_registry = nullptr;
+// The registries whose reconfigurations this thread runs, innermost first: a limit-change
+// listener one of them calls that reconfigures any of them would wait for a creation lock
+// this thread holds (registry A's listener may reconfigure B, whose listener then reconfigures
+// A: a chain, not just the innermost).
+struct Reconfiguring {
+  const void* registry;
+  const Reconfiguring* outer;
+};
+thread_local const Reconfiguring* reconfiguring_registries = nullptr;
+
+bool reconfigures(const void* registry) noexcept {
+  for (const Reconfiguring* r = reconfiguring_registries; r != nullptr; r = r->outer) {
+    if (r->registry == registry) return true;
+  }
+  return false;
+}
 }  // namespace
 
 std::vector<SettingChange> ResilienceRegistry::reconfigure_with(const std::string& text,
                                                                 const std::string& origin) {
-  if (reconfiguring_registry == state_.get()) {
+  if (reconfigures(state_.get())) {
     throw ConfigException("R4C-REG-013",
                           "reconfigure() of " + origin +
                               " was called while this thread reconfigures the same registry "
@@ -1111,10 +1124,14 @@ std::vector<SettingChange> ResilienceRegistry::reconfigure_with(const std::strin
   {
     // No policy is created, and no other reconfiguration runs, between the check and the end.
     std::lock_guard<std::mutex> lock(state_->creation_mutex);
-    struct Reconfiguring {
-      const void* outer = reconfiguring_registry;
-      explicit Reconfiguring(const void* registry) { reconfiguring_registry = registry; }
-      ~Reconfiguring() { reconfiguring_registry = outer; }
+    struct Frame {
+      Reconfiguring frame;
+      explicit Frame(const void* registry) : frame{registry, reconfiguring_registries} {
+        reconfiguring_registries = &frame;
+      }
+      ~Frame() { reconfiguring_registries = frame.outer; }
+      Frame(const Frame&) = delete;
+      Frame& operator=(const Frame&) = delete;
     } reconfiguring(state_.get());
     auto plans = [&]<std::size_t... I>(std::index_sequence<I...>) {
       // A braced list: every kind is checked in pipeline order, as build() does.

@@ -60,6 +60,32 @@ TEST(LatencyHistogramTest, EveryLatencyLandsInABucketAtMostAnEighthAboveIt) {
   }
 }
 
+// Every latency recorded is counted once folded (the ring folds each 64) or still in the ring:
+// edges of every bucket and random values, counted against the Prometheus bounds by hand.
+TEST(LatencyHistogramTest, CountsEveryLatencyUnderEachPrometheusBoundFoldedOrNot) {
+  std::mt19937_64 random(r4c::test::test_seed(23));
+  std::vector<std::int64_t> values;
+  for (int b = 0; b < Histogram::kBuckets; ++b) {
+    const auto bound = static_cast<std::int64_t>(Histogram::bucket_bound(b));
+    values.insert(values.end(), {bound - 1, bound, bound + 1});
+  }
+  for (int i = 0; i < 20000; ++i)
+    values.push_back(static_cast<std::int64_t>(random() >> (1 + random() % 63)));
+  values.push_back(0);
+  values.push_back(-5);  // a latency below 0 counts as 0
+  Histogram histogram(kNever, 0);
+  for (std::int64_t v : values) histogram.record(v, 0);
+  const r4c::LatencyDistribution d = histogram.distribution(0ns);
+  ASSERT_GT(values.size() % 64, 0u);  // some still in the ring
+  EXPECT_EQ(d.total.count, values.size());
+  for (int i = 0; i < r4c::kLatencyBounds; ++i) {
+    const std::int64_t bound = r4c::latency_bound(i).count();
+    std::uint64_t expected = 0;
+    for (std::int64_t v : values) expected += v <= bound ? 1 : 0;
+    EXPECT_EQ(d.buckets[i], expected) << "le " << bound;
+  }
+}
+
 TEST(LatencyHistogramTest, ReportsPercentilesNeverBelowAndAtMostAnEighthAbove) {
   Histogram histogram(kNever, 0);
   for (int us = 1; us <= 1000; ++us) histogram.record(us * 1000, 0);

@@ -259,6 +259,46 @@ TEST(RegistryReconfigureTest, ALimitListenerReconfiguresTheRegistryUnlessItsReco
   EXPECT_EQ(f.limit.in_flight(), 0);
 }
 
+// Registry A's reconfiguration runs a listener that reconfigures B, whose reconfiguration runs
+// a listener that reconfigures A: A's lock is this thread's too, so that is R4C-REG-013 as well
+// (it would deadlock), and everything else applies.
+TEST(RegistryReconfigureTest, ListenersOfTwoRegistriesReconfiguringEachOtherGetR4cReg013) {
+  constexpr std::string_view kMin12 =
+      "instances.orders.adaptiveLimit.algorithm = aimd\n"
+      "instances.orders.adaptiveLimit.initialLimit = 12\n"
+      "instances.orders.adaptiveLimit.minLimit = 12\n"
+      "instances.orders.adaptiveLimit.maxLimit = 100\n"
+      "instances.orders.adaptiveLimit.window = 100ms\n"
+      "instances.orders.adaptiveLimit.minWindowSamples = 1\n";
+  Fixture a(kAimd);
+  Fixture b(kAimd);
+  std::vector<std::string> heard;
+  const auto reconfigure = [&heard](Fixture& other, std::string_view text, const char* who) {
+    try {
+      (void)other.registry.reconfigure(std::string(text));
+      heard.emplace_back(std::string(who) + " applied");
+    } catch (const r4c::ConfigException& e) {
+      heard.emplace_back(std::string(who) + " " + e.code());
+    }
+  };
+  r4c::Subscription sa = a.limit.on_limit_change(
+      [&](const r4c::LimitChangeEvent&) { reconfigure(b, kMin12, "a's listener"); });
+  r4c::Subscription sb = b.limit.on_limit_change([&](const r4c::LimitChangeEvent&) {
+    reconfigure(a, with(kAimd, "instances.orders.adaptiveLimit.maxLimit = 50\n"), "b's listener");
+  });
+  (void)a.registry.reconfigure(std::string(kMin12));
+  EXPECT_EQ(heard, (std::vector<std::string>{"b's listener R4C-REG-013", "a's listener applied"}));
+  EXPECT_EQ(a.limit.limit(), 12);
+  EXPECT_EQ(b.limit.limit(), 12);
+  EXPECT_EQ(a.limit.config().min_limit(), 12);
+  EXPECT_EQ(a.limit.config().max_limit(), 100);  // the refused one changed nothing
+  // Once both are done, each may reconfigure the other again.
+  sb = {};
+  reconfigure(a, with(kAimd, "instances.orders.adaptiveLimit.maxLimit = 50\n"), "test");
+  EXPECT_EQ(heard.back(), "test applied");
+  EXPECT_EQ(a.limit.config().max_limit(), 50);
+}
+
 TEST(RegistryReconfigureTest, WhatOnlyCodeCanSetStays) {
   auto clock = std::make_shared<r4c::ManualClock>();
   auto registry = r4c::testing::registry(clock).config_text(std::string(kAimd)).build();
