@@ -117,12 +117,11 @@ Bulkhead::Bulkhead(std::string instance_id, BulkheadConfig config, std::shared_p
       latency_owned_(config.latency_histogram()
                          ? std::make_unique<detail::LatencyHistogram>(
                                reader_.to_ticks(kLatencyWindow.count()), reader_.ticks())
-                         : nullptr),
-      latency_(latency_owned_.get()) {
+                         : nullptr) {
+  latency_.store(latency_owned_.get(), std::memory_order_relaxed);
   // Every call of a bulkhead that waits takes the out-of-line path, which counts under the
-  // queue's mutex, and every release hands its slot to the oldest waiter there; every call
-  // of one that records latencies takes it too, to stamp its permit.
-  if (waits_now() || latency_owned_) in_flight_.fetch_or(kListened, std::memory_order_relaxed);
+  // queue's mutex, and every release hands its slot to the oldest waiter there.
+  if (waits_now()) in_flight_.fetch_or(kListened, std::memory_order_relaxed);
 }
 
 Bulkhead::~Bulkhead() = default;
@@ -132,8 +131,8 @@ BulkheadPermit Bulkhead::admitted(std::int32_t running) noexcept {
   if ((listening & kPermitted) != 0)
     publish(*permitted_listeners_, kPermitted, BulkheadEventType::call_permitted, running);
   // A waiting bulkhead's releases always take the announced path (they hand slots over).
-  const bool announce = waits_now() || latency_.load(std::memory_order_relaxed) != nullptr ||
-                        ((listening & kFinished) != 0 && !forget(*finished_listeners_, kFinished));
+  const bool announce =
+      waits_now() || ((listening & kFinished) != 0 && !forget(*finished_listeners_, kFinished));
   return BulkheadPermit(this, announce, stamp());
 }
 
@@ -307,12 +306,7 @@ void Bulkhead::released_listened() noexcept {
 }
 
 void Bulkhead::finish_announced(std::int64_t since) noexcept {
-  // acquire: pairs with reconfigure()'s store, so the histogram is seen made.
-  detail::LatencyHistogram* latency = latency_.load(std::memory_order_acquire);
-  if (latency != nullptr && since != kUnstamped) {
-    const std::int64_t now = reader_.ticks();
-    latency->record(reader_.to_ns(now - since), now, /*summed=*/true);
-  }
+  if (since != kUnstamped) record_latency(since);
   std::int32_t left = 0;
   if (waits_now()) {
     // Under the mutex, so that a caller that found the bulkhead full is listed before this
@@ -347,14 +341,13 @@ bool Bulkhead::forget(const Listeners& listeners, std::uint8_t bit) const noexce
 }
 
 void Bulkhead::unlisten() const noexcept {
-  if (waits_now() || latency_.load(std::memory_order_seq_cst) != nullptr) return;
+  if (waits_now()) return;
   // Nothing on the admitted path is listened to any more: its calls go the short way
   // again, unless a subscription came meanwhile (it sets its bit, then kListened again), or
-  // reconfigure() gave the bulkhead a max_wait or a histogram (it sets waits_ or latency_,
-  // then kListened).
+  // reconfigure() gave the bulkhead a max_wait (it sets waits_, then kListened).
   in_flight_.fetch_and(~kListened, std::memory_order_seq_cst);
   if ((listening_.load(std::memory_order_seq_cst) & (kPermitted | kFinished)) != 0 ||
-      waits_.load(std::memory_order_seq_cst) || latency_.load(std::memory_order_seq_cst) != nullptr)
+      waits_.load(std::memory_order_seq_cst))
     in_flight_.fetch_or(kListened, std::memory_order_seq_cst);
 }
 
@@ -420,16 +413,11 @@ void Bulkhead::reconfigure(const BulkheadConfig& next) {
     waits_.store(true, std::memory_order_seq_cst);
     in_flight_.fetch_or(kListened, std::memory_order_seq_cst);
   }
-  detail::LatencyHistogram* latency = next.latency_histogram() ? latency_owned_.get() : nullptr;
-  if (latency != latency_.load(std::memory_order_relaxed)) {
-    // seq_cst: ordered with forget()'s clearing of kListened and its second look.
-    latency_.store(latency, std::memory_order_seq_cst);
-    if (latency != nullptr) {
-      in_flight_.fetch_or(kListened, std::memory_order_seq_cst);  // every call stamps its permit
-    } else if ((listening_.load(std::memory_order_seq_cst) & (kPermitted | kFinished)) == 0) {
-      unlisten();
-    }
-  }
+  detail::LatencyHistogram* const latency =
+      next.latency_histogram() ? latency_owned_.get() : nullptr;
+  // release: a call that sees the histogram sees it made. Every call stamps its permit on
+  // its own path, so kListened is not the histogram's business.
+  latency_.store(latency, std::memory_order_release);
   grant_free_slots();
 }
 

@@ -728,6 +728,63 @@ TEST(BulkheadLatencyHistogramTest, TheLastWindowIsTheLastSecondThatEnded) {
   EXPECT_EQ(s.latency.total.count, 3u);
 }
 
+// A call's latency is recorded once whichever path its slot took: the short one, the one of a
+// listened-to bulkhead (a finished listener, then none), observe mode beyond the limit, and a
+// wait's grant.
+TEST(BulkheadLatencyHistogramTest, RecordsEveryCallOnceWhicheverPathItsSlotTook) {
+  BulkheadFixture f(
+      "instances.pool.bulkhead.latencyHistogram = true\n"
+      "instances.pool.bulkhead.maxConcurrent = 1\n");
+  r4c::Bulkhead& bulkhead = f.bulkhead();
+  bulkhead.execute([&] { f.clock->advance(1ms); });  // the short way
+  int finished = 0;
+  {
+    r4c::Subscription listening =
+        bulkhead.on_call_finished([&](const r4c::BulkheadEvent&) { ++finished; });
+    bulkhead.execute([&] { f.clock->advance(2ms); });  // announced
+  }
+  bulkhead.execute([&] { f.clock->advance(4ms); });  // its release finds no listener
+  bulkhead.execute([&] { f.clock->advance(8ms); });  // the short way again
+  EXPECT_EQ(finished, 1);
+  r4c::BulkheadSnapshot s = bulkhead.snapshot();
+  EXPECT_EQ(s.latency.total.count, 4u);
+  EXPECT_EQ(s.latency.sum, 15ms);
+
+  // Observe mode: the call beyond the limit holds a slot too, and is timed like the others.
+  (void)f.registry.reconfigure(
+      "instances.pool.bulkhead.latencyHistogram = true\n"
+      "instances.pool.bulkhead.maxConcurrent = 1\n"
+      "instances.pool.bulkhead.mode = observe\n");
+  {
+    r4c::BulkheadPermit first = bulkhead.try_acquire();
+    r4c::BulkheadPermit beyond = bulkhead.try_acquire();
+    ASSERT_TRUE(first && beyond);
+    f.clock->advance(16ms);
+  }
+  s = bulkhead.snapshot();
+  EXPECT_EQ(s.would_have_rejected, 1u);
+  EXPECT_EQ(s.latency.total.count, 6u);
+  EXPECT_EQ(s.latency.sum, 15ms + 2 * 16ms);
+
+  // A bulkhead that waits: the slot a release hands over is timed from the grant.
+  (void)f.registry.reconfigure(
+      "instances.pool.bulkhead.latencyHistogram = true\n"
+      "instances.pool.bulkhead.maxConcurrent = 1\n"
+      "instances.pool.bulkhead.maxWait = 1s\n");
+  r4c::BulkheadPermit held = bulkhead.try_acquire();
+  ASSERT_TRUE(held);
+  f.wait_on_thread();
+  f.clock->advance(32ms);
+  held.release();
+  wait_until(f.granted, 1);
+  f.clock->advance(64ms);
+  f.join();
+  s = bulkhead.snapshot();
+  EXPECT_EQ(s.latency.total.count, 8u);
+  EXPECT_EQ(s.latency.sum, 15ms + 2 * 16ms + 32ms + 64ms);
+  EXPECT_EQ(s.in_flight, 0);
+}
+
 TEST(BulkheadLatencyHistogramTest, OffByDefault) {
   BulkheadFixture f("instances.pool.bulkhead.maxConcurrent = 2\n");
   f.bulkhead().execute([&] { f.clock->advance(1ms); });

@@ -178,12 +178,12 @@ class [[nodiscard]] BulkheadPermit {
 
  private:
   friend class Bulkhead;
-  BulkheadPermit(Bulkhead* bulkhead, bool announce, std::int64_t since = 0) noexcept
+  BulkheadPermit(Bulkhead* bulkhead, bool announce, std::int64_t since) noexcept
       : bulkhead_(bulkhead), announce_(announce), since_(since) {}
   Bulkhead* bulkhead_ = nullptr;
-  // Whether call_finished had listeners when the slot was taken (or the bulkhead waits or
-  // records latencies): the release then takes the out-of-line path, and a release nobody
-  // listens to reads nothing of the bulkhead's but its count.
+  // Whether call_finished had listeners when the slot was taken (or the bulkhead waits): the
+  // release then takes the out-of-line path, and a release nobody listens to reads nothing of
+  // the bulkhead's but its count (and, when stamped, its histogram).
   bool announce_ = false;
   // latencyHistogram: when the slot was taken, in the bulkhead's ClockReader ticks
   // (kUnstamped: it was off then).
@@ -226,14 +226,14 @@ class Bulkhead {
     do {
       // A listened-to bulkhead's count carries kListened, above any max_concurrent: its calls
       // and the full bulkhead's take the one out-of-line branch, the others the path of a
-      // bulkhead without events.
+      // bulkhead without events (a histogram's too: it only stamps the permit).
       // relaxed: reconfigure() may change the limit; a call sees the old or the new one.
       if (running >= max_concurrent_.load(std::memory_order_relaxed)) [[unlikely]]
         return acquire_slowly(may_wait);
       // relaxed: a slot guards no data.
     } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
                                                std::memory_order_relaxed));
-    return BulkheadPermit(this, false);
+    return BulkheadPermit(this, false, stamp());
   }
 
  public:
@@ -340,8 +340,8 @@ class Bulkhead {
   // Clears `bit` (and kListened when no permission or end is listened to any more) once its
   // listeners have gone; false when they had.
   bool forget(const Listeners& listeners, std::uint8_t bit) const noexcept;
-  // Nothing listens on the admitted path: clears kListened unless the bulkhead waits or
-  // records latencies, or a subscription comes meanwhile.
+  // Nothing listens on the admitted path: clears kListened unless the bulkhead waits, or a
+  // subscription comes meanwhile.
   void unlisten() const noexcept;
   void publish(const Listeners& listeners, std::uint8_t bit, BulkheadEventType type,
                std::int32_t in_flight) const noexcept;
@@ -350,12 +350,23 @@ class Bulkhead {
       finish_announced(since);
       return;
     }
+    if (since != kUnstamped) record_latency(since);
     // A count with kListened: the bulkhead has begun to wait, or is listened to, since the
     // slot was taken (the result of the subtraction costs nothing more).
     if (in_flight_.fetch_sub(1, std::memory_order_relaxed) >= kListened) [[unlikely]]
       released_listened();
   }
   void finish_announced(std::int64_t since) noexcept;
+  // Inline: with a histogram on, every call records, and an out-of-line call on each end cost
+  // more than the record (docs/performance.md, target 25).
+  void record_latency(std::int64_t since) noexcept {
+    // acquire: pairs with reconfigure()'s store, so the histogram is seen made. Off since the
+    // permit was stamped: nothing is recorded.
+    if (detail::LatencyHistogram* latency = latency_.load(std::memory_order_acquire)) {
+      const std::int64_t now = reader_.ticks();
+      latency->record(reader_.to_ns(now - since), now, /*summed=*/true);
+    }
+  }
   void released_listened() noexcept;
   // max_wait: the waiters and the mutex that guards them and every change of the count.
   struct WaitQueue;
@@ -384,7 +395,8 @@ class Bulkhead {
   // A latency's start in the reader's ticks: the time stamp counter itself where the clock is
   // a SystemClock on it, so that timing a call costs two counter reads and one conversion.
   std::int64_t stamp() const noexcept {
-    return latency_.load(std::memory_order_acquire) != nullptr ? reader_.ticks() : kUnstamped;
+    // relaxed: only whether to read the clock; the record loads the histogram with acquire.
+    return latency_.load(std::memory_order_relaxed) != nullptr ? reader_.ticks() : kUnstamped;
   }
 
   // The calls holding a slot, and kListened (set by a const subscription: mutable).
@@ -392,6 +404,9 @@ class Bulkhead {
   // Read by every call, written by reconfigure() only: apart from the slot count's line.
   alignas(detail::kCacheLine) std::atomic<std::int32_t> max_concurrent_;
   std::atomic<bool> observe_;
+  // latencyHistogram: the histogram while on, nullptr while off; read by every call (to stamp
+  // its permit), beside max_concurrent_. The histogram itself is latency_owned_, below.
+  std::atomic<detail::LatencyHistogram*> latency_{nullptr};
   // Read only off the admitted path (acquire_slowly and the announced release).
   mutable std::atomic<std::uint8_t> listening_{0};
   const std::shared_ptr<Listeners> permitted_listeners_;
@@ -411,12 +426,9 @@ class Bulkhead {
   const detail::ClockReader reader_;  // clock_, read without a virtual call
   const std::unique_ptr<WaitQueue> queue_;
   // latencyHistogram: the histogram, made the first time it is on and kept (a release may be
-  // recording into it when it goes off); latency_ is it while on, nullptr while off.
+  // recording into it when it goes off).
   std::unique_ptr<detail::LatencyHistogram> latency_owned_;  // under reconfigure_mutex_
-  // Read off the admitted path only. seq_cst stores: ordered with forget()'s clearing of
-  // kListened and its second look, as waits_ is; acquire loads see the histogram made.
-  std::atomic<detail::LatencyHistogram*> latency_{nullptr};
-  std::mutex reconfigure_mutex_;  // one reconfiguration at a time (cold)
+  std::mutex reconfigure_mutex_;                             // one reconfiguration at a time (cold)
 };
 
 inline void BulkheadPermit::release() noexcept {
