@@ -17,6 +17,7 @@
 #include "observe_metrics.hpp"
 #include "r4c/detail/event_hub.hpp"
 #include "r4c/metrics.hpp"
+#include "thread_frames.hpp"
 
 namespace r4c {
 namespace {
@@ -208,21 +209,9 @@ namespace {
 // holds that limit's closing token (and, from reconfigure(), its mutex): a reconfigure() of one
 // of them that a listener calls, directly or through another limit's listener, cannot wait
 // for either, so it is kept in that limit's frame and applied once its listeners have returned.
-class ListeningTo {
+class ListeningTo : public detail::ThreadFrame<ListeningTo> {
  public:
-  explicit ListeningTo(const AdaptiveLimit* limit) : limit_(limit), outer_(innermost) {
-    innermost = this;
-  }
-  ListeningTo(const ListeningTo&) = delete;
-  ListeningTo& operator=(const ListeningTo&) = delete;
-  ~ListeningTo() { innermost = outer_; }
-  // The frame of `limit` on this thread, if its listeners are running.
-  static ListeningTo* of(const AdaptiveLimit* limit) noexcept {
-    for (ListeningTo* frame = innermost; frame != nullptr; frame = frame->outer_) {
-      if (frame->limit_ == limit) return frame;
-    }
-    return nullptr;
-  }
+  explicit ListeningTo(const AdaptiveLimit* limit) noexcept : ThreadFrame(limit) {}
   void ask(const AdaptiveLimitConfig& next) {
     asked_ = std::make_unique<AdaptiveLimitConfig>(next);
   }
@@ -230,12 +219,8 @@ class ListeningTo {
   std::unique_ptr<AdaptiveLimitConfig> asked() { return std::move(asked_); }
 
  private:
-  static thread_local ListeningTo* innermost;
-  const AdaptiveLimit* limit_;
-  ListeningTo* outer_;
   std::unique_ptr<AdaptiveLimitConfig> asked_;
 };
-thread_local ListeningTo* ListeningTo::innermost = nullptr;
 }  // namespace
 
 void AdaptiveLimit::close_window(std::int64_t now, std::int64_t latency_ns) noexcept {

@@ -8,6 +8,7 @@
 
 #include "r4c/detail/config_file.hpp"
 #include "r4c/detail/event_hub.hpp"
+#include "thread_frames.hpp"
 
 namespace r4c {
 namespace {
@@ -1094,23 +1095,15 @@ namespace {
 // listener one of them calls that reconfigures any of them would wait for a creation lock
 // this thread holds (registry A's listener may reconfigure B, whose listener then reconfigures
 // A: a chain, not just the innermost).
-struct Reconfiguring {
-  const void* registry;
-  const Reconfiguring* outer;
+class Reconfiguring : public detail::ThreadFrame<Reconfiguring> {
+ public:
+  explicit Reconfiguring(const void* registry) noexcept : ThreadFrame(registry) {}
 };
-thread_local const Reconfiguring* reconfiguring_registries = nullptr;
-
-bool reconfigures(const void* registry) noexcept {
-  for (const Reconfiguring* r = reconfiguring_registries; r != nullptr; r = r->outer) {
-    if (r->registry == registry) return true;
-  }
-  return false;
-}
 }  // namespace
 
 std::vector<SettingChange> ResilienceRegistry::reconfigure_with(const std::string& text,
                                                                 const std::string& origin) {
-  if (reconfigures(state_.get())) {
+  if (Reconfiguring::of(state_.get()) != nullptr) {
     throw ConfigException("R4C-REG-013",
                           "reconfigure() of " + origin +
                               " was called while this thread reconfigures the same registry "
@@ -1124,15 +1117,7 @@ std::vector<SettingChange> ResilienceRegistry::reconfigure_with(const std::strin
   {
     // No policy is created, and no other reconfiguration runs, between the check and the end.
     std::lock_guard<std::mutex> lock(state_->creation_mutex);
-    struct Frame {
-      Reconfiguring frame;
-      explicit Frame(const void* registry) : frame{registry, reconfiguring_registries} {
-        reconfiguring_registries = &frame;
-      }
-      ~Frame() { reconfiguring_registries = frame.outer; }
-      Frame(const Frame&) = delete;
-      Frame& operator=(const Frame&) = delete;
-    } reconfiguring(state_.get());
+    const Reconfiguring reconfiguring(state_.get());
     auto plans = [&]<std::size_t... I>(std::index_sequence<I...>) {
       // A braced list: every kind is checked in pipeline order, as build() does.
       return std::tuple<typename PolicyTable<detail::KindAt<I>>::Plan...>{
