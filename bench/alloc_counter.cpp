@@ -4,7 +4,10 @@
 // from the sanitizer's malloc, which must stay the one that hands out and checks blocks.
 #include "alloc_counter.hpp"
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
@@ -107,6 +110,33 @@ extern "C" void* realloc(void* block, std::size_t size) noexcept {
 }
 
 extern "C" void free(void* block) noexcept { __libc_free(block); }
+
+// And the aligned forms, which glibc lets an executable replace too: Asio allocates its
+// operations with std::aligned_alloc, which the four above never see.
+extern "C" void* aligned_alloc(std::size_t alignment, std::size_t size) noexcept {
+  ++tls_count.mallocs;
+  return __libc_memalign(alignment, size);
+}
+
+extern "C" void* memalign(std::size_t alignment, std::size_t size) noexcept {
+  ++tls_count.mallocs;
+  return __libc_memalign(alignment, size);
+}
+
+extern "C" int posix_memalign(void** block, std::size_t alignment, std::size_t size) noexcept {
+  // What POSIX asks of the alignment: a power of two, a multiple of sizeof(void*).
+  if (alignment % sizeof(void*) != 0 || (alignment & (alignment - 1)) != 0) return EINVAL;
+  ++tls_count.mallocs;
+  void* aligned = __libc_memalign(alignment, size);
+  if (aligned == nullptr) return ENOMEM;
+  *block = aligned;
+  return 0;
+}
+
+extern "C" void* valloc(std::size_t size) noexcept {
+  ++tls_count.mallocs;
+  return __libc_memalign(static_cast<std::size_t>(sysconf(_SC_PAGESIZE)), size);
+}
 #endif
 
 void* operator new(std::size_t size) { return counted_new(size); }

@@ -3,9 +3,11 @@
 // (none per call). The one counting allocator of r4c's test and benchmark binaries.
 //
 // alloc_counter.cpp replaces the global operator new/delete of the binary it is linked into
-// (target r4c_alloc_counter), and outside sanitizer builds also interposes malloc/calloc/realloc
-// (what the C++ runtime allocates itself, for instance the header std::rethrow_exception puts
-// around a stored exception; sanitizers own malloc, so there `mallocs` stays 0).
+// (target r4c_alloc_counter), and outside sanitizer builds also interposes malloc, calloc,
+// realloc and the aligned forms (aligned_alloc, memalign, posix_memalign, valloc): what the C++
+// runtime allocates itself, for instance the header std::rethrow_exception puts around a stored
+// exception, and what Asio allocates its operations with (std::aligned_alloc). Sanitizers own
+// malloc, so there `mallocs` stays 0.
 //
 // Two ways to count:
 // - per thread (thread_alloc_count): no shared cache line, so a multi-threaded benchmark is
@@ -22,7 +24,7 @@ namespace r4c::bench {
 struct AllocCount {
   std::uint64_t news = 0;       // operator new calls, every form
   std::uint64_t new_bytes = 0;  // bytes asked of operator new
-  std::uint64_t mallocs = 0;    // malloc, calloc and realloc calls, operator new's included
+  std::uint64_t mallocs = 0;    // malloc-family calls (aligned ones too), operator new's included
 };
 
 /// What the calling thread has allocated since it started.

@@ -359,8 +359,8 @@ class HedgeAsyncCall final : public AsyncCallBase<HedgeAsyncCall<T, Handler, Op>
 /// Attempt 1 starts inside this function; later attempts are started through the caller's
 /// executor. An exception from attempt 1's initiation leaves this function (the caller's
 /// handler is destroyed uncalled); one from a later attempt's is that attempt's failure.
-/// Allocation: the call's state and its attempts' signals, with the handler's allocator (Asio's
-/// recycling allocator when it has none), and one posted step per hedge.
+/// Allocation: the call's state and its attempts' signals, with the handler's allocator (r4c's
+/// per-thread blocks, detail::CallAllocator, when it has none), and one posted step per hedge.
 template <class T, class Op, class Token>
 auto Hedge::async_execute(Op&& op, Token&& token) {
   return detail::initiate<T>(detail::StartInitiation<detail::HedgeAsyncCall, T, Hedge>{this},

@@ -18,8 +18,9 @@
 // for one whose call is a state type of its own (the retry, the hedge, the timeout), or an
 // initiation of the policy's own (the adaptive limit, the bulkhead, the rate limiter).
 //
-// The state of a call is allocated with the caller handler's associated allocator, or Asio's
-// recycling allocator when the handler has none, so a steady stream of calls reuses blocks.
+// The state of a call is allocated with the caller handler's associated allocator, or r4c's
+// CallAllocator when the handler has none, so a steady stream of calls reuses blocks, whether
+// it starts inside an io_context or outside one.
 #pragma once
 
 #include <asio/associated_allocator.hpp>
@@ -34,7 +35,6 @@
 #include <asio/execution/outstanding_work.hpp>
 #include <asio/post.hpp>
 #include <asio/prefer.hpp>
-#include <asio/recycling_allocator.hpp>
 #include <asio/system_error.hpp>
 #include <asio/system_executor.hpp>
 #include <asio/use_future.hpp>  // its executor, for RunsInline
@@ -47,6 +47,7 @@
 #include <utility>
 
 #include "r4c/detail/async_signal.hpp"
+#include "r4c/detail/call_allocator.hpp"
 
 namespace r4c::detail {
 
@@ -69,13 +70,14 @@ inline const std::exception_ptr& aborted_exception() {
   return aborted;
 }
 
-/// The allocator an asynchronous call's state uses: the handler's own, or Asio's recycling
-/// allocator when the handler has none (std::allocator).
+/// The allocator an asynchronous call's state uses: the handler's own, or a CallAllocator when
+/// the handler has none (std::allocator). Asio's recycling allocator recycles only inside a
+/// running io_context; a CallAllocator on any thread.
 template <class Handler>
 auto state_allocator(const Handler& handler) {
   auto associated = asio::get_associated_allocator(handler);
   if constexpr (std::is_same_v<decltype(associated), std::allocator<void>>) {
-    return asio::recycling_allocator<void>();
+    return CallAllocator<void>();
   } else {
     return associated;
   }
