@@ -17,8 +17,9 @@ namespace r4c::detail {
 /// A block of at least `size` bytes (aligned for any type of fundamental alignment): one the
 /// calling thread freed before, or a new one (std::bad_alloc when none can be had).
 void* take_call_block(std::size_t size);
-/// Keeps `block` (`size`: what it was taken for) for the thread's next take_call_block(), or
-/// frees it when the thread keeps as many as it may, or is ending.
+/// Keeps `block` (`size`: what it was taken for) for the thread's next take_call_block(). With
+/// every slot full, the smaller of it and the smallest kept block is freed; a thread that is
+/// ending frees it at once.
 void give_call_block(void* block, std::size_t size) noexcept;
 /// Frees every block the calling thread keeps (a thread done with async calls for a while; the
 /// tests, to start from none). The thread keeps blocks again as calls free them.
