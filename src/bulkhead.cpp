@@ -319,7 +319,7 @@ void Bulkhead::finish_announced(std::int64_t since) noexcept {
   } else {
     left = (in_flight_.fetch_sub(1, std::memory_order_relaxed) - 1) & (kListened - 1);
   }
-  // A release announced for its latency or its waiters alone skips publish(), whose forget()
+  // A release announced for its waiters alone skips publish(), whose forget()
   // would clear the already clear bit with a read-modify-write on every call. A subscription
   // racing this release may miss its event, as one racing a short-path release does.
   if ((listening_.load(std::memory_order_relaxed) & kFinished) != 0)
