@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Async calls whose operations complete on other threads, through the handler's associated
-// executor, with callers that have no strand (a plain callback, asio::use_future): r4c's own
+// executor, with callers that have no strand (a plain callback, asio::use_future, bound to a
+// pool's executor where a hedge launches through it): r4c's own
 // cancellations (a hedge's losers, a timeout's deadline) and the completions they race with run
 // on different threads. Each test is a bounded stress test, meant for TSan and ASan; a race or a
 // use-after-free is what fails them there, a lost or doubled answer everywhere.
@@ -8,6 +9,7 @@
 
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
+#include <asio/bind_executor.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/error.hpp>
 #include <asio/post.hpp>
@@ -71,14 +73,19 @@ class AsyncThreadingTest : public ::testing::Test {
 // Fault: the hedge cancelled a losing attempt on the thread that closed the call while the
 // loser's inner call cleared that attempt's slot on another (ASan: heap-use-after-free in
 // cancellation_signal::emit; plain builds: SIGSEGV).
+// The hedge tests bind their callers to the pool (still no strand: two threads): a hedge
+// launches attempts through the caller's executor and may cancel a loser there after the
+// answer, so the registry must outlive that executor's work (docs/async.md). With the system
+// executor's threads, which no test can join, TSan saw the registry destroyed while a late
+// launch's cancellation was still in AdaptiveLimit::complete.
 TEST_F(AsyncThreadingTest, AHedgedLimitAnswersEveryFutureOnceWhileAttemptsCompleteOnAPool) {
   auto pipeline = r4c::Pipeline<int>::builder(registry_, "hedged")
                       .hedge([](r4c::HedgeConfig& h) { h.delay(20us).max_attempts(2); })
                       .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.initial_limit(100); })
                       .build();
   for (long i = 0; i < calls_; ++i) {
-    std::future<int> answer =
-        pipeline.async_execute(PooledOperation{&pool_, static_cast<int>(i)}, asio::use_future);
+    std::future<int> answer = pipeline.async_execute(PooledOperation{&pool_, static_cast<int>(i)},
+                                                     asio::bind_executor(pool_, asio::use_future));
     ASSERT_EQ(answer.get(), static_cast<int>(i));
   }
   // Losing attempts may still be on the pool; they end without a caller.
@@ -96,11 +103,12 @@ TEST_F(AsyncThreadingTest, AHedgedLimitAnswersEveryCallbackOnceWhileAttemptsComp
   std::atomic<long> failures{0};
   for (long i = 0; i < calls_; ++i) {
     std::promise<void> done;
-    pipeline.async_execute(PooledOperation{&pool_, 1}, [&](std::exception_ptr e, int value) {
-      if (e || value != 1) failures.fetch_add(1);
-      answers.fetch_add(1);
-      done.set_value();
-    });
+    pipeline.async_execute(PooledOperation{&pool_, 1},
+                           asio::bind_executor(pool_, [&](std::exception_ptr e, int value) {
+                             if (e || value != 1) failures.fetch_add(1);
+                             answers.fetch_add(1);
+                             done.set_value();
+                           }));
     done.get_future().wait();
   }
   pool_.join();
