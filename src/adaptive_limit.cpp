@@ -515,11 +515,11 @@ void AdaptiveLimit::release_partitioned(std::uint32_t partition) noexcept {
 void AdaptiveLimit::complete_extras(Permit& permit, Outcome outcome) noexcept {
   const std::uint8_t flags = flags_.load(std::memory_order_relaxed);
   if (outcome == Outcome::kIgnore) {
-    release_slot(permit.partition_, flags);
+    release_slot(permit.partition(), flags);
     return;
   }
   const std::int64_t now = clock_.ticks();
-  release_slot(permit.partition_, flags);
+  release_slot(permit.partition(), flags);
   const std::int64_t latency = clock_.to_ns(now - permit.start_);
   record_sample(latency > 0 ? latency : 0, outcome == Outcome::kDrop);
   if ((flags & kHistogram) != 0) {

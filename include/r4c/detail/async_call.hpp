@@ -158,14 +158,14 @@ class ErasedInnerHandler {
   template <class Owner>
   ErasedInnerHandler(Owner* owner, int tag)
       : owner_(owner),
-        ops_(&kOps<Owner>),
         tag_(tag),
+        ops_(&kOps<Owner>),
         executor_(owner->caller_executor()),
         allocator_(owner->allocator()) {}
   ErasedInnerHandler(ErasedInnerHandler&& other) noexcept
       : owner_(std::exchange(other.owner_, nullptr)),
-        ops_(other.ops_),
         tag_(other.tag_),
+        ops_(other.ops_),
         executor_(other.executor_),
         allocator_(other.allocator_) {}
   ErasedInnerHandler& operator=(ErasedInnerHandler&&) = delete;
@@ -243,9 +243,12 @@ class ErasedInnerHandler {
     ops_->completed(std::exchange(owner_, nullptr), tag_, std::move(outcome));
   }
 
+  // tag_ between the two pointers: adjacent, GCC moved them as one 16-byte load of what the
+  // constructor had stored as two 8-byte halves, which stalls on store forwarding (a tenth of
+  // an async call, BM_AsyncExecute).
   void* owner_;
-  const Ops* ops_;
   int tag_;
+  const Ops* ops_;
   Executor executor_;
   Allocator allocator_;
 };
@@ -365,13 +368,20 @@ class AsyncCallBase {
     Step(Step&& other) noexcept
         : call(std::exchange(other.call, nullptr)), work(std::move(other.work)) {}
     Step& operator=(Step&&) = delete;
+    // Asio destroys four or five moved-from steps per answer: inlined, each costs a test. With
+    // the unrun path in its body GCC kept the destructor out of line (31 instructions a call).
     ~Step() {
-      if (call == nullptr) return;
-      // Destroyed unrun: no answer will come, the caller's handler is destroyed uncalled.
+      if (call != nullptr) [[unlikely]]
+        destroyed_unrun(call);
+    }
+    void operator()() { std::exchange(call, nullptr)->finish(); }
+
+   private:
+    // No answer will come: the caller's handler is destroyed uncalled.
+    [[gnu::noinline]] static void destroyed_unrun(AsyncCallBase* call) noexcept {
       call->stop_watching_caller();
       call->release();
     }
-    void operator()() { std::exchange(call, nullptr)->finish(); }
   };
 
   /// The caller's cancellation slot, disconnected from this call; only where the caller's
