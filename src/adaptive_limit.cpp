@@ -346,16 +346,7 @@ AdaptiveLimitSnapshot AdaptiveLimit::snapshot() const {
   snap.in_flight = in_flight_.load(std::memory_order_relaxed);
   const detail::LatencyHistogram* const histogram =
       (flags & kHistogram) != 0 ? latency_.load(std::memory_order_acquire) : nullptr;
-  if (histogram != nullptr) {
-    // The histogram's sum is the one the stripes keep for the windows (since it started).
-    std::uint64_t sum_ns = 0;
-    for (const Stripe& stripe : stripes_) {
-      sum_ns += stripe.latency_sum_ns.load(std::memory_order_relaxed);
-    }
-    const std::uint64_t base = latency_base_ns_.load(std::memory_order_relaxed);
-    snap.latency =
-        histogram->distribution(std::chrono::nanoseconds(sum_ns > base ? sum_ns - base : 0));
-  }
+  if (histogram != nullptr) snap.latency = histogram->distribution();
   for (;;) {
     const std::uint64_t before = stats_sequence_.load(std::memory_order_acquire);
     if (before & 1) continue;  // a close is writing; it is short
@@ -919,10 +910,6 @@ void AdaptiveLimit::apply_live(const AdaptiveLimitConfig& next, std::int64_t win
   if (next.latency_histogram() && (was & kHistogram) == 0) {
     // A fresh histogram: its percentiles describe the calls since it was switched on.
     histograms_.push_back(std::make_unique<detail::LatencyHistogram>(window_ticks, clock_.ticks()));
-    std::uint64_t sum_ns = 0;
-    for (const Stripe& stripe : stripes_)
-      sum_ns += stripe.latency_sum_ns.load(std::memory_order_relaxed);
-    latency_base_ns_.store(sum_ns, std::memory_order_relaxed);
     latency_.store(histograms_.back().get(), std::memory_order_release);
   }
   if (waits && queue_owner_ == nullptr) {

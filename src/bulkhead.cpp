@@ -364,7 +364,7 @@ BulkheadSnapshot Bulkhead::snapshot() const {
   snap.mode = observe_.load(std::memory_order_relaxed) ? PolicyMode::observe : PolicyMode::enforce;
   snap.would_have_rejected = would_reject_.total();
   if (const detail::LatencyHistogram* latency = latency_.load(std::memory_order_acquire)) {
-    snap.latency = latency->distribution(latency->sum());
+    snap.latency = latency->distribution();
   }
   snap.in_flight = in_flight();
   snap.available = snap.in_flight < snap.max_concurrent ? snap.max_concurrent - snap.in_flight : 0;

@@ -62,40 +62,50 @@ void LatencyHistogram::fold(Stripe& stripe) noexcept {
   std::atomic_thread_fence(std::memory_order_release);
   // record() folds each ring as it fills (end - begin == kRing, begin a multiple of it): the
   // ring's slots in order, a loop of fixed length the compiler unrolls.
+  std::uint64_t sum = stripe.sum.load(std::memory_order_relaxed);
 #pragma GCC unroll 8
   for (std::uint64_t i = 0; i < kRing; ++i) {
-    std::atomic<std::uint64_t>& bucket =
-        stripe.counts[fold_bucket(stripe.ring[i].load(std::memory_order_relaxed))];
+    const std::uint64_t value = stripe.ring[i].load(std::memory_order_relaxed);
+    std::atomic<std::uint64_t>& bucket = stripe.counts[fold_bucket(value)];
     bucket.store(bucket.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    sum += value;
   }
+  stripe.sum.store(sum, std::memory_order_relaxed);
   stripe.folded.store(end, std::memory_order_relaxed);
   // release: the counts and `folded` above happen before the even sequence.
   stripe.sequence.store(odd + 1, std::memory_order_release);
 }
 
-void LatencyHistogram::add_stripe(const Stripe& stripe, Counts& out) noexcept {
+void LatencyHistogram::add_stripe(const Stripe& stripe, Counts& out, std::uint64_t& sum) noexcept {
   Counts counts;
+  std::uint64_t stripe_sum = 0;
   for (;;) {
     const std::uint64_t before = stripe.sequence.load(std::memory_order_acquire);
     if (before & 1) continue;  // the owner is folding 64 latencies; it is short
     for (int b = 0; b < kBuckets; ++b) counts[b] = stripe.counts[b].load(std::memory_order_relaxed);
+    stripe_sum = stripe.sum.load(std::memory_order_relaxed);
     const std::uint64_t folded = stripe.folded.load(std::memory_order_relaxed);
     // acquire: the ring's latencies below `next` are there.
     const std::uint64_t next = stripe.next.load(std::memory_order_acquire);
     // The ring's slots [folded, next) are not written again before the next fold, which
     // changes the sequence: this reading is then retried.
     for (std::uint64_t p = folded; p < next && p - folded < kRing; ++p) {
-      ++counts[bucket_of(stripe.ring[p % kRing].load(std::memory_order_relaxed))];
+      const std::uint64_t value = stripe.ring[p % kRing].load(std::memory_order_relaxed);
+      ++counts[bucket_of(value)];
+      stripe_sum += value;
     }
     // acquire fence: a value from a fold under way brings its sequence change along.
     std::atomic_thread_fence(std::memory_order_acquire);
     if (stripe.sequence.load(std::memory_order_relaxed) == before) break;
   }
   for (int b = 0; b < kBuckets; ++b) out[b] += counts[b];
+  sum += stripe_sum;
 }
 
-void LatencyHistogram::add_totals(Counts& out) const noexcept {
-  for (std::uint32_t s = 0; s < kThreadSlots; ++s) add_stripe(stripes_[s], out);
+std::uint64_t LatencyHistogram::add_totals(Counts& out) const noexcept {
+  std::uint64_t sum = 0;
+  for (std::uint32_t s = 0; s < kThreadSlots; ++s) add_stripe(stripes_[s], out, sum);
+  return sum;
 }
 
 void LatencyHistogram::close_window(std::int64_t now) noexcept {
@@ -168,20 +178,12 @@ std::int64_t LatencyHistogram::quantile_since_last(double quantile) noexcept {
   return count == 0 ? 0 : quantile_of(now, count, quantile);
 }
 
-std::chrono::nanoseconds LatencyHistogram::sum() const noexcept {
-  std::uint64_t total = 0;
-  for (std::uint32_t i = 0; i < kThreadSlots; ++i)
-    total += stripes_[i].sum.load(std::memory_order_relaxed);
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(total));
-}
-
-LatencyDistribution LatencyHistogram::distribution(std::chrono::nanoseconds sum) const noexcept {
+LatencyDistribution LatencyHistogram::distribution() const noexcept {
   LatencyDistribution out;
   out.enabled = true;
   Counts totals{};
-  add_totals(totals);
+  out.sum = std::chrono::nanoseconds(static_cast<std::int64_t>(add_totals(totals)));
   out.total = percentiles_of(totals);
-  out.sum = sum;
   std::uint64_t below = 0;
   int b = 0;
   for (int i = 0; i < kLatencyBounds; ++i) {

@@ -75,7 +75,7 @@ TEST(LatencyHistogramTest, CountsEveryLatencyUnderEachPrometheusBoundFoldedOrNot
   values.push_back(-5);  // a latency below 0 counts as 0
   Histogram histogram(kNever, 0);
   for (std::int64_t v : values) histogram.record(v, 0);
-  const r4c::LatencyDistribution d = histogram.distribution(0ns);
+  const r4c::LatencyDistribution d = histogram.distribution();
   ASSERT_GT(values.size() % 64, 0u);  // some still in the ring
   EXPECT_EQ(d.total.count, values.size());
   for (int i = 0; i < r4c::kLatencyBounds; ++i) {
@@ -86,10 +86,32 @@ TEST(LatencyHistogramTest, CountsEveryLatencyUnderEachPrometheusBoundFoldedOrNot
   }
 }
 
+// The sum (Prometheus `_sum`) is made as the counts are: folded with the ring, and read with
+// what is still in it, on every thread's stripe.
+TEST(LatencyHistogramTest, SumsEveryLatencyFoldedOrNotOnEveryThread) {
+  Histogram histogram(kNever, 0);
+  std::uint64_t expected = 0;
+  for (int i = 0; i < 1000; ++i) {  // 15 folds, 40 latencies left in the ring
+    const std::int64_t latency = (i * 7919) % 100'003;
+    histogram.record(latency, 0);
+    expected += static_cast<std::uint64_t>(latency);
+  }
+  histogram.record(-5, 0);  // counts as 0
+  EXPECT_EQ(histogram.distribution().sum.count(), static_cast<std::int64_t>(expected));
+  std::thread other([&] {
+    for (int i = 1; i <= 100; ++i) histogram.record(i * 1000, 0);  // 1 fold, 36 in the ring
+  });
+  other.join();
+  expected += 5050u * 1000u;
+  const r4c::LatencyDistribution d = histogram.distribution();
+  EXPECT_EQ(d.sum.count(), static_cast<std::int64_t>(expected));
+  EXPECT_EQ(d.total.count, 1101u);
+}
+
 TEST(LatencyHistogramTest, ReportsPercentilesNeverBelowAndAtMostAnEighthAbove) {
   Histogram histogram(kNever, 0);
   for (int us = 1; us <= 1000; ++us) histogram.record(us * 1000, 0);
-  const r4c::LatencyDistribution d = histogram.distribution(0ns);
+  const r4c::LatencyDistribution d = histogram.distribution();
   EXPECT_TRUE(d.enabled);
   EXPECT_EQ(d.total.count, 1000u);
   const auto near = [](std::chrono::nanoseconds got, std::chrono::nanoseconds exact) {
@@ -110,17 +132,17 @@ TEST(LatencyHistogramTest, ReportsPercentilesNeverBelowAndAtMostAnEighthAbove) {
 TEST(LatencyHistogramTest, TheLastWindowHoldsOnlyItsOwnLatencies) {
   Histogram histogram(100, 0);                                    // windows of 100 ticks
   for (int i = 0; i < 100; ++i) histogram.record(1'000'000, 50);  // 1 ms, first window
-  EXPECT_EQ(histogram.distribution(0ns).window.count, 0u);
+  EXPECT_EQ(histogram.distribution().window.count, 0u);
   // The first record after the end closes the window before it counts in the next one.
   histogram.record(8'000'000, 120);
-  r4c::LatencyDistribution d = histogram.distribution(0ns);
+  r4c::LatencyDistribution d = histogram.distribution();
   EXPECT_EQ(d.window.count, 100u);
   EXPECT_EQ(d.window.p999, bound_of(1ms));
   EXPECT_EQ(d.total.count, 101u);
   EXPECT_EQ(d.total.p999, bound_of(8ms));
   for (int i = 0; i < 9; ++i) histogram.record(8'000'000, 150);
   histogram.record(1'000'000, 230);  // ends the second window, [120, 220)
-  d = histogram.distribution(0ns);
+  d = histogram.distribution();
   EXPECT_EQ(d.window.count, 10u);
   EXPECT_EQ(d.window.p50, bound_of(8ms));
   EXPECT_EQ(d.total.count, 111u);
@@ -140,12 +162,12 @@ TEST(LatencyHistogramTest, ThreadsWithTheirOwnStripesLoseNoSample) {
   // A reader alongside sees counts that only grow.
   std::uint64_t last = 0;
   for (int i = 0; i < 50; ++i) {
-    const std::uint64_t now = histogram.distribution(0ns).total.count;
+    const std::uint64_t now = histogram.distribution().total.count;
     EXPECT_GE(now, last);
     last = now;
   }
   for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(histogram.distribution(0ns).total.count, std::uint64_t{kThreads} * kEach);
+  EXPECT_EQ(histogram.distribution().total.count, std::uint64_t{kThreads} * kEach);
 }
 
 struct LimitFixture {

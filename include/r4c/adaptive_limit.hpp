@@ -522,7 +522,6 @@ class AdaptiveLimit {
   // latency_histogram on (kHistogram): read by every call that ends with a sample. Never freed
   // before the limit: a call may still record into one that reconfigure() switched off.
   std::atomic<detail::LatencyHistogram*> latency_{nullptr};
-  std::atomic<std::uint64_t> latency_base_ns_{0};  // the stripes' sum when it started
 
   // Written on every admitted call.
   alignas(detail::kCacheLine) std::atomic<std::int32_t> in_flight_{0};

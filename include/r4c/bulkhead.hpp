@@ -364,7 +364,7 @@ class Bulkhead {
     // permit was stamped: nothing is recorded.
     if (detail::LatencyHistogram* latency = latency_.load(std::memory_order_acquire)) {
       const std::int64_t now = reader_.ticks();
-      latency->record(reader_.to_ns(now - since), now, /*summed=*/true);
+      latency->record(reader_.to_ns(now - since), now);
     }
   }
   void released_listened() noexcept;

@@ -81,10 +81,8 @@ class LatencyHistogram {
   /// the first window ending at `now + window_ticks`.
   LatencyHistogram(std::int64_t window_ticks, std::int64_t now) noexcept;
 
-  /// Records one latency; `now` in the same ticks (ends a window when it is over). The sum of
-  /// the latencies is the owner's (a policy that records a latency already sums it), unless
-  /// `summed`: the histogram then sums them itself (sum()).
-  void record(std::int64_t latency_ns, std::int64_t now, bool summed = false) noexcept {
+  /// Records one latency; `now` in the same ticks (ends a window when it is over).
+  void record(std::int64_t latency_ns, std::int64_t now) noexcept {
     // A record after the window's end belongs to the next window: the end comes first.
     if (now >= window_end_.load(std::memory_order_relaxed)) [[unlikely]]
       close_window(now);
@@ -93,16 +91,13 @@ class LatencyHistogram {
     Stripe& stripe = stripes_[slot.index];
     if (!slot.exclusive) [[unlikely]] {
       stripe.counts[bucket_of(value)].fetch_add(1, std::memory_order_relaxed);
-      if (summed) stripe.sum.fetch_add(value, std::memory_order_relaxed);
+      stripe.sum.fetch_add(value, std::memory_order_relaxed);
       return;
-    }
-    if (summed) {
-      stripe.sum.store(stripe.sum.load(std::memory_order_relaxed) + value,
-                       std::memory_order_relaxed);
     }
     // The latency goes into the stripe's ring, whose slot is known before the latency is: no
     // load waits for it, which a bucket's increment would (its address is the latency's
     // bucket), and the next call's atomic read-modify-write waits for every store before it.
+    // The fold buckets and sums the ring, so a call stores the latency and its count only.
     // Plain loads and stores: the stripe has one writer (see detail/thread_slot.hpp).
     const std::uint64_t next = stripe.next.load(std::memory_order_relaxed);
     stripe.ring[next % kRing].store(value, std::memory_order_relaxed);
@@ -112,11 +107,9 @@ class LatencyHistogram {
       fold(stripe);
   }
 
-  /// A picture of the histogram: percentiles of the last window and since the start; `sum`,
-  /// the sum of every latency recorded, is the owner's.
-  LatencyDistribution distribution(std::chrono::nanoseconds sum) const noexcept;
-  /// The sum of the latencies recorded `summed`.
-  std::chrono::nanoseconds sum() const noexcept;
+  /// A picture of the histogram: percentiles of the last window and since the start, and the
+  /// sum of every latency recorded (negative ones as 0).
+  LatencyDistribution distribution() const noexcept;
   /// The `quantile` (0 < q < 1) of the latencies recorded since the previous call (since the
   /// start, the first time), as the percentiles give it (its bucket's upper bound); 0 when none
   /// were. One caller at a time (an adaptive limit's window closer: samplePercentile).
@@ -153,7 +146,7 @@ class LatencyHistogram {
     alignas(kCacheLine) std::atomic<std::uint64_t> next{0};
     std::atomic<std::uint64_t> folded{0};
     std::atomic<std::uint64_t> sequence{0};
-    std::atomic<std::uint64_t> sum{0};  // record(..., summed): the owner's latencies summed
+    std::atomic<std::uint64_t> sum{0};  // the latencies in `counts`, summed
     alignas(kCacheLine) std::array<std::atomic<std::uint64_t>, kRing> ring{};
   };
   static constexpr std::int64_t kClosing = INT64_MAX;
@@ -162,9 +155,10 @@ class LatencyHistogram {
   void close_window(std::int64_t now) noexcept;
   // Cold: the owner's full ring goes into its stripe's buckets.
   static void fold(Stripe& stripe) noexcept;
-  // A stripe's counts, its ring's latencies included, as of one moment.
-  static void add_stripe(const Stripe& stripe, Counts& out) noexcept;
-  void add_totals(Counts& out) const noexcept;
+  // A stripe's counts and sum, its ring's latencies included, as of one moment.
+  static void add_stripe(const Stripe& stripe, Counts& out, std::uint64_t& sum) noexcept;
+  // Every stripe's; returns the sum.
+  std::uint64_t add_totals(Counts& out) const noexcept;
 
   alignas(kCacheLine) std::atomic<std::int64_t> window_end_;
   const std::int64_t window_ticks_;
