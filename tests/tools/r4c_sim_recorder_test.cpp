@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -52,6 +53,20 @@ TEST(PercentileTest, IsTheNearestRank) {
   for (int i = 100; i >= 1; --i) hundred.push_back(i);
   EXPECT_EQ(percentile(hundred, 0.99), 99);
   EXPECT_EQ(percentile(hundred, 0.5), 50);
+}
+
+// The least cv of a fleet whose clients do not coordinate: whole means cost nothing, a share of
+// one call varies as a coin does, and N shares of s give sqrt(N s (1 - s)) / (N s).
+TEST(InFlightCvFloorTest, AddsTheLeastVarianceOfEachClientsWholeCount) {
+  EXPECT_EQ(in_flight_cv_floor({}), 0.0);
+  EXPECT_EQ(in_flight_cv_floor({0.0, 0.0}), 0.0);
+  EXPECT_EQ(in_flight_cv_floor({3.0, 5.0}), 0.0);
+  EXPECT_DOUBLE_EQ(in_flight_cv_floor({0.5, 0.5}), std::sqrt(0.5));        // 2 coins: sd 0.707 of 1
+  EXPECT_DOUBLE_EQ(in_flight_cv_floor({3.25}), std::sqrt(0.1875) / 3.25);  // 3 or 4
+  // 100 clients of 0.32 calls each, 32 in flight in all (fleet-100 at its workers): 0.146.
+  EXPECT_NEAR(in_flight_cv_floor(std::vector<double>(100, 0.32)), std::sqrt(100 * 0.32 * 0.68) / 32,
+              1e-12);
+  EXPECT_NEAR(in_flight_cv_floor(std::vector<double>(100, 0.32)), 0.1458, 1e-4);
 }
 
 TEST(RecorderTest, FilesEachEventInItsInterval) {

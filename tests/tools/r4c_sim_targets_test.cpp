@@ -226,6 +226,7 @@ TEST(TargetsTest, DelayTargetSharesOneServerAcrossAFleet) {
     RecordProperty(prefix + "jain", std::to_string(fleet->jain));
     RecordProperty(prefix + "goodput", std::to_string(fleet->goodput));
     RecordProperty(prefix + "cv", std::to_string(fleet->in_flight_cv));
+    RecordProperty(prefix + "cv_floor", std::to_string(fleet->in_flight_cv_floor));
   }
   EXPECT_GE(hundred.jain, 0.95);
   EXPECT_GE(five_hundred.jain, 0.95);

@@ -64,11 +64,13 @@ struct FleetSummary {
   int clients = 0;
   double goodput = 0.0;  // the clients' successes / the server's capacity
   std::optional<double> p99_ms;
-  double jain = 0.0;           // Jain's fairness index of the clients' successes, in (0, 1]
-  double in_flight = 0.0;      // settled: mean of the clients' calls in flight, summed
-  double above_workers = 0.0;  // settled: mean of max(0, aggregate in flight - workers)
-  double queue = 0.0;          // settled: mean of the server's queue
-  double in_flight_cv = 0.0;   // settled: coefficient of variation of the aggregate in flight
+  double jain = 0.0;                // Jain's fairness index of the clients' successes, in (0, 1]
+  double in_flight = 0.0;           // settled: mean of the clients' calls in flight, summed
+  double above_workers = 0.0;       // settled: mean of max(0, aggregate in flight - workers)
+  double queue = 0.0;               // settled: mean of the server's queue
+  double in_flight_cv = 0.0;        // settled: coefficient of variation of the aggregate in flight
+  double in_flight_cv_floor = 0.0;  // settled: the least cv clients that do not coordinate
+                                    // could show with these means (in_flight_cv_floor())
 };
 
 /// One row of the timeline: one group during one interval (times are its end).
@@ -181,6 +183,12 @@ class Recorder {
 
 /// The nearest-rank percentile (p in (0, 1]) of `values`, which it reorders; empty for none.
 std::optional<std::int64_t> percentile(std::vector<std::int64_t>& values, double p);
+
+/// The least coefficient of variation of the summed in-flight counts of clients that do not
+/// coordinate, whose means are `client_means`: a count is a whole number, so one of mean m
+/// varies by at least f(1 - f), f the fraction of m (it takes only the two whole numbers beside
+/// m), and the variances of independent clients add. 0 when the means sum to 0.
+double in_flight_cv_floor(const std::vector<double>& client_means);
 
 /// Writes timeline.csv, summary.csv, settle.csv, plots.gp and, for each group with an adaptive
 /// limit, windows-<group>.csv into `folder` (created if needed).
