@@ -212,8 +212,9 @@ std::vector<r4c::detail::SettingValue> other_values(const r4c::detail::SettingVa
     if (value.type == boolean) other.boolean = !value.boolean;
     if (value.type == duration) other.duration = durations[i];
     if (value.type == choice) other.choice = value.choice == 0 ? 1 : 0;  // two names at least
+    // append: GCC 12 at -O3 warns falsely on "literal" + std::string&& (-Wstringop-overflow).
     if (value.type == named_numbers)
-      other.named_numbers = {{"p" + std::to_string(i), 0.125 * (i + 1)}};
+      other.named_numbers = {{std::string("p").append(std::to_string(i)), 0.125 * (i + 1)}};
     if (!r4c::detail::same_value(other, value)) others.push_back(other);
   }
   return others;

@@ -42,7 +42,8 @@ class AsyncCircuitBreakerStatesTest : public ::testing::Test {
   }
   // One call, failed with `failure` or else completed with `value`; returns what the caller got.
   Answer call(r4c::CircuitBreaker& breaker, std::exception_ptr failure, std::string value = {}) {
-    const std::string key = "k" + std::to_string(keys_++);
+    // append: GCC 12 at -O3 warns falsely on "literal" + std::string&& (-Wstringop-overflow).
+    const std::string key = std::string("k").append(std::to_string(keys_++));
     Answer answer;
     breaker.async_execute<std::string>(backend_.place(key), answer.handler());
     if (!backend_.has(key)) return answer;  // rejected at once
