@@ -6,8 +6,6 @@
 //   BM_PipelineLimitRate      + a rate limiter
 //   BM_PipelineLimitTimeout   + a timeout, callable without a token (no timer)
 //   BM_PipelineLimitTimeoutToken  + a timeout, callable taking a std::stop_token (a timer)
-//   BM_PipelineLimitTimeoutTokenRef  the same, callable taking a const std::stop_token&: the
-//                             timeout's own token, no copy of it (no reference count changed)
 //   BM_PipelineLimitBulkhead  + a bulkhead
 //   BM_PipelineAll            all four, callable taking a token
 //   BM_PipelineLimitRetry     + a retry (every call succeeds: its first attempt is its last)
@@ -119,27 +117,21 @@ void code_failing(r4c::Pipeline<int>::Builder& b) {
       .timeout();
 }
 
-// How the benchmark's callable takes a token: none, by value, or by const reference.
-enum class Token { none, value, reference };
-
-template <void (*Configure)(r4c::Pipeline<int>::Builder&), Token kToken>
+template <void (*Configure)(r4c::Pipeline<int>::Builder&), bool kToken>
 void run_pipeline(benchmark::State& state) {
   const r4c::Pipeline<int>& pipeline = fixture<Configure>().pipeline;
-  // Warm: the thread's stripe slot, and (with a token) its slot's stop_source.
-  if constexpr (kToken == Token::value) {
+  // Warm: the thread's stripe slot, and (with a token) its spare stop_source and the timer
+  // queue's capacity.
+  if constexpr (kToken) {
     pipeline.execute([](std::stop_token) { return 0; });
-  } else if constexpr (kToken == Token::reference) {
-    pipeline.execute([](const std::stop_token&) { return 0; });
   } else {
     pipeline.execute([] { return 0; });
   }
   const AllocCount start = thread_alloc_count();
   for (auto _ : state) {
     int result;
-    if constexpr (kToken == Token::value) {
+    if constexpr (kToken) {
       result = pipeline.execute([](std::stop_token) { return 42; });
-    } else if constexpr (kToken == Token::reference) {
-      result = pipeline.execute([](const std::stop_token&) { return 42; });
     } else {
       result = pipeline.execute([] { return 42; });
     }
@@ -160,30 +152,19 @@ void BM_PipelineBareExecute(benchmark::State& state) {
   report_allocations(state, start);
 }
 
-void BM_PipelineLimit(benchmark::State& state) { run_pipeline<limit_only, Token::none>(state); }
-void BM_PipelineLimitRate(benchmark::State& state) { run_pipeline<limit_rate, Token::none>(state); }
-void BM_PipelineLimitTimeout(benchmark::State& state) {
-  run_pipeline<limit_timeout, Token::none>(state);
-}
+void BM_PipelineLimit(benchmark::State& state) { run_pipeline<limit_only, false>(state); }
+void BM_PipelineLimitRate(benchmark::State& state) { run_pipeline<limit_rate, false>(state); }
+void BM_PipelineLimitTimeout(benchmark::State& state) { run_pipeline<limit_timeout, false>(state); }
 void BM_PipelineLimitTimeoutToken(benchmark::State& state) {
-  run_pipeline<limit_timeout, Token::value>(state);
-}
-void BM_PipelineLimitTimeoutTokenRef(benchmark::State& state) {
-  run_pipeline<limit_timeout, Token::reference>(state);
+  run_pipeline<limit_timeout, true>(state);
 }
 void BM_PipelineLimitBulkhead(benchmark::State& state) {
-  run_pipeline<limit_bulkhead, Token::none>(state);
+  run_pipeline<limit_bulkhead, false>(state);
 }
-void BM_PipelineAll(benchmark::State& state) { run_pipeline<all, Token::value>(state); }
-void BM_PipelineLimitRetry(benchmark::State& state) {
-  run_pipeline<limit_retry, Token::none>(state);
-}
-void BM_PipelineLimitBreaker(benchmark::State& state) {
-  run_pipeline<limit_breaker, Token::none>(state);
-}
-void BM_PipelineLimitHedge(benchmark::State& state) {
-  run_pipeline<limit_hedge, Token::value>(state);
-}
+void BM_PipelineAll(benchmark::State& state) { run_pipeline<all, true>(state); }
+void BM_PipelineLimitRetry(benchmark::State& state) { run_pipeline<limit_retry, false>(state); }
+void BM_PipelineLimitBreaker(benchmark::State& state) { run_pipeline<limit_breaker, false>(state); }
+void BM_PipelineLimitHedge(benchmark::State& state) { run_pipeline<limit_hedge, true>(state); }
 
 // The refusing pipeline with its limit's one slot held for the whole process.
 struct FullPipeline {
@@ -293,7 +274,6 @@ BENCHMARK(BM_PipelineLimit)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineLimitRate)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineLimitTimeout)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineLimitTimeoutToken)->Apply(on_1_2_4_threads);
-BENCHMARK(BM_PipelineLimitTimeoutTokenRef)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineLimitBulkhead)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineAll)->Apply(on_1_2_4_threads);
 BENCHMARK(BM_PipelineLimitRetry)->Apply(on_1_2_4_threads);

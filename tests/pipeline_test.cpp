@@ -43,36 +43,6 @@ class PipelineTest : public ::testing::Test {
   }
 };
 
-// The stages pass the token on by reference; however the callable takes it (by const
-// reference, by value, as an rvalue), it gets the timeout's token, stopped at the deadline.
-TEST_F(PipelineTest, EveryWayOfTakingTheTokenGetsTheDeadline) {
-  auto pipeline = r4c::Pipeline<int>::builder(registry_, "tokens")
-                      .retry([](r4c::RetryConfig& r) { r.max_attempts(1); })
-                      .adaptive_limit()
-                      .timeout([](r4c::TimeoutConfig& t) { t.timeout(1s); })
-                      .build();
-  const auto late = [this](const std::stop_token& stop) {
-    EXPECT_TRUE(stop.stop_possible());
-    EXPECT_FALSE(stop.stop_requested());
-    clock_->advance(1s);
-    return stop.stop_requested() ? 1 : 0;
-  };
-  int seen = 0;
-  EXPECT_THROW(pipeline.execute([&](const std::stop_token& stop) { return seen += late(stop); }),
-               r4c::CallTimeoutException);
-  EXPECT_THROW(pipeline.execute([&](std::stop_token stop) { return seen += late(stop); }),
-               r4c::CallTimeoutException);
-  EXPECT_THROW(pipeline.execute([&](std::stop_token&& stop) { return seen += late(stop); }),
-               r4c::CallTimeoutException);
-  const r4c::Outcome<int> outcome =
-      pipeline.try_execute([&](const std::stop_token& stop) { return seen += late(stop); });
-  EXPECT_TRUE(outcome.failed());
-  EXPECT_EQ(seen, 4);  // each saw its token stopped
-  EXPECT_EQ(pipeline.timeout()->snapshot().timed_out, 4u);
-  EXPECT_EQ(pipeline.execute([](const std::stop_token& stop) { return stop.stop_requested(); }), 0);
-  EXPECT_EQ(clock_->pending_tasks(), 0u);
-}
-
 TEST_F(PipelineTest, ThePipelinesIdIsTheInstanceIdOfEachOfItsPolicies) {
   auto search = r4c::Pipeline<std::string>::builder(registry_, "search")
                     .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.max_limit(100); })

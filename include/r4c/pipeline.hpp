@@ -54,17 +54,15 @@ using PolicyPointer = typename Kind::Policy*;
 
 // How one kind's policy runs the rest of a pipeline: `stages.template try_through<I + 1>(f,
 // stop)` is everything inside it, and every stage passes refusals and failures as values (the
-// policy's try_execute around the rest). The token goes in by reference, alive for the whole
-// call: a callable taking `const std::stop_token&` then gets the timeout's own token and no
-// copy changes its state's reference count (two atomic read-modify-writes). This one suits a policy
-// whose try_execute(f) runs `f` at most once; the kinds that do something else say so below.
+// policy's try_execute around the rest). This one suits a policy whose try_execute(f) runs `f`
+// at most once; the kinds that do something else say so below.
 template <class Kind>
 struct PipelineStage {
   template <class T, std::size_t I, class Stages, class F>
   static Outcome<T> try_run(typename Kind::Policy& policy, const Stages& stages, F& f,
-                            const std::stop_token& stop) {
+                            std::stop_token stop) {
     return policy.try_execute(
-        [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, stop); });
+        [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, std::move(stop)); });
   }
 };
 
@@ -73,7 +71,7 @@ struct PipelineStage {
 template <>
 struct PipelineStage<RetryKind> {
   template <class T, std::size_t I, class Stages, class F>
-  static Outcome<T> try_run(Retry& retry, const Stages& stages, F& f, const std::stop_token& stop) {
+  static Outcome<T> try_run(Retry& retry, const Stages& stages, F& f, std::stop_token stop) {
     return retry.try_execute(
         [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, stop); });
   }
@@ -92,14 +90,14 @@ struct HedgedCodeFailure : std::system_error {
 template <>
 struct PipelineStage<HedgeKind> {
   template <class T, std::size_t I, class Stages, class F>
-  static Outcome<T> try_run(Hedge& hedge, const Stages& stages, F& f, const std::stop_token&) {
+  static Outcome<T> try_run(Hedge& hedge, const Stages& stages, F& f, std::stop_token) {
     using Fn = std::decay_t<F>;
     try {
       if constexpr (std::is_constructible_v<Fn, F&>) {
         // Every attempt runs the inner policies on its own copy of the stages, with the hedge's
         // token for the attempt; a loser may still run after this call returned.
-        auto attempts = [stages, fn = Fn(f)](const std::stop_token& stop) mutable -> T {
-          Outcome<T> outcome = stages.template try_through<I + 1>(fn, stop);
+        auto attempts = [stages, fn = Fn(f)](std::stop_token stop) mutable -> T {
+          Outcome<T> outcome = stages.template try_through<I + 1>(fn, std::move(stop));
           if (outcome.has_code()) throw HedgedCodeFailure(outcome.code());
           return std::move(outcome).get();
         };
@@ -144,8 +142,10 @@ template <>
 struct PipelineStage<AdaptiveLimitKind> {
   template <class T, std::size_t I, class Stages, class F>
   static Outcome<T> try_run(AdaptiveLimit& limit, const Stages& stages, F& f,
-                            const std::stop_token& stop) {
-    auto rest = [&]() -> Outcome<T> { return stages.template try_through<I + 1>(f, stop); };
+                            std::stop_token stop) {
+    auto rest = [&]() -> Outcome<T> {
+      return stages.template try_through<I + 1>(f, std::move(stop));
+    };
     if constexpr (kIsClassedCall<std::remove_cv_t<F>>) {
       return limit.try_execute(f.cls, f.partition, rest);
     } else {
@@ -160,11 +160,11 @@ struct PipelineStage<AdaptiveLimitKind> {
 template <>
 struct PipelineStage<TimeoutKind> {
   template <class T, std::size_t I, class Stages, class F>
-  static Outcome<T> try_run(Timeout& timeout, const Stages& stages, F& f,
-                            const std::stop_token& outer) {
+  static Outcome<T> try_run(Timeout& timeout, const Stages& stages, F& f, std::stop_token outer) {
     if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      return timeout.try_execute([&](const std::stop_token& deadline) -> Outcome<T> {
-        if (!outer.stop_possible()) return stages.template try_through<I + 1>(f, deadline);
+      return timeout.try_execute([&](std::stop_token deadline) -> Outcome<T> {
+        if (!outer.stop_possible())
+          return stages.template try_through<I + 1>(f, std::move(deadline));
         // A hedged attempt inside a timeout: its token stops at the deadline or when another
         // attempt won, whichever comes first.
         std::stop_source either;
@@ -201,13 +201,13 @@ struct PipelineStages {
   // levels became calls (each moving the stop_token), so an absent stage cost a call. Inlined,
   // an absent stage costs its pointer test.
   template <std::size_t I, class F>
-  [[gnu::always_inline]] Outcome<T> try_through(F& f, const std::stop_token& stop) const {
+  [[gnu::always_inline]] Outcome<T> try_through(F& f, std::stop_token stop) const {
     if constexpr (I == kKindCount) {
-      return try_call(f, stop);
+      return try_call(f, std::move(stop));
     } else {
       auto* const policy = std::get<I>(policies);
-      if (policy == nullptr) return try_through<I + 1>(f, stop);
-      return PipelineStage<KindAt<I>>::template try_run<T, I>(*policy, *this, f, stop);
+      if (policy == nullptr) return try_through<I + 1>(f, std::move(stop));
+      return PipelineStage<KindAt<I>>::template try_run<T, I>(*policy, *this, f, std::move(stop));
     }
   }
 
@@ -226,32 +226,29 @@ struct PipelineStages {
   // it on as it is, a call of a Pipeline<void> returning an std::error_code fails with it
   // (empty: success).
   template <class F>
-  static Outcome<T> try_call(F& f, const std::stop_token& stop) noexcept {
+  static Outcome<T> try_call(F& f, std::stop_token stop) noexcept {
     using Raw = std::remove_cvref_t<decltype(call_raw(f, stop))>;
     try {
       if constexpr (std::is_same_v<Raw, Outcome<T>>) {
-        return call_raw(f, stop);
+        return call_raw(f, std::move(stop));
       } else if constexpr (std::is_void_v<T> && std::is_same_v<Raw, std::error_code>) {
-        const std::error_code code = call_raw(f, stop);
+        const std::error_code code = call_raw(f, std::move(stop));
         return code ? Outcome<T>::failure(code) : Outcome<T>::success();
       } else if constexpr (std::is_void_v<T>) {
-        call_raw(f, stop);
+        call_raw(f, std::move(stop));
         return Outcome<T>::success();
       } else {
-        return Outcome<T>::success(static_cast<T>(call_raw(f, stop)));
+        return Outcome<T>::success(static_cast<T>(call_raw(f, std::move(stop))));
       }
     } catch (...) {
       return Outcome<T>::failure(std::current_exception());
     }
   }
 
-  // A callable taking its token by value copies it here, once; one taking an rvalue gets a copy.
   template <class F>
-  static decltype(auto) call_raw(F& f, const std::stop_token& stop) {
-    if constexpr (std::is_invocable_v<F&, const std::stop_token&>) {
-      return std::invoke(f, stop);
-    } else if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      return std::invoke(f, std::stop_token(stop));
+  static decltype(auto) call_raw(F& f, std::stop_token stop) {
+    if constexpr (std::is_invocable_v<F&, std::stop_token>) {
+      return std::invoke(f, std::move(stop));
     } else {
       return std::invoke(f);
     }
