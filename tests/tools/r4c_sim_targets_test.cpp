@@ -233,6 +233,14 @@ TEST(TargetsTest, DelayTargetSharesOneServerAcrossAFleet) {
   EXPECT_GE(five_hundred.goodput, 0.95);
   EXPECT_LE(hundred.above_workers, 2.0 * ten.above_workers);
   EXPECT_LE(five_hundred.above_workers, 3.0 * ten.above_workers);
+  // Target 3's cv of 10 % is below what clients that do not coordinate can reach at these
+  // queues (docs/simulator.md, "Fleets: the least swing without coordination"), and no fleet
+  // swings less than its floor.
+  EXPECT_GT(hundred.in_flight_cv_floor, 0.10);
+  EXPECT_GT(five_hundred.in_flight_cv_floor, 0.10);
+  for (const FleetSummary* fleet : {&ten, &hundred, &five_hundred}) {
+    EXPECT_GE(fleet->in_flight_cv, fleet->in_flight_cv_floor) << fleet->clients << " clients";
+  }
 }
 
 TEST(TargetsTest, NoLimitMovesWithoutTraffic) {
