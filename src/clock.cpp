@@ -81,12 +81,15 @@ const TscConversion* tsc_conversion() noexcept {
 #endif
 }
 
-ClockReader::ClockReader(const Clock* clock) noexcept : clock_(clock), mode_(Mode::kVirtual) {
+ClockReader::ClockReader(const Clock* clock) noexcept
+    : clock_(clock), source_(reinterpret_cast<std::uintptr_t>(clock)), mode_(Mode::kVirtual) {
   if (const auto* system = dynamic_cast<const SystemClock*>(clock)) {
     ns_per_tick_ = static_cast<std::int64_t>(system->tsc_.mult);
     base_ticks_ = static_cast<std::int64_t>(system->tsc_.base_ticks);
     base_ns_ = system->tsc_.base_ns;
     mode_ = system->uses_tsc_ ? Mode::kTsc : Mode::kSteady;
+    // Odd, so never a clock's address: every SystemClock reads the same time.
+    source_ = system->uses_tsc_ ? 1 : 3;
   }
 }
 

@@ -207,7 +207,10 @@ bool RateLimiter::try_acquire(int permits) {
 }
 
 RateLimiter::Reservation RateLimiter::reserve_permit() noexcept {
-  const std::int64_t now = clock_.ticks();
+  return reserve_permit_at(clock_.ticks());
+}
+
+RateLimiter::Reservation RateLimiter::reserve_permit_at(std::int64_t now) noexcept {
   const std::int64_t wait = reserve(now, kNoLimit, OnePermit{});
   if (wait == 0) [[likely]]
     return {Reservation::Kind::now, std::chrono::nanoseconds(0)};
@@ -234,8 +237,15 @@ RateLimiter::Reservation RateLimiter::reserved_later(std::int64_t now, std::int6
 
 void RateLimiter::acquire() { wait_for(reserve_permit()); }
 
-bool RateLimiter::try_acquire_waiting() {
-  const Reservation reservation = reserve_permit();
+bool RateLimiter::try_acquire_waiting() { return wait_unless_refused(reserve_permit()); }
+
+bool RateLimiter::try_acquire_waiting(detail::SharedReadings& readings) {
+  const Reservation reservation = reserve_permit_at(readings.start(clock_));
+  if (reservation.kind == Reservation::Kind::later) readings.waited();
+  return wait_unless_refused(reservation);
+}
+
+bool RateLimiter::wait_unless_refused(const Reservation& reservation) {
   if (reservation.kind == Reservation::Kind::refused) [[unlikely]]
     return false;
   wait_for(reservation);

@@ -35,16 +35,11 @@ StopAtDeadline::~StopAtDeadline() {
 
 // Past the slots (another clock, no scanner, or nested deeper than they go): the clock's timer
 // queue, on the time of the clock's own now() (a SystemClock's: the ticks read above).
-void TokenDeadline::queue(std::chrono::nanoseconds timeout) {
+void TokenDeadline::queue() {
   new (&queued_) StopAtDeadline;
   token_ = &queued_.token;
   try {
-    if (reader_.system_time()) {
-      clock_.schedule(queued_, std::chrono::nanoseconds(reader_.to_clock_ns(deadline_)));
-    } else {
-      deadline_ = clock_.now().count() + timeout.count();
-      clock_.schedule(queued_, std::chrono::nanoseconds(deadline_));
-    }
+    clock_.schedule(queued_, std::chrono::nanoseconds(reader_.to_clock_ns(deadline_)));
   } catch (...) {
     queued_.~StopAtDeadline();
     throw;

@@ -184,6 +184,101 @@ TEST_F(PipelineTest, EachCallIsASampleOfItsOwn) {
   EXPECT_EQ(snap.window_latency, 200ms);
 }
 
+// The breaker, the rate limiter, the limit and the timeout of one call share its clock
+// readings (one at the start, one at the end): each still measures the call's whole duration.
+TEST_F(PipelineTest, EveryTimedPolicyMeasuresTheCallFromTheReadingsItShares) {
+  auto pipeline =
+      r4c::Pipeline<int>::builder(registry_, "orders")
+          .circuit_breaker([](r4c::CircuitBreakerConfig& c) {
+            c.slow_call_duration(150ms).sliding_window_size(10).minimum_number_of_calls(10);
+          })
+          .rate_limiter()
+          .adaptive_limit([](r4c::AdaptiveLimitConfig& a) { a.min_window_samples(3); })
+          .timeout([](r4c::TimeoutConfig& t) { t.timeout(250ms); })
+          .build();
+  const auto taking = [&](std::chrono::nanoseconds span) {
+    return pipeline.try_execute([&, span] {
+      clock_->advance(span);
+      return 0;
+    });
+  };
+  EXPECT_TRUE(taking(100ms).has_value());
+  EXPECT_TRUE(taking(200ms).has_value());
+  clock_->advance(1s);
+  const r4c::Outcome<int> late = taking(300ms);  // past the timeout: a drop, and a failure
+  ASSERT_TRUE(late.failed());
+  EXPECT_THROW(std::rethrow_exception(late.error()), r4c::CallTimeoutException);
+  const r4c::AdaptiveLimitSnapshot limit = pipeline.adaptive_limit()->snapshot();
+  EXPECT_EQ(limit.window_samples, 3u);
+  EXPECT_EQ(limit.window_latency, 200ms);
+  EXPECT_TRUE(limit.window_dropped);
+  const r4c::CircuitBreakerSnapshot breaker = pipeline.circuit_breaker()->snapshot();
+  EXPECT_EQ(breaker.buffered_calls, 3u);
+  EXPECT_EQ(breaker.slow_calls, 2u);  // 200 ms and 300 ms
+  EXPECT_EQ(breaker.failed_calls, 1u);
+  EXPECT_EQ(pipeline.timeout()->snapshot().timed_out, 1u);
+}
+
+// Readings are shared only between policies of one clock: each of these two reads its own.
+TEST(PipelineClockTest, PoliciesOnDifferentClocksEachReadTheirOwn) {
+  const auto limit_clock = std::make_shared<r4c::ManualClock>();
+  const auto timeout_clock = std::make_shared<r4c::ManualClock>();
+  r4c::AdaptiveLimit limit("orders", r4c::AdaptiveLimitConfig().min_window_samples(1), limit_clock);
+  r4c::Timeout timeout("orders", r4c::TimeoutConfig().timeout(50ms), timeout_clock);
+  const r4c::detail::PipelineStages<int> stages = r4c::detail::make_stages<int>(&limit, &timeout);
+  const auto advancing = [&](r4c::ManualClock& clock) {
+    auto call = [&clock] {
+      clock.advance(100ms);
+      return 0;
+    };
+    return stages.try_execute(call);
+  };
+  // 100 ms on the limit's clock only: not late on the timeout's.
+  EXPECT_TRUE(advancing(*limit_clock).has_value());
+  // 100 ms on the timeout's clock only: late there, and no time at all on the limit's.
+  const r4c::Outcome<int> late = advancing(*timeout_clock);
+  ASSERT_TRUE(late.failed());
+  EXPECT_THROW(std::rethrow_exception(late.error()), r4c::CallTimeoutException);
+  limit_clock->advance(1s);
+  EXPECT_TRUE(advancing(*timeout_clock).failed());
+  const r4c::AdaptiveLimitSnapshot snap = limit.snapshot();
+  // The window the third call closed: 100 ms on the limit's clock, then 0 and 0 (had the limit
+  // taken the timeout's readings: 0, 100 and 100 ms).
+  EXPECT_EQ(snap.window_samples, 3u);
+  EXPECT_EQ(snap.window_latency, std::chrono::nanoseconds(100ms) / 3);
+}
+
+// A call that waits in the rate limiter for a permit starts, for the timeout inside, when the
+// wait is over: the wait is not the call's time.
+TEST_F(PipelineTest, ARateLimitersWaitIsNotTheTimeOfThePoliciesInside) {
+  auto pipeline = r4c::Pipeline<int>::builder(registry_, "orders")
+                      .rate_limiter([](r4c::RateLimiterConfig& r) {
+                        r.limit_for_period(1).refresh_period(1s).timeout_duration(5s);
+                      })
+                      .timeout([](r4c::TimeoutConfig& t) { t.timeout(500ms); })
+                      .build();
+  EXPECT_TRUE(pipeline.try_execute([] { return 1; }).has_value());  // the period's one permit
+  std::atomic<bool> done{false};
+  r4c::Outcome<int> second = r4c::Outcome<int>::success(0);
+  std::thread caller([&] {
+    second = pipeline.try_execute([&] {
+      clock_->advance(100ms);
+      return 2;
+    });
+    done.store(true);
+  });
+  while (!done.load()) {
+    if (pipeline.rate_limiter()->snapshot().waiting_calls > 0 && clock_->pending_tasks() > 0) {
+      clock_->advance(1s);  // the next period: the waiter's permit
+    }
+    std::this_thread::yield();
+  }
+  caller.join();
+  ASSERT_TRUE(second.has_value());  // 100 ms in the call, after a wait of up to 1 s
+  EXPECT_EQ(second.value(), 2);
+  EXPECT_EQ(pipeline.timeout()->snapshot().timed_out, 0u);
+}
+
 TEST_F(PipelineTest, TheCallersExceptionReachesItUnchangedAfterEveryPolicyRecordedIt) {
   auto pipeline = r4c::Pipeline<int>::builder(registry_, "orders")
                       .adaptive_limit()

@@ -463,27 +463,38 @@ class CircuitBreaker {
   /// preallocated exception once per object, its verdict kept).
   template <class F>
   detail::OutcomeOf<F> try_execute(F&& f) {
+    detail::OwnReadings own;
+    return try_execute(own, f);
+  }
+  /// try_execute() with the call's clock readings (detail::SharedReadings: shared with the
+  /// policies around and inside it, a pipeline's stage).
+  template <class Readings, class F>
+  detail::OutcomeOf<F> try_execute(Readings& readings, F&& f) {
     using Out = detail::OutcomeOf<F>;
     CircuitBreakerPermit permit = try_acquire();
     if (!permit) [[unlikely]]
       return Out::refused(refusal());
-    return try_execute_permitted(permit, f);
+    return try_execute_permitted(permit, f, readings);
   }
 
  private:
   // try_execute() once permitted. Every return is `outcome`, so it is built in the caller's
   // slot (a copy of an Outcome through the stack stalled on store forwarding).
-  template <class F>
-  detail::OutcomeOf<F> try_execute_permitted(CircuitBreakerPermit& permit, F& f) {
+  template <class F, class Readings>
+  detail::OutcomeOf<F> try_execute_permitted(CircuitBreakerPermit& permit, F& f,
+                                             Readings& readings) {
     using Out = detail::OutcomeOf<F>;
-    const std::int64_t start = clock_.ticks();
+    const std::int64_t start = readings.start(clock_);
+    const auto elapsed = [&] {
+      return std::chrono::nanoseconds(clock_.to_ns(readings.end(clock_) - start));
+    };
     Out outcome = detail::invoke_outcome(f);
     if (outcome.has_value()) [[likely]] {
       if constexpr (std::is_void_v<typename Out::Value>) {
-        permit.on_success(elapsed_since(start));
+        permit.on_success(elapsed());
       } else {
         try {
-          record_result<typename Out::Value>(permit, outcome.value(), elapsed_since(start));
+          record_result<typename Out::Value>(permit, outcome.value(), elapsed());
         } catch (...) {
           outcome = Out::failure(std::current_exception());  // the predicate's, recording nothing
         }
@@ -496,10 +507,10 @@ class CircuitBreaker {
         permit.release();
         break;
       case kSucceeded:
-        permit.on_success(elapsed_since(start));
+        permit.on_success(elapsed());
         break;
       default:
-        permit.on_error(elapsed_since(start));
+        permit.on_error(elapsed());
     }
     return outcome;
   }

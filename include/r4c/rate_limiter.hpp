@@ -141,11 +141,22 @@ class RateLimiter {
   /// acquire() without the throw: takes a permit, waiting on the clock up to timeout_duration
   /// for a reserved one; false (counted in `rejected`) when none comes within it.
   [[nodiscard]] bool try_acquire_waiting();
+  /// try_acquire_waiting() reserving at the call's start as `readings` has it (a pipeline's
+  /// stage); a wait for a reserved permit makes the policies inside read their own start.
+  [[nodiscard]] bool try_acquire_waiting(detail::SharedReadings& readings);
   /// execute() without a throw to say no (<r4c/outcome.hpp>): no permit within
   /// timeout_duration returns a refusal; `f` (returning a value or an Outcome) ends as one.
   template <class F>
   detail::OutcomeOf<F> try_execute(F&& f) {
     if (!try_acquire_waiting()) [[unlikely]]
+      return detail::OutcomeOf<F>::refused(refusal());
+    return detail::invoke_outcome(f);
+  }
+  /// try_execute() with the call's clock readings shared with the policies around and inside
+  /// it (a pipeline's stage).
+  template <class F>
+  detail::OutcomeOf<F> try_execute(detail::SharedReadings& readings, F&& f) {
+    if (!try_acquire_waiting(readings)) [[unlikely]]
       return detail::OutcomeOf<F>::refused(refusal());
     return detail::invoke_outcome(f);
   }
@@ -230,7 +241,9 @@ class RateLimiter {
   // Throws R4C-USE-001 for a weight no period can grant.
   void check_weight(int permits) const;
   // A reservation that could not be had now: refused (wait < 0) or later.
+  Reservation reserve_permit_at(std::int64_t now) noexcept;
   Reservation reserved_later(std::int64_t now, std::int64_t wait) noexcept;
+  bool wait_unless_refused(const Reservation& reservation);
   void wait_for(const Reservation& reservation);
 
   alignas(detail::kCacheLine) std::atomic<std::uint64_t> state_;  // period << 24 | permits

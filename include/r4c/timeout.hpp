@@ -101,11 +101,11 @@ using TokenArg = std::conditional_t<std::is_invocable_v<F, const std::stop_token
 // than the calls GCC would otherwise make to it; the queue's path is out of line.
 class TokenDeadline {
  public:
+  // `start`: the call's start, read on `reader`; `timeout_ticks` in its ticks.
   [[gnu::always_inline]] TokenDeadline(const ClockReader& reader, Clock& clock,
-                                       std::int64_t timeout_ticks, std::chrono::nanoseconds timeout)
-      : reader_(reader), clock_(clock) {
+                                       std::int64_t timeout_ticks, std::int64_t start)
+      : reader_(reader), clock_(clock), deadline_(start + timeout_ticks) {
     if (reader.system_time()) [[likely]] {
-      deadline_ = reader.ticks() + timeout_ticks;
       DeadlineSlots::Block* const block = DeadlineSlots::block();
       if (block != nullptr && block->depth < DeadlineSlots::kDepth) [[likely]] {
         token_ = &DeadlineSlots::arm_stop(*block, deadline_);
@@ -113,7 +113,7 @@ class TokenDeadline {
         return;
       }
     }
-    queue(timeout);
+    queue();
   }
   TokenDeadline(const TokenDeadline&) = delete;
   TokenDeadline& operator=(const TokenDeadline&) = delete;
@@ -138,17 +138,17 @@ class TokenDeadline {
   }
 
   /// Ends the deadline; whether the call was late: its token stopped, or it ended at or after
-  /// its deadline.
-  [[gnu::always_inline]] bool end_late() noexcept {
+  /// its deadline (read from `readings`, SharedReadings or OwnReadings).
+  template <class Readings>
+  [[gnu::always_inline]] bool end_late(Readings& readings) noexcept {
     ended_ = true;
     if (block_ != nullptr) [[likely]]
-      return DeadlineSlots::disarm_stop(*block_) || reader_.ticks() >= deadline_;
-    return end_queued() ||
-           (reader_.system_time() ? reader_.ticks() : clock_.now().count()) >= deadline_;
+      return DeadlineSlots::disarm_stop(*block_) || readings.end(reader_) >= deadline_;
+    return end_queued() || readings.end(reader_) >= deadline_;
   }
 
  private:
-  void queue(std::chrono::nanoseconds timeout);
+  void queue();
   bool end_queued() noexcept;
 
   const ClockReader& reader_;
@@ -186,10 +186,18 @@ class Timeout {
   /// CallTimeoutException of the call's own passes unchanged.
   template <class F>
   [[gnu::always_inline]] auto try_execute(F&& f) {
+    detail::OwnReadings own;
+    return try_execute(own, f);
+  }
+  /// try_execute() with the call's clock readings shared with the policies around and inside
+  /// it (a pipeline's stage): the deadline counts from the call's start as an outer policy read
+  /// it.
+  template <class Readings, class F>
+  [[gnu::always_inline]] auto try_execute(Readings& readings, F&& f) {
     if constexpr (std::is_invocable_v<F&, std::stop_token>) {
-      return try_execute_with_token(f);
+      return try_execute_with_token(f, readings);
     } else {
-      return try_execute_without_token(f);
+      return try_execute_without_token(f, readings);
     }
   }
 
@@ -231,19 +239,19 @@ class Timeout {
   decltype(auto) execute_with_token(F&& f);
   // One function per kind of callable, each with one object returned on every path (built in
   // the caller's slot, never moved: under `if constexpr` GCC 12 moved it).
-  template <class F>
-  [[gnu::always_inline]] auto try_execute_with_token(F& f) {
-    detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks(), timeout_ns());
+  template <class F, class Readings>
+  [[gnu::always_inline]] auto try_execute_with_token(F& f, Readings& readings) {
+    detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks(), readings.start(clock_));
     auto outcome = detail::invoke_outcome(f, deadline.template token<F&>());
-    if (deadline.end_late()) [[unlikely]]
+    if (deadline.end_late(readings)) [[unlikely]]
       outcome = late(std::move(outcome));
     return outcome;
   }
-  template <class F>
-  [[gnu::always_inline]] auto try_execute_without_token(F& f) {
-    const std::int64_t deadline = clock_.ticks() + timeout_ticks();
+  template <class F, class Readings>
+  [[gnu::always_inline]] auto try_execute_without_token(F& f, Readings& readings) {
+    const std::int64_t deadline = readings.start(clock_) + timeout_ticks();
     auto outcome = detail::invoke_outcome(f);
-    if (clock_.ticks() >= deadline) [[unlikely]]
+    if (readings.end(clock_) >= deadline) [[unlikely]]
       outcome = late(std::move(outcome));
     return outcome;
   }
@@ -300,15 +308,16 @@ template <class F>
 decltype(auto) Timeout::execute_with_token(F&& f) {
   using Result = std::invoke_result_t<F, detail::TokenArg<F>>;
   // Ends the timer however the call ends; once it has, nothing touches the token's state.
-  detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks(), timeout_ns());
+  detail::OwnReadings readings;
+  detail::TokenDeadline deadline(clock_, *clock_owner_, timeout_ticks(), readings.start(clock_));
   try {
     if constexpr (std::is_void_v<Result>) {
       std::invoke(std::forward<F>(f), deadline.template token<F>());
-      if (deadline.end_late()) throw_timed_out();
+      if (deadline.end_late(readings)) throw_timed_out();
       return;
     } else {
       Result result = std::invoke(std::forward<F>(f), deadline.template token<F>());
-      if (deadline.end_late()) throw_timed_out();  // the late result is destroyed
+      if (deadline.end_late(readings)) throw_timed_out();  // the late result is destroyed
       if constexpr (std::is_reference_v<Result>) {
         return static_cast<Result>(result);
       } else {
@@ -319,7 +328,7 @@ decltype(auto) Timeout::execute_with_token(F&& f) {
     throw;
   } catch (...) {
     // Ended already: the result's own copy or move threw, after a call in time.
-    if (deadline.ended() || !deadline.end_late()) throw;
+    if (deadline.ended() || !deadline.end_late(readings)) throw;
   }
   throw_timed_out();  // threw after stop was requested: its exception is replaced
 }
