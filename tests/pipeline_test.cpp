@@ -248,15 +248,20 @@ TEST(PipelineClockTest, PoliciesOnDifferentClocksEachReadTheirOwn) {
   EXPECT_EQ(snap.window_latency, std::chrono::nanoseconds(100ms) / 3);
 }
 
-// A call that waits in the rate limiter for a permit starts, for the timeout inside, when the
-// wait is over: the wait is not the call's time.
-TEST_F(PipelineTest, ARateLimitersWaitIsNotTheTimeOfThePoliciesInside) {
-  auto pipeline = r4c::Pipeline<int>::builder(registry_, "orders")
-                      .rate_limiter([](r4c::RateLimiterConfig& r) {
-                        r.limit_for_period(1).refresh_period(1s).timeout_duration(5s);
-                      })
-                      .timeout([](r4c::TimeoutConfig& t) { t.timeout(500ms); })
-                      .build();
+// A call that waits in the rate limiter for a permit starts, for the policies inside, when the
+// wait is over: the wait is neither the timeout's time nor a latency of the limit.
+class RateLimiterWaitTest : public PipelineTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RateLimiterWaitTest, IsNotTheTimeOfThePoliciesInside) {
+  const bool with_limit = GetParam();
+  auto builder = r4c::Pipeline<int>::builder(registry_, "orders");
+  builder
+      .rate_limiter([](r4c::RateLimiterConfig& r) {
+        r.limit_for_period(1).refresh_period(1s).timeout_duration(5s);
+      })
+      .timeout([](r4c::TimeoutConfig& t) { t.timeout(500ms); });
+  if (with_limit) builder.adaptive_limit();
+  auto pipeline = builder.build();
   EXPECT_TRUE(pipeline.try_execute([] { return 1; }).has_value());  // the period's one permit
   std::atomic<bool> done{false};
   r4c::Outcome<int> second = r4c::Outcome<int>::success(0);
@@ -277,7 +282,17 @@ TEST_F(PipelineTest, ARateLimitersWaitIsNotTheTimeOfThePoliciesInside) {
   ASSERT_TRUE(second.has_value());  // 100 ms in the call, after a wait of up to 1 s
   EXPECT_EQ(second.value(), 2);
   EXPECT_EQ(pipeline.timeout()->snapshot().timed_out, 0u);
+  if (with_limit) {
+    // The second call ended past the first window's end: the window had both, 0 and 100 ms.
+    const r4c::AdaptiveLimitSnapshot snap = pipeline.adaptive_limit()->snapshot();
+    EXPECT_EQ(snap.windows, 1u);
+    EXPECT_EQ(snap.window_samples, 2u);
+    EXPECT_EQ(snap.window_latency, 50ms);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(TimeoutAlone, RateLimiterWaitTest, ::testing::Values(false));
+INSTANTIATE_TEST_SUITE_P(LimitAndTimeout, RateLimiterWaitTest, ::testing::Values(true));
 
 TEST_F(PipelineTest, TheCallersExceptionReachesItUnchangedAfterEveryPolicyRecordedIt) {
   auto pipeline = r4c::Pipeline<int>::builder(registry_, "orders")

@@ -337,21 +337,19 @@ class AdaptiveLimit {
     return outcome;
   }
   /// try_execute() with the call's clock readings shared with the policies around and inside
-  /// it (a pipeline's stage): the admission's reading is the start of the policies inside, and
-  /// the latency ends at the end they read.
+  /// it (a pipeline's stage): the admission takes the start an outer policy read (or reads it
+  /// for the policies inside), and the latency ends at the end they read.
   template <class F>
   detail::OutcomeOf<F> try_execute(detail::SharedReadings& readings, CallClass cls,
                                    LimitPartition partition, F&& f) {
     RejectReason why = RejectReason::limit;
     const bool queues = waits();
-    Permit permit = queues ? acquire(Admission{cls, partition}, &why) : try_acquire(partition, cls);
+    Permit permit = queues ? acquire(Admission{cls, partition}, &why)
+                           : try_acquire_at(partition, cls, SharedStart{readings, clock_});
     if (!permit) [[unlikely]]
       return detail::OutcomeOf<F>::refused(refusal(why));
-    if (queues) [[unlikely]] {
-      readings.waited();
-    } else if (permit.in_flight() != 0) {  // not disabled: the admission read the clock
-      readings.started_at(clock_, permit.start_);
-    }
+    if (queues) [[unlikely]]
+      readings.waited();  // the admission after the wait is the start of the policies inside
     auto outcome = detail::invoke_outcome(f);
     permit.limit_ = nullptr;
     // One complete() per outcome, each with its outcome constant (the outcome in a variable cost
@@ -478,6 +476,14 @@ class AdaptiveLimit {
     std::int64_t now;
     [[gnu::always_inline]] std::int64_t operator()() const noexcept { return now; }
   };
+  // An admission's start shared with the policies around and inside (read on admission only).
+  struct SharedStart {
+    detail::SharedReadings& readings;
+    const detail::ClockReader& clock;
+    [[gnu::always_inline]] std::int64_t operator()() const noexcept {
+      return readings.start(clock);
+    }
+  };
 
   // complete() with the end's reading from `now()`.
   template <class Now>
@@ -500,7 +506,15 @@ class AdaptiveLimit {
   void count_rejection() noexcept;
   // Cold: disabled, bypass, or waiters may be queued.
   Permit try_acquire_special(CallClass cls, std::uint8_t partition) noexcept;
-  Permit try_acquire_class(CallClass cls) noexcept;
+  template <class Start>
+  Permit try_acquire_class(CallClass cls, Start start) noexcept;
+  // The admissions above with the start from `start()` (ReadClock, SharedStart).
+  template <class Start>
+  Permit try_acquire_at(Start start) noexcept;
+  template <class Start>
+  Permit try_acquire_at(CallClass cls, Start start) noexcept;
+  template <class Start>
+  Permit try_acquire_at(LimitPartition partition, CallClass cls, Start start) noexcept;
   // A slot now if one is free and nobody of the class or above waits; counts nothing.
   Permit admit_now(CallClass cls, std::uint8_t partition = 0) noexcept;
   // One CAS loop: in flight below the class's share of the limit; 0 when full, else the count.
@@ -649,7 +663,12 @@ class AdaptiveLimit {
 
 // ---- the hot path ------------------------------------------------------------------------
 
-inline Permit AdaptiveLimit::try_acquire() noexcept {
+inline Permit AdaptiveLimit::try_acquire() noexcept { return try_acquire_at(ReadClock{clock_}); }
+
+// try_acquire() with the start read by `start()`: the clock, or the reading a pipeline's outer
+// policy took.
+template <class Start>
+[[gnu::always_inline]] inline Permit AdaptiveLimit::try_acquire_at(Start start) noexcept {
   if (flags_.load(std::memory_order_relaxed) & kSpecial) [[unlikely]]
     return try_acquire_special(CallClass::critical, 0);
   // relaxed: a slot guards no data; the count itself is all that is shared.
@@ -665,7 +684,7 @@ inline Permit AdaptiveLimit::try_acquire() noexcept {
   } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
                                              std::memory_order_relaxed));
   note_in_flight(running + 1);
-  return Permit(this, clock_.ticks(), running + 1);
+  return Permit(this, start(), running + 1);
 }
 
 inline void AdaptiveLimit::note_in_flight(std::int32_t admitted) noexcept {
@@ -680,9 +699,16 @@ inline void AdaptiveLimit::note_in_flight(std::int32_t admitted) noexcept {
 // GCC otherwise keeps as a call of its own (about 13 instructions on every admitted call).
 [[gnu::always_inline]] inline Permit AdaptiveLimit::try_acquire(CallClass cls) noexcept {
   if (cls == CallClass::critical) return try_acquire();
+  return try_acquire_at(cls, ReadClock{clock_});
+}
+
+template <class Start>
+[[gnu::always_inline]] inline Permit AdaptiveLimit::try_acquire_at(CallClass cls,
+                                                                   Start start) noexcept {
+  if (cls == CallClass::critical) return try_acquire_at(start);
   if ((flags_.load(std::memory_order_relaxed) & kSpecial) || cls == CallClass::bypass) [[unlikely]]
     return try_acquire_special(cls, 0);
-  return try_acquire_class(cls);
+  return try_acquire_class(cls, start);
 }
 
 [[gnu::always_inline]] inline Permit AdaptiveLimit::try_acquire(LimitPartition partition,
@@ -692,8 +718,18 @@ inline void AdaptiveLimit::note_in_flight(std::int32_t admitted) noexcept {
   return try_acquire_special(cls, partition_slot(partition));
 }
 
+template <class Start>
+[[gnu::always_inline]] inline Permit AdaptiveLimit::try_acquire_at(LimitPartition partition,
+                                                                   CallClass cls,
+                                                                   Start start) noexcept {
+  if (!(flags_.load(std::memory_order_relaxed) & kSpecial)) [[likely]]
+    return try_acquire_at(cls, start);  // no partitions
+  return try_acquire_special(cls, partition_slot(partition));
+}
+
 // The plain path with the class's share: one multiply more than try_acquire().
-inline Permit AdaptiveLimit::try_acquire_class(CallClass cls) noexcept {
+template <class Start>
+inline Permit AdaptiveLimit::try_acquire_class(CallClass cls, Start start) noexcept {
   const std::uint64_t share = shares_[static_cast<int>(cls)].load(std::memory_order_relaxed);
   std::int32_t running = in_flight_.load(std::memory_order_relaxed);
   do {
@@ -709,7 +745,7 @@ inline Permit AdaptiveLimit::try_acquire_class(CallClass cls) noexcept {
   } while (!in_flight_.compare_exchange_weak(running, running + 1, std::memory_order_relaxed,
                                              std::memory_order_relaxed));
   note_in_flight(running + 1);
-  return Permit(this, clock_.ticks(), running + 1);
+  return Permit(this, start(), running + 1);
 }
 
 inline void AdaptiveLimit::release_slot(std::uint32_t partition, std::uint8_t flags) noexcept {

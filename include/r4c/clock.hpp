@@ -226,11 +226,6 @@ class SharedReadings {
     }
     return start_;
   }
-  /// Offers `reading`, taken as the call starts, to the policies inside.
-  void started_at(const ClockReader& clock, std::int64_t reading) noexcept {
-    start_ = reading;
-    start_source_ = clock.source();
-  }
   /// The stage waited: the policies inside read their own start.
   void waited() noexcept { start_source_ = 0; }
   /// The call's end on `clock`, once it returned to the caller's stage: the reading a policy
@@ -256,7 +251,6 @@ struct OwnReadings {
   [[gnu::always_inline]] static std::int64_t start(const ClockReader& clock) noexcept {
     return clock.ticks();
   }
-  static void started_at(const ClockReader&, std::int64_t) noexcept {}
   static void waited() noexcept {}
   [[gnu::always_inline]] static std::int64_t end(const ClockReader& clock) noexcept {
     return clock.ticks();
