@@ -24,6 +24,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <stop_token>
 #include <string>
@@ -158,9 +159,10 @@ struct PipelineStage<AdaptiveLimitKind> {
   template <class T, std::size_t I, class Stages, class F>
   static Outcome<T> try_run(AdaptiveLimit& limit, const Stages& stages, F& f, std::stop_token stop,
                             SharedReadings& readings) {
-    if (stages.template get<TimeoutKind>() != nullptr ||
-        stages.template get<CircuitBreakerKind>() != nullptr ||
-        stages.template get<RateLimiterKind>() != nullptr) {
+    // One branch for the three: none of them is the common case.
+    if ((reinterpret_cast<std::uintptr_t>(stages.template get<TimeoutKind>()) |
+         reinterpret_cast<std::uintptr_t>(stages.template get<CircuitBreakerKind>()) |
+         reinterpret_cast<std::uintptr_t>(stages.template get<RateLimiterKind>())) != 0) {
       return run_sharing<T, I>(limit, stages, f, stop, readings);
     }
     // One call site per lambda: with two, GCC made the lambda a call of its own (1.3 ns).
